@@ -1,0 +1,2 @@
+// h3s: command-line front end (placeholder until the executors land).
+int main() { return 0; }
