@@ -1,6 +1,7 @@
 // Arena accounting and the host memory resource.
 #include "core/arena.hpp"
 
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
@@ -8,6 +9,7 @@ namespace h3s {
 
 void* HostMemory::allocate(size_t bytes) {
   constexpr size_t kAlign = 64;
+  if (bytes > SIZE_MAX - (kAlign - 1)) throw std::bad_alloc();  // rounding would wrap
   const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
   void* p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
   if (!p) throw std::bad_alloc();
@@ -56,7 +58,8 @@ Arena::Arena(MemoryResource& memory, size_t budget_bytes) : memory_(memory), bud
 Arena::~Arena() = default;
 
 Buffer Arena::allocate(size_t bytes, std::string_view what) {
-  if (budget_ != 0 && allocated_ + bytes > budget_) {
+  // Written as a subtraction: allocated_ + bytes can wrap for huge requests.
+  if (budget_ != 0 && (allocated_ > budget_ || bytes > budget_ - allocated_)) {
     fail(ErrorKind::out_of_memory,
          "memory budget {} cannot hold {} ({}): {} already in use; raise the budget or lower "
          "the chunk sizes",
@@ -75,13 +78,24 @@ Buffer Arena::allocate(size_t bytes, std::string_view what) {
 
 OwnedTensor Arena::tensor(DType dtype, std::initializer_list<int64_t> shape,
                           std::string_view what) {
-  int64_t n = 1;
+  // Element count with overflow detection (a zero dimension makes it 0 regardless).
+  size_t n = 1;
+  bool overflow = false, empty = false;
   for (int64_t s : shape) {
     if (s < 0) fail(ErrorKind::invalid_argument, "negative dimension {} for {}", s, what);
-    n *= s;
+    if (s == 0) empty = true;
+    else if (n > SIZE_MAX / size_t(s)) overflow = true;
+    n *= size_t(s);
   }
+  if (empty) {
+    n = 0;
+    overflow = false;
+  }
+  const size_t elem = dtype_size(dtype);
+  if (overflow || n > size_t(INT64_MAX) || n > SIZE_MAX / elem)
+    fail(ErrorKind::out_of_memory, "tensor {} is too large: its byte size overflows", what);
   OwnedTensor t;
-  t.buffer = allocate(size_t(n) * dtype_size(dtype), what);
+  t.buffer = allocate(n * elem, what);
   t.view = Tensor::contiguous(t.buffer.data(), dtype, shape, memory_.device());
   return t;
 }

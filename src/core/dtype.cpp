@@ -3,6 +3,7 @@
 
 #include <bit>
 #include <cmath>
+#include <limits>
 
 namespace h3s {
 
@@ -27,6 +28,7 @@ namespace {
 // fp32 (exact). Subnormals are spaced 2^(emin - mant).
 float round_to_format(float a, int mant, int emin) {
   if (a == 0.0f) return 0.0f;
+  if (std::isinf(a)) return a;  // frexp leaves the exponent unspecified for inf
   int e;
   std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
   int exp = e - 1;    // a in [2^exp, 2^(exp+1))

@@ -62,7 +62,8 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
                               const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
-  const int64_t parts = std::min<int64_t>(size(), (n + grain - 1) / grain);
+  // floor(n / grain) parts at most, so every part holds at least `grain` elements.
+  const int64_t parts = std::min<int64_t>(size(), n / grain);
   if (parts <= 1) {
     fn(0, n);
     return;

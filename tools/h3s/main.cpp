@@ -1,2 +1,185 @@
-// h3s: command-line front end (placeholder until the executors land).
-int main() { return 0; }
+// h3s: the h3stream command line.
+//   h3s demo   stock and streamed forward on synthetic weights, compared bit for bit
+//   h3s run    one forward (streamed or stock) with every control, ledger and timing
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "cli_args.hpp"
+#include "core/error.hpp"
+#include "exec/forward.hpp"
+#include "report.hpp"
+
+namespace h3s::cli {
+namespace {
+
+struct Prepared {
+  ModelConfig config;
+  PackedLayout layout;
+  ModelWeights weights;
+  ForwardInputs inputs;
+};
+
+Prepared prepare(RunArgs& a) {
+  a.exec.final_layer_gemm = parse_final_gemm(a.final_gemm);
+  a.exec.validate();
+  Prepared p;
+  p.config = config_from(a);
+  p.layout = layout_from(a, p.config);
+  if (!a.json)
+    fmt::print(stderr, "h3s: building {} weights ({}, {} blocks, seed {})...\n", a.format,
+               p.config.name, p.config.blocks, a.seed);
+  p.weights = ModelWeights::random(p.config, parse_format(a.format), a.seed);
+  p.inputs = random_inputs(p.config, p.layout, a.seed + 1);
+  return p;
+}
+
+ForwardOutputs forward(const Prepared& p, const RunArgs& a, const ExecOptions& opt,
+                       const char* label) {
+  HostMemory memory;
+  Arena arena(memory, parse_bytes(a.memory_budget));
+  auto backend = make_cpu_backend(a.threads);
+  if (!a.json) fmt::print(stderr, "h3s: {} forward over {} tokens...\n", label, p.layout.seq_len);
+  return run_forward(*backend, arena, p.weights, p.layout, p.inputs, opt);
+}
+
+int run_demo(RunArgs& a) {
+  Prepared p = prepare(a);
+  const ForwardOutputs stock = forward(p, a, ExecOptions::stock(), "stock");
+  const ForwardOutputs streamed = forward(p, a, a.exec, "streamed");
+  const bool equal = stock.video == streamed.video && stock.audio == streamed.audio &&
+                     std::memcmp(stock.video.data(), streamed.video.data(),
+                                 stock.video.size() * sizeof(float)) == 0 &&
+                     std::memcmp(stock.audio.data(), streamed.audio.data(),
+                                 stock.audio.size() * sizeof(float)) == 0;
+  if (a.json) {
+    nlohmann::json j = {
+        {"command", "demo"},
+        {"preset", p.config.name},
+        {"format", a.format},
+        {"tokens", p.layout.seq_len},
+        {"blocks", p.config.blocks},
+        {"bit_equal", equal},
+        {"stock_peak_bytes", stock.peak_bytes},
+        {"streamed_peak_bytes", streamed.peak_bytes},
+        {"stock_seconds", stock.seconds},
+        {"streamed_seconds", streamed.seconds},
+        {"streamed_blocks", streamed.streamed_blocks},
+        {"weight_bytes", stock.weight_bytes},
+        {"stock_phase_peaks", phase_peaks(stock.ledger)},
+        {"streamed_phase_peaks", phase_peaks(streamed.ledger)},
+        {"controls",
+         {{"q_chunk", a.exec.q_chunk},
+          {"kv_chunk", a.exec.kv_chunk},
+          {"mlp_chunk", a.exec.mlp_chunk},
+          {"min_tokens", a.exec.min_tokens},
+          {"kv_block", a.exec.kv_block},
+          {"final_layer_chunk", a.exec.final_layer_chunk},
+          {"final_layer_gemm", a.final_gemm},
+          {"kv_store", a.exec.kv_store},
+          {"trim_forward", a.exec.trim_forward}}},
+        {"log", streamed.log},
+    };
+    fmt::print("{}\n", j.dump());
+  } else {
+    fmt::print("h3s demo: preset {}, format {}, {} blocks, {}\n", p.config.name, a.format,
+               p.config.blocks, layout_summary(p.layout));
+    for (const std::string& line : streamed.log) fmt::print("{}\n", line);
+    fmt::print("\n  {:<10} {:>8} {:>10} {:>14}  {}\n", "run", "tokens", "seconds", "arena peak",
+               "blocks");
+    fmt::print("  {:<10} {:>8} {:>10.3f} {:>14}  {} stock\n", "stock", p.layout.seq_len,
+               stock.seconds, format_bytes(stock.peak_bytes), stock.stock_blocks);
+    fmt::print("  {:<10} {:>8} {:>10.3f} {:>14}  {} streamed, {} stock\n", "streamed",
+               p.layout.seq_len, streamed.seconds, format_bytes(streamed.peak_bytes),
+               streamed.streamed_blocks, streamed.stock_blocks);
+    fmt::print("\n  bit-equal: {} ({} video + {} audio output values)\n", equal ? "yes" : "NO",
+               stock.video.size(), stock.audio.size());
+    fmt::print("  streamed peak / stock peak: {:.2f}\n",
+               double(streamed.peak_bytes) / double(std::max<size_t>(stock.peak_bytes, 1)));
+  }
+  return equal ? 0 : 1;
+}
+
+int run_one(RunArgs& a, bool stock_mode) {
+  Prepared p = prepare(a);
+  const ExecOptions opt = stock_mode ? ExecOptions::stock() : a.exec;
+  const ForwardOutputs out = forward(p, a, opt, stock_mode ? "stock" : "streamed");
+  if (a.json) {
+    nlohmann::json j = {{"command", "run"},
+                        {"mode", stock_mode ? "stock" : "streamed"},
+                        {"preset", p.config.name},
+                        {"format", a.format},
+                        {"tokens", p.layout.seq_len},
+                        {"blocks", p.config.blocks},
+                        {"seconds", out.seconds},
+                        {"peak_bytes", out.peak_bytes},
+                        {"weight_bytes", out.weight_bytes},
+                        {"phase_peaks", phase_peaks(out.ledger)},
+                        {"ledger", ledger_json(out.ledger)},
+                        {"log", out.log}};
+    fmt::print("{}\n", j.dump());
+  } else {
+    fmt::print("h3s run ({}): preset {}, format {}, {} blocks, {}\n",
+               stock_mode ? "stock" : "streamed", p.config.name, a.format, p.config.blocks,
+               layout_summary(p.layout));
+    for (const std::string& line : out.log) fmt::print("{}\n", line);
+    fmt::print("  {:.3f} s, arena peak {}, weights {}\n", out.seconds, format_bytes(out.peak_bytes),
+               format_bytes(out.weight_bytes));
+    print_ledger_table(out.ledger);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace h3s::cli
+
+int main(int argc, char** argv) {
+  using namespace h3s::cli;
+  CLI::App app{"h3s: exact token-chunked (streamed) MiniMax-H3 DiT blocks"};
+  app.require_subcommand(1);
+
+  RunArgs demo;
+  // The demo runs the tiny model on a few thousand tokens, so its chunk
+  // defaults are scaled down to make every phase actually chunk.
+  demo.exec.q_chunk = 512;
+  demo.exec.kv_chunk = 700;
+  demo.exec.mlp_chunk = 600;
+  demo.exec.min_tokens = 0;
+  demo.exec.final_layer_chunk = 300;
+  demo.exec.merge_tail_below = 0;
+  CLI::App* demo_cmd = app.add_subcommand(
+      "demo", "stock and streamed forward on synthetic weights; prints time, arena peak and "
+              "bit-equality");
+  add_run_flags(*demo_cmd, demo);
+
+  RunArgs run;
+  bool run_stock = false;
+  CLI::App* run_cmd =
+      app.add_subcommand("run", "one forward with the FEATURES.md defaults; prints the ledger");
+  add_run_flags(*run_cmd, run);
+  run_cmd->add_flag("--stock", run_stock, "run every block stock (ComfyUI's shape)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "h3s: {}\n", e.what());
+    return 2;
+  }
+  try {
+    if (*demo_cmd) return run_demo(demo);
+    if (*run_cmd) return run_one(run, run_stock);
+  } catch (const h3s::Error& e) {
+    fmt::print(stderr, "h3s: {}\n", e.what());
+    return e.kind() == h3s::ErrorKind::invalid_argument ? 2 : 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "h3s: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,112 @@
+// Backend: the op interface every executor runs on (DESIGN.md "op interface").
+//
+// Contract for every op: row invariance. Output row r depends only on input
+// row r (plus weights, modulation rows and K/V), never on how many rows share
+// the call or where a chunk starts: no algorithm choice by M, no M-dependent
+// split of K, a fixed reduction order, attention K/V consumed in fixed tiles.
+// `streamed == stock` bit for bit follows from this and is tested on every
+// backend.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "core/arena.hpp"
+#include "core/chunk_plan.hpp"
+#include "core/tensor.hpp"
+#include "model/packed_layout.hpp"
+#include "model/quant_linear.hpp"
+
+namespace h3s {
+
+// Keys are consumed in tiles of this many rows, counted from key 0. A K/V
+// block boundary must fall on a tile boundary so blocked consumption repeats
+// the single-pass arithmetic exactly (DESIGN.md invariant 2).
+inline constexpr int64_t kAttnKvTile = 64;
+
+// One block's modulation rows: bf16 views [mod_rows, hidden] (row stride may
+// be wider: they are slices of the adaLN projection output).
+struct ModTable {
+  Tensor shift, scale;
+};
+
+// Keys and values as [seq, heads, head_dim] views with arbitrary seq/head
+// strides: the stock executor points into its fused QKV buffer, the K/V store
+// into its [heads, seq, head_dim] arrays.
+struct KvView {
+  Tensor k, v;
+  int64_t rows() const { return k.shape[0]; }
+};
+
+// Online-softmax state of a query chunk: running max m and denominator l per
+// (row, head), fp32 accumulator per (row, head, dim). Carried unchanged
+// between K/V blocks.
+struct AttnState {
+  OwnedTensor m, l, acc;
+  int64_t rows = 0, heads = 0, head_dim = 0;
+  static AttnState allocate(Arena& arena, int64_t rows, int64_t heads, int64_t head_dim);
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual Device device() const = 0;
+
+  // out = bf16((x * rstd) * gamma) per row (fp32 math, one rounding); then, if
+  // mod is given, per run: bf16(bf16(h * bf16(1 + scale[row])) + shift[row]).
+  virtual void rms_norm_mod(const Tensor& x, const Tensor& gamma, float eps, const ModTable* mod,
+                            std::span<const ModRun> runs, const Tensor& out) = 0;
+
+  // y = x W^T (+ bias). bf16 in/out for bf16, int8 and w4a8 weights (int8 and
+  // w4a8 quantise x per row with ConvRot, multiply exactly in int32 and
+  // dequantise as bf16((acc * xs) * ws)); f32 in/out for f32 weights.
+  // `features` selects output features [begin, end) of W (empty: all), e.g.
+  // only Q of the fused QKV; each output element is the same arithmetic as in
+  // the full product, so selecting features never changes bits.
+  virtual void linear(const Tensor& x, const QuantLinear& w, const Tensor& y,
+                      RowRange features = {}) = 0;
+
+  // y = fc2(SiLU(gate) * up) with f = [gate | up] bf16 [rows, 2 * ffn]. int8
+  // fc2 weights take the fused fp32 SwiGLU quantiser (comfy-kitchen's
+  // input_act "swiglu"); other formats the eager bf16 SwiGLU then linear.
+  virtual void swiglu_linear(const Tensor& f, const QuantLinear& w, const Tensor& y) = 0;
+
+  // In place on t = [rows, heads * 128] bf16 (row stride may be wider): per
+  // head RMSNorm with weight w, then split-half RoPE on the first rot_dim dims
+  // from rope = [rows, rot_dim / 2, 2] bf16 (cos, sin). rot_dim = 0: norm only.
+  virtual void qk_norm_rope(const Tensor& t, const Tensor& w, const Tensor& rope, float eps,
+                            int64_t rot_dim) = 0;
+
+  virtual void attn_state_reset(AttnState& s) = 0;
+  // Consume keys [keys.begin, keys.end) of kv into the state of the query rows
+  // q = [rows, heads * head_dim]; keys.begin must be a multiple of kAttnKvTile.
+  virtual void attention(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s) = 0;
+  // out = bf16(acc / l), [rows, heads * head_dim].
+  virtual void attn_state_finish(const AttnState& s, const Tensor& out) = 0;
+
+  // Per run: x = bf16(x + y * gate[run.mod_row]) (fp32, one rounding).
+  virtual void gated_residual(const Tensor& x, const Tensor& y, const Tensor& gate,
+                              std::span<const ModRun> runs) = 0;
+  // x = bf16(y + x).
+  virtual void add_residual(const Tensor& x, const Tensor& y) = 0;
+
+  // Elementwise: y = SiLU(x) (bf16 or f32, one rounding), dtype conversion
+  // (RNE), same-dtype strided copy, and x *= alpha (f32).
+  virtual void silu(const Tensor& x, const Tensor& y) = 0;
+  virtual void convert(const Tensor& x, const Tensor& y) = 0;
+  virtual void copy(const Tensor& x, const Tensor& y) = 0;
+  virtual void scale(const Tensor& x, float alpha) = 0;
+
+  // Host <-> backend memory for the small host-side pieces (timesteps, tables).
+  virtual void upload(const void* host, const Tensor& dst) = 0;
+  virtual void download(const Tensor& src, void* host) = 0;
+  virtual void synchronize() {}
+};
+
+// The CPU reference backend; threads <= 0 uses every hardware thread.
+std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
+
+}  // namespace h3s

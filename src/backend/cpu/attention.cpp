@@ -1,0 +1,117 @@
+// Exact attention forward with an explicit online-softmax state.
+//
+// Keys are consumed in kAttnKvTile-row tiles counted from key 0; within a
+// tile every score, exponent and sum is a fixed sequence of fp32 operations
+// per (query row, head). Consuming K/V in blocks whose boundaries fall on tile
+// boundaries therefore repeats the single-pass arithmetic exactly.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/math.hpp"
+
+namespace h3s::cpu {
+
+namespace {
+constexpr int64_t kQueryBlock = 16;  // query rows sharing one converted K/V tile
+}
+
+void CpuBackend::attn_state_reset(AttnState& s) {
+  std::fill_n(s.m.view.ptr<float>(), s.rows * s.heads, -std::numeric_limits<float>::infinity());
+  std::fill_n(s.l.view.ptr<float>(), s.rows * s.heads, 0.0f);
+  std::fill_n(s.acc.view.ptr<float>(), s.rows * s.heads * s.head_dim, 0.0f);
+}
+
+void CpuBackend::attention(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s) {
+  const char* op = "attention";
+  expect_dtype(q, DType::bf16, op, "q");
+  expect_dtype(kv.k, DType::bf16, op, "k");
+  expect_dtype(kv.v, DType::bf16, op, "v");
+  const int64_t hd = s.head_dim, heads = s.heads, rows = q.rows();
+  expect_rows(q, s.rows, op, "q");
+  expect_cols(q, heads * hd, op, "q");
+  if (kv.k.rank != 3 || kv.k.shape[1] != heads || kv.k.shape[2] != hd || kv.k.stride[2] != 1 ||
+      kv.v.rank != 3 || kv.v.shape != kv.k.shape || kv.v.stride[2] != 1)
+    fail(ErrorKind::invalid_argument, "{}: k/v must be [seq, {}, {}] views with unit dim stride",
+         op, heads, hd);
+  if (keys.begin < 0 || keys.end > kv.rows() || keys.begin > keys.end)
+    fail(ErrorKind::invalid_argument, "{}: keys [{}, {}) outside the {} K/V rows", op, keys.begin,
+         keys.end, kv.rows());
+  if (keys.begin % kAttnKvTile != 0)
+    fail(ErrorKind::invalid_argument,
+         "{}: a K/V block must start on a {}-row tile boundary (got {}); align kv_block", op,
+         kAttnKvTile, keys.begin);
+  const float scale = 1.0f / std::sqrt(float(hd));
+  const int64_t qblocks = (rows + kQueryBlock - 1) / kQueryBlock;
+  pool_.parallel_for(heads * qblocks, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> kt(static_cast<size_t>(kAttnKvTile * hd)), vt(static_cast<size_t>(kAttnKvTile * hd));
+    std::vector<float> qf(static_cast<size_t>(kQueryBlock * hd)), p(static_cast<size_t>(kAttnKvTile)), o(static_cast<size_t>(hd));
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t h = task / qblocks, r0 = task % qblocks * kQueryBlock;
+      const int64_t r1 = std::min(rows, r0 + kQueryBlock);
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint16_t* src = q.row<uint16_t>(r) + h * hd;
+        for (int64_t d = 0; d < hd; ++d) qf[size_t((r - r0) * hd + d)] = bf16_to_f32(bf16{src[d]});
+      }
+      for (int64_t k0 = keys.begin; k0 < keys.end; k0 += kAttnKvTile) {
+        const int64_t n = std::min(kAttnKvTile, keys.end - k0);
+        for (int64_t j = 0; j < n; ++j) {
+          const uint16_t* ks = kv.k.ptr<uint16_t>() + (k0 + j) * kv.k.stride[0] + h * kv.k.stride[1];
+          const uint16_t* vs = kv.v.ptr<uint16_t>() + (k0 + j) * kv.v.stride[0] + h * kv.v.stride[1];
+          for (int64_t d = 0; d < hd; ++d) {
+            kt[size_t(j * hd + d)] = bf16_to_f32(bf16{ks[d]});
+            vt[size_t(j * hd + d)] = bf16_to_f32(bf16{vs[d]});
+          }
+        }
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* qr = qf.data() + (r - r0) * hd;
+          float mt = -std::numeric_limits<float>::infinity();
+          for (int64_t j = 0; j < n; ++j) {
+            p[size_t(j)] = dot_f32(qr, kt.data() + j * hd, hd) * scale;
+            mt = std::max(mt, p[size_t(j)]);
+          }
+          float& m = s.m.view.ptr<float>()[r * heads + h];
+          float& l = s.l.view.ptr<float>()[r * heads + h];
+          float* acc = s.acc.view.ptr<float>() + (r * heads + h) * hd;
+          const float m_new = std::max(m, mt);
+          const float alpha = m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - m_new);
+          float psum = 0.0f;
+          for (int64_t j = 0; j < n; ++j) {
+            p[size_t(j)] = std::exp(p[size_t(j)] - m_new);
+            psum += p[size_t(j)];
+          }
+          std::fill(o.begin(), o.end(), 0.0f);
+          for (int64_t j = 0; j < n; ++j) {
+            const float pj = p[size_t(j)];
+            const float* vj = vt.data() + j * hd;
+            for (int64_t d = 0; d < hd; ++d) o[size_t(d)] += pj * vj[d];
+          }
+          l = l * alpha + psum;
+          for (int64_t d = 0; d < hd; ++d) acc[d] = acc[d] * alpha + o[size_t(d)];
+          m = m_new;
+        }
+      }
+    }
+  });
+}
+
+void CpuBackend::attn_state_finish(const AttnState& s, const Tensor& out) {
+  const char* op = "attn_state_finish";
+  expect_dtype(out, DType::bf16, op, "out");
+  expect_rows(out, s.rows, op, "out");
+  expect_cols(out, s.heads * s.head_dim, op, "out");
+  const int64_t hd = s.head_dim, heads = s.heads;
+  pool_.parallel_for(s.rows, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t h = 0; h < heads; ++h) {
+        const float l = s.l.view.ptr<float>()[r * heads + h];
+        const float* acc = s.acc.view.ptr<float>() + (r * heads + h) * hd;
+        uint16_t* o = out.row<uint16_t>(r) + h * hd;
+        for (int64_t d = 0; d < hd; ++d) o[d] = f32_to_bf16(acc[d] / l).bits;
+      }
+  });
+}
+
+}  // namespace h3s::cpu

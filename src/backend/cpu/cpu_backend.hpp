@@ -1,0 +1,51 @@
+// CpuBackend: the reference implementation of every op (plain C++20 and a
+// thread pool). Each op lives in its own file in this folder; the arithmetic
+// of one output row is a fixed sequence of fp32 operations (see math.hpp), so
+// results do not depend on the chunking, the thread count or the row's
+// position in a call.
+#pragma once
+
+#include "backend/backend.hpp"
+#include "core/thread_pool.hpp"
+
+namespace h3s::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : pool_(threads) {}
+  std::string_view name() const override { return "cpu"; }
+  Device device() const override { return Device::host; }
+  ThreadPool& pool() { return pool_; }
+
+  void rms_norm_mod(const Tensor& x, const Tensor& gamma, float eps, const ModTable* mod,
+                    std::span<const ModRun> runs, const Tensor& out) override;
+  void linear(const Tensor& x, const QuantLinear& w, const Tensor& y,
+              RowRange features = {}) override;
+  void swiglu_linear(const Tensor& f, const QuantLinear& w, const Tensor& y) override;
+  void qk_norm_rope(const Tensor& t, const Tensor& w, const Tensor& rope, float eps,
+                    int64_t rot_dim) override;
+  void attn_state_reset(AttnState& s) override;
+  void attention(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s) override;
+  void attn_state_finish(const AttnState& s, const Tensor& out) override;
+  void gated_residual(const Tensor& x, const Tensor& y, const Tensor& gate,
+                      std::span<const ModRun> runs) override;
+  void add_residual(const Tensor& x, const Tensor& y) override;
+  void silu(const Tensor& x, const Tensor& y) override;
+  void convert(const Tensor& x, const Tensor& y) override;
+  void copy(const Tensor& x, const Tensor& y) override;
+  void scale(const Tensor& x, float alpha) override;
+  void upload(const void* host, const Tensor& dst) override;
+  void download(const Tensor& src, void* host) override;
+
+ private:
+  ThreadPool pool_;
+};
+
+// Argument checks shared by the CPU ops: one line naming the op, the operand
+// and expected vs found.
+void expect_dtype(const Tensor& t, DType d, const char* op, const char* operand);
+void expect_rows(const Tensor& t, int64_t rows, const char* op, const char* operand);
+void expect_cols(const Tensor& t, int64_t cols, const char* op, const char* operand);
+void expect_unit_col_stride(const Tensor& t, const char* op, const char* operand);
+
+}  // namespace h3s::cpu

@@ -1,0 +1,44 @@
+// The per-element and per-row arithmetic of the CPU reference, spelled out so
+// every rounding is visible. Shared by the CPU ops and by the tests that check
+// them against comfy-kitchen's golden vectors.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/dtype.hpp"
+
+namespace h3s::cpu {
+
+// fp32 dot products use kDotLanes partial sums (lane l adds k = l, l + 8, ...
+// in increasing k), a fixed pairwise tree, then the K % 8 tail in order. Every
+// kernel that produces a dot product implements exactly this order.
+inline constexpr int kDotLanes = 8;
+
+inline float reduce_lanes(const float* a) {
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+inline float dot_f32(const float* x, const float* w, int64_t k) {
+  float acc[kDotLanes] = {};
+  const int64_t kv = k / kDotLanes * kDotLanes;
+  for (int64_t i = 0; i < kv; i += kDotLanes)
+    for (int l = 0; l < kDotLanes; ++l) acc[l] += x[i + l] * w[i + l];
+  float s = reduce_lanes(acc);
+  for (int64_t i = kv; i < k; ++i) s += x[i] * w[i];
+  return s;
+}
+
+// SiLU in fp32, IEEE: g / (1 + exp(-g)).
+inline float silu_f32(float g) { return g / (1.0f + std::exp(-g)); }
+
+// Eager bf16 SwiGLU (torch on bf16 tensors): bf16(bf16(silu(g)) * u).
+inline float swiglu_bf16(float g, float u) { return round_bf16(round_bf16(silu_f32(g)) * u); }
+
+// The fused fp32 SwiGLU of comfy-kitchen's int8 fc2 path, silu(g) * u, with
+// IEEE exp and division: the GPU kernel uses fast-math __expf and approximate
+// division, so this matches every quantised value but not every row scale
+// (tests/ops/test_golden.cpp measures how close it gets).
+inline float swiglu_f32(float g, float u) { return silu_f32(g) * u; }
+
+}  // namespace h3s::cpu

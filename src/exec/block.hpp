@@ -1,0 +1,47 @@
+// Block executors: one DiT (or refiner) block over the residual x [seq, hidden]
+// bf16, in place, either whole ("stock", ComfyUI's shape of computation) or in
+// three chunked phases ("streamed", FEATURES.md). Both are compositions of the
+// same row-invariant backend ops, so their outputs are equal bit for bit.
+#pragma once
+
+#include <vector>
+
+#include "core/arena.hpp"
+#include "exec/block_context.hpp"
+#include "exec/options.hpp"
+
+namespace h3s {
+
+// A block as the executors see it: DiT blocks have modulation and RoPE;
+// refiner blocks have neither (plain residual adds, q/k norm without RoPE).
+struct BlockView {
+  const std::vector<uint16_t>* norm1 = nullptr;
+  const std::vector<uint16_t>* norm2 = nullptr;
+  const AttnWeights* attn = nullptr;
+  const MlpWeights* mlp = nullptr;
+  const BlockMods* mods = nullptr;  // null: refiner block
+  Tensor rope;                      // data null: no RoPE
+  int64_t rot_dim = 0;
+  const std::vector<ModRun>* runs = nullptr;  // absolute mod runs (DiT blocks)
+  int64_t heads = 0, head_dim = 128;
+  float eps = 1e-5f;
+  int block_index = -1;  // for the ledger (-1: not a DiT block)
+
+  static BlockView dit(const BlockWeights& w, const BlockContext& ctx);
+  static BlockView refiner(const RefinerBlockWeights& w, const ModelConfig& cfg);
+};
+
+void run_block_stock(Backend& backend, Arena& arena, const BlockView& block, const Tensor& x);
+
+// Chunk sizes of one streamed execution (0 = whole sequence for that phase).
+struct StreamChunks {
+  int64_t q_chunk = 0, kv_chunk = 0, mlp_chunk = 0, kv_block = 0, merge_tail_below = 0;
+  static StreamChunks from(const ExecOptions& o) {
+    return {o.q_chunk, o.kv_chunk, o.mlp_chunk, o.kv_block, o.merge_tail_below};
+  }
+};
+
+void run_block_streamed(Backend& backend, Arena& arena, const BlockView& block, const Tensor& x,
+                        const StreamChunks& chunks);
+
+}  // namespace h3s

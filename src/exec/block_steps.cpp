@@ -1,0 +1,98 @@
+// Shared block steps (see block_steps.hpp).
+#include "exec/block_steps.hpp"
+
+namespace h3s {
+
+namespace {
+Tensor bf16_vec(const std::vector<uint16_t>& v) {
+  return Tensor::contiguous(const_cast<uint16_t*>(v.data()), DType::bf16, {int64_t(v.size())});
+}
+}  // namespace
+
+BlockView BlockView::dit(const BlockWeights& w, const BlockContext& ctx) {
+  BlockView b;
+  b.norm1 = &w.norm1;
+  b.norm2 = &w.norm2;
+  b.attn = &w.attn;
+  b.mlp = &w.mlp;
+  b.mods = &ctx.mods;
+  b.rope = ctx.rope;
+  b.rot_dim = ctx.config->rope_dim;
+  b.runs = &ctx.layout->mod_runs;
+  b.heads = ctx.config->heads;
+  b.head_dim = ctx.config->head_dim;
+  b.eps = ctx.config->eps;
+  b.block_index = ctx.block_index;
+  return b;
+}
+
+BlockView BlockView::refiner(const RefinerBlockWeights& w, const ModelConfig& cfg) {
+  BlockView b;
+  b.norm1 = &w.norm1;
+  b.norm2 = &w.norm2;
+  b.attn = &w.attn;
+  b.mlp = &w.mlp;
+  b.heads = cfg.heads;
+  b.head_dim = cfg.head_dim;
+  b.eps = cfg.eps;
+  return b;
+}
+
+namespace steps {
+
+std::vector<ModRun> runs_for(const BlockView& b, RowRange rows) {
+  std::vector<ModRun> out;
+  if (!b.runs) return out;
+  for (const ModRun& m : *b.runs) {
+    const int64_t a = std::max(m.begin, rows.begin), e = std::min(m.end, rows.end);
+    if (a < e) out.push_back({a - rows.begin, e - rows.begin, m.mod_row});
+  }
+  return out;
+}
+
+OwnedTensor norm_mod(Backend& be, Arena& arena, const BlockView& b, const Tensor& x,
+                     RowRange rows, const std::vector<uint16_t>& norm, const ModTable* mod,
+                     const char* what) {
+  const int64_t hidden = x.cols();
+  OwnedTensor h = arena.tensor(DType::bf16, {rows.size(), hidden}, what);
+  const std::vector<ModRun> runs = runs_for(b, rows);
+  be.rms_norm_mod(x.rows_view(rows.begin, rows.end), bf16_vec(norm), b.eps, b.mods ? mod : nullptr,
+                  runs, h.view);
+  return h;
+}
+
+void residual(Backend& be, const BlockView& b, const Tensor& x, RowRange rows, const Tensor& y,
+              const Tensor& gate) {
+  const Tensor xr = x.rows_view(rows.begin, rows.end);
+  if (b.mods)
+    be.gated_residual(xr, y, gate, runs_for(b, rows));
+  else
+    be.add_residual(xr, y);
+}
+
+Tensor rope_rows(const BlockView& b, RowRange rows) {
+  if (b.rot_dim == 0 || !b.rope.data) return Tensor{};
+  return b.rope.rows_view(rows.begin, rows.end);
+}
+
+void attn_out(Backend& be, Arena& arena, const BlockView& b, const Tensor& x, RowRange rows,
+              const Tensor& attn) {
+  OwnedTensor o = arena.tensor(DType::bf16, {rows.size(), x.cols()}, "attention out_proj");
+  be.linear(attn, b.attn->out, o.view);
+  residual(be, b, x, rows, o.view, b.mods ? b.mods->gate_msa : Tensor{});
+}
+
+void mlp(Backend& be, Arena& arena, const BlockView& b, const Tensor& x, RowRange rows) {
+  OwnedTensor h = norm_mod(be, arena, b, x, rows, *b.norm2, b.mods ? &b.mods->mlp : nullptr,
+                           "mlp norm2+mod");
+  OwnedTensor f = arena.tensor(DType::bf16, {rows.size(), b.mlp->fc1.out}, "mlp fc1 output");
+  be.linear(h.view, b.mlp->fc1, f.view);
+  h.reset();
+  OwnedTensor y = arena.tensor(DType::bf16, {rows.size(), x.cols()}, "mlp fc2 output");
+  be.swiglu_linear(f.view, b.mlp->fc2, y.view);
+  f.reset();
+  residual(be, b, x, rows, y.view, b.mods ? b.mods->gate_mlp : Tensor{});
+}
+
+}  // namespace steps
+}  // namespace h3s

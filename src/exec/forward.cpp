@@ -1,0 +1,160 @@
+// The full forward (see forward.hpp): embeds -> refiner -> pack -> blocks ->
+// final layer -> negated outputs, all activation memory from the arena.
+#include "exec/forward.hpp"
+
+#include <chrono>
+
+#include "core/rng.hpp"
+#include "exec/block.hpp"
+#include "exec/final_layer.hpp"
+#include "exec/self_check.hpp"
+#include "exec/time_embed.hpp"
+
+namespace h3s {
+
+namespace {
+
+void expect_size(size_t got, int64_t want, const char* what) {
+  if (int64_t(got) != want)
+    fail(ErrorKind::invalid_argument, "forward input {} has {} values, expected {}", what, got,
+         want);
+}
+
+// Everything that exists only to build the packed sequence.
+struct Embeds {
+  OwnedTensor video_in, video_f32, video, audio_in, audio_f32, audio, text_in, text;
+  void reset() { *this = Embeds{}; }
+};
+
+Embeds embed(Backend& be, Arena& arena, const ModelWeights& w, const PackedLayout& layout,
+             const ForwardInputs& in) {
+  const ModelConfig& c = w.config;
+  Embeds e;
+  const int64_t nv = layout.rows_of(SegmentKind::cond) + layout.rows_of(SegmentKind::video);
+  const int64_t na = layout.rows_of(SegmentKind::audio), nt = layout.text_len;
+  auto patch = [&](const std::vector<float>& host, int64_t rows, const QuantLinear& proj,
+                   OwnedTensor& in_t, OwnedTensor& f32, OwnedTensor& out, const char* what) {
+    in_t = arena.tensor(DType::f32, {rows, proj.in}, what);
+    be.upload(host.data(), in_t.view);
+    f32 = arena.tensor(DType::f32, {rows, c.hidden}, what);
+    be.linear(in_t.view, proj, f32.view);  // fp32 island
+    out = arena.tensor(DType::bf16, {rows, c.hidden}, what);
+    be.convert(f32.view, out.view);
+  };
+  patch(in.video_rows, nv, w.video_patch, e.video_in, e.video_f32, e.video, "video patch embed");
+  patch(in.audio_rows, na, w.audio_patch, e.audio_in, e.audio_f32, e.audio, "audio patch embed");
+
+  e.text_in = arena.tensor(DType::bf16, {nt, c.text_dim}, "text states");
+  be.upload(in.text.data(), e.text_in.view);
+  e.text = arena.tensor(DType::bf16, {nt, c.hidden}, "text embed");
+  be.linear(e.text_in.view, w.condition_proj, e.text.view);
+  arena.mark(-1, Phase::refiner);
+  for (const RefinerBlockWeights& rb : w.refiner)
+    run_block_stock(be, arena, BlockView::refiner(rb, c), e.text.view);
+  const Tensor fnorm = Tensor::contiguous(const_cast<uint16_t*>(w.refiner_final_norm.data()),
+                                          DType::bf16, {c.hidden});
+  be.rms_norm_mod(e.text.view, fnorm, c.eps, nullptr, {}, e.text.view);
+  return e;
+}
+
+}  // namespace
+
+ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
+                           const PackedLayout& layout, const ForwardInputs& in,
+                           const ExecOptions& opt) {
+  opt.validate();
+  const ModelConfig& c = w.config;
+  const int64_t seq = layout.seq_len;
+  const int64_t nv = layout.rows_of(SegmentKind::cond) + layout.rows_of(SegmentKind::video);
+  expect_size(in.video_rows.size(), nv * c.video_features(), "video_rows");
+  expect_size(in.audio_rows.size(), layout.rows_of(SegmentKind::audio) * c.audio_latent,
+              "audio_rows");
+  expect_size(in.text.size(), layout.text_len * c.text_dim, "text");
+
+  const auto t0 = std::chrono::steady_clock::now();
+  arena.clear_ledger();
+  arena.reset_peak();
+  ForwardOutputs out;
+  out.weight_bytes = w.bytes();
+
+  arena.mark(-1, Phase::embed);
+  Embeds e = embed(be, arena, w, layout, in);
+  arena.mark(-1, Phase::embed);
+  OwnedTensor x = arena.tensor(DType::bf16, {seq, c.hidden}, "residual x");
+  int64_t voff = 0;
+  for (const Segment& s : layout.segments) {
+    const Tensor dst = x.view.rows_view(s.begin, s.end);
+    if (s.kind == SegmentKind::text) {
+      be.copy(e.text.view, dst);
+    } else if (s.kind == SegmentKind::audio) {
+      be.copy(e.audio.view, dst);
+    } else {  // cond and video rows follow segment order in the video embed
+      be.copy(e.video.view.rows_view(voff, voff + s.size()), dst);
+      voff += s.size();
+    }
+  }
+  if (opt.trim_forward) e.reset();  // the packed sequence holds everything now
+
+  OwnedTensor adaln_in = adaln_input(be, arena, w, layout.timesteps);
+  OwnedTensor rope = arena.tensor(DType::bf16, {seq, c.rope_dim / 2, 2}, "RoPE table");
+  {
+    const std::vector<uint16_t> table = rope_table(layout, w.rope_inv_freq, c.rope_dim);
+    be.upload(table.data(), rope.view);
+  }
+
+  const bool streamed = opt.mode == ExecMode::streamed && seq >= opt.min_tokens;
+  const StreamChunks chunks = StreamChunks::from(opt);
+  for (size_t i = 0; i < w.blocks.size(); ++i) {
+    arena.mark(int(i), Phase::setup);
+    OwnedTensor mods = adaln_project(be, arena, w.blocks[i].adaln, adaln_in.view, "block adaln");
+    BlockContext ctx;
+    ctx.config = &c;
+    ctx.layout = &layout;
+    ctx.rope = rope.view;
+    ctx.mods = split_block_mods(mods.view, c.hidden);
+    ctx.block_index = int(i);
+    const BlockView view = BlockView::dit(w.blocks[i], ctx);
+    if (i == 0 && opt.self_check)
+      out.log.push_back(self_check_block(be, arena, view, x.view, opt).line(seq));
+    if (streamed) {
+      run_block_streamed(be, arena, view, x.view, chunks);
+      ++out.streamed_blocks;
+    } else {
+      run_block_stock(be, arena, view, x.view);
+      ++out.stock_blocks;
+    }
+  }
+
+  arena.mark(-1, Phase::final);
+  const int64_t fchunk = opt.mode == ExecMode::stock ? 0 : opt.final_layer_chunk;
+  FinalOutputs f = run_final_layer(be, arena, w, layout, x.view, adaln_in.view, fchunk,
+                                   opt.final_layer_gemm, opt.merge_tail_below);
+  // The model returns negated velocities; audio is scaled by the schedule slope.
+  be.scale(f.video.view, -1.0f);
+  be.scale(f.audio.view,
+           -audio_slope(layout.sigma, c.sigma_shift_video, c.sigma_shift_audio));
+  out.video.resize(size_t(f.video.view.numel()));
+  out.audio.resize(size_t(f.audio.view.numel()));
+  be.download(f.video.view, out.video.data());
+  be.download(f.audio.view, out.audio.data());
+  be.synchronize();
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.peak_bytes = arena.peak();
+  out.ledger = arena.ledger();
+  return out;
+}
+
+ForwardInputs random_inputs(const ModelConfig& c, const PackedLayout& layout, uint64_t seed) {
+  ForwardInputs in;
+  Rng r(seed);
+  const int64_t nv = layout.rows_of(SegmentKind::cond) + layout.rows_of(SegmentKind::video);
+  in.video_rows.resize(size_t(nv * c.video_features()));
+  for (float& v : in.video_rows) v = r.normal();
+  in.audio_rows.resize(size_t(layout.rows_of(SegmentKind::audio) * c.audio_latent));
+  for (float& v : in.audio_rows) v = r.normal();
+  in.text.resize(size_t(layout.text_len * c.text_dim));
+  for (uint16_t& v : in.text) v = f32_to_bf16(r.normal()).bits;
+  return in;
+}
+
+}  // namespace h3s

@@ -1,0 +1,41 @@
+// The full H3 forward: patch embeds, text refiner, time embedding, every DiT
+// block (stock or streamed), final layer, negated outputs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "exec/options.hpp"
+#include "model/packed_layout.hpp"
+#include "model/weights.hpp"
+
+namespace h3s {
+
+// Host inputs, already patchified / packed in segment order (model/latents.hpp).
+struct ForwardInputs {
+  std::vector<float> video_rows;  // [cond + video rows, 96] fp32, segment order
+  std::vector<float> audio_rows;  // [audio rows, 32] fp32, channel-major
+  std::vector<uint16_t> text;     // [text_len, text_dim] bf16 (Qwen states)
+};
+
+struct ForwardOutputs {
+  std::vector<float> video;  // [video rows, 96] fp32 (negated velocity)
+  std::vector<float> audio;  // [audio rows, 32] fp32 (negated, slope-scaled)
+  std::vector<LedgerEntry> ledger;
+  size_t peak_bytes = 0;        // arena peak during the forward
+  size_t weight_bytes = 0;      // resident weights (not arena memory)
+  double seconds = 0.0;
+  int64_t stock_blocks = 0, streamed_blocks = 0;
+  std::vector<std::string> log;  // e.g. the self-check line
+};
+
+ForwardOutputs run_forward(Backend& backend, Arena& arena, const ModelWeights& weights,
+                           const PackedLayout& layout, const ForwardInputs& inputs,
+                           const ExecOptions& options);
+
+// Random inputs of the right shapes for a layout (deterministic from seed).
+ForwardInputs random_inputs(const ModelConfig& cfg, const PackedLayout& layout, uint64_t seed);
+
+}  // namespace h3s

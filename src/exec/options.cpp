@@ -1,0 +1,48 @@
+// ExecOptions validation.
+#include "exec/options.hpp"
+
+#include "core/error.hpp"
+
+namespace h3s {
+
+std::string_view final_gemm_name(FinalLayerGemm g) {
+  return g == FinalLayerGemm::exact ? "exact" : "streamed";
+}
+
+FinalLayerGemm parse_final_gemm(std::string_view s) {
+  if (s == "exact") return FinalLayerGemm::exact;
+  if (s == "streamed") return FinalLayerGemm::streamed;
+  fail(ErrorKind::invalid_argument, "final_layer_gemm '{}' is not valid: use exact or streamed", s);
+}
+
+void ExecOptions::validate() const {
+  auto range = [](const char* name, int64_t v, int64_t lo) {
+    if (v < lo)
+      fail(ErrorKind::invalid_argument, "{} = {} is out of range: it must be >= {}", name, v, lo);
+  };
+  range("q_chunk", q_chunk, 1);
+  range("kv_chunk", kv_chunk, 1);
+  range("mlp_chunk", mlp_chunk, 0);
+  range("min_tokens", min_tokens, 0);
+  range("kv_block", kv_block, 0);
+  range("final_layer_chunk", final_layer_chunk, 0);
+  range("merge_tail_below", merge_tail_below, 0);
+  if (kv_block % 64 != 0)
+    fail(ErrorKind::invalid_argument,
+         "kv_block = {} must be 0 or a multiple of the 64-row attention tile (try {})", kv_block,
+         (kv_block + 63) / 64 * 64);
+  if (kv_store != "bf16")
+    fail(ErrorKind::invalid_argument,
+         "kv_store '{}' is not available: only the exact 'bf16' store exists in this build",
+         kv_store);
+}
+
+ExecOptions ExecOptions::stock() {
+  ExecOptions o;
+  o.mode = ExecMode::stock;
+  o.final_layer_chunk = 0;
+  o.trim_forward = false;
+  return o;
+}
+
+}  // namespace h3s

@@ -1,0 +1,56 @@
+// The stock block: the whole sequence at once, materialising the fused QKV
+// [seq, 3 * inner] and the MLP intermediates like ComfyUI's DiTBlock.
+#include "exec/block.hpp"
+#include "exec/block_steps.hpp"
+
+namespace h3s {
+
+void run_block_stock(Backend& be, Arena& arena, const BlockView& b, const Tensor& x) {
+  const int64_t seq = x.rows(), inner = b.heads * b.head_dim;
+  const RowRange all{0, seq};
+  const auto mark = [&](Phase p) {
+    if (b.block_index >= 0) arena.mark(b.block_index, p);
+  };
+
+  mark(Phase::kv);
+  OwnedTensor h = steps::norm_mod(be, arena, b, x, all, *b.norm1, b.mods ? &b.mods->msa : nullptr,
+                                  "attn norm1+mod");
+  OwnedTensor qkv = arena.tensor(DType::bf16, {seq, 3 * inner}, "fused QKV");
+  be.linear(h.view, b.attn->qkv, qkv.view);
+  h.reset();
+  const Tensor q = qkv.view.cols_view(0, inner);
+  const Tensor k = qkv.view.cols_view(inner, 2 * inner);
+  const Tensor rope = steps::rope_rows(b, all);
+  be.qk_norm_rope(q, Tensor::contiguous(const_cast<uint16_t*>(b.attn->q_norm.data()), DType::bf16,
+                                        {b.head_dim}),
+                  rope, b.eps, b.rot_dim);
+  be.qk_norm_rope(k, Tensor::contiguous(const_cast<uint16_t*>(b.attn->k_norm.data()), DType::bf16,
+                                        {b.head_dim}),
+                  rope, b.eps, b.rot_dim);
+
+  mark(Phase::attn);
+  // K and V straight out of the QKV buffer: [seq, heads, head_dim] views.
+  auto heads_view = [&](int64_t col0) {
+    Tensor t = qkv.view.cols_view(col0, col0 + inner);
+    t.rank = 3;
+    t.shape = {seq, b.heads, b.head_dim, 0};
+    t.stride = {3 * inner, b.head_dim, 1, 0};
+    return t;
+  };
+  const KvView kv{heads_view(inner), heads_view(2 * inner)};
+  OwnedTensor attn = arena.tensor(DType::bf16, {seq, inner}, "attention output");
+  {
+    AttnState state = AttnState::allocate(arena, seq, b.heads, b.head_dim);
+    be.attn_state_reset(state);
+    be.attention(q, kv, all, state);
+    be.attn_state_finish(state, attn.view);
+  }
+  qkv.reset();
+  steps::attn_out(be, arena, b, x, all, attn.view);
+  attn.reset();
+
+  mark(Phase::mlp);
+  steps::mlp(be, arena, b, x, all);
+}
+
+}  // namespace h3s

@@ -1,0 +1,69 @@
+// The streamed block (FEATURES.md): three phases over row chunks.
+//  1. K/V build (kv_chunk rows): norm1 -> mod -> K,V projection -> k norm +
+//     RoPE -> K/V store. Q is not computed here.
+//  2. Attention (q_chunk rows, balanced): recompute norm1 -> mod -> Q
+//     projection -> q norm + RoPE, attend against the whole store, out-proj,
+//     gated residual into x in place. Rows of later chunks are untouched until
+//     their own turn, so their recomputed Q sees the block's input.
+//  3. MLP (mlp_chunk rows): norm2 -> mod -> fc1 -> SwiGLU -> fc2 -> residual.
+#include "exec/block.hpp"
+#include "exec/block_steps.hpp"
+#include "kv/kv_bf16.hpp"
+
+#include <memory>
+
+namespace h3s {
+
+namespace {
+Tensor norm_weight(const std::vector<uint16_t>& w) {
+  return Tensor::contiguous(const_cast<uint16_t*>(w.data()), DType::bf16, {int64_t(w.size())});
+}
+}  // namespace
+
+void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, const Tensor& x,
+                        const StreamChunks& c) {
+  const int64_t seq = x.rows(), inner = b.heads * b.head_dim;
+  const auto mark = [&](Phase p) {
+    if (b.block_index >= 0) arena.mark(b.block_index, p);
+  };
+
+  mark(Phase::kv);
+  auto store = std::make_unique<KvBf16Store>(arena, seq, b.heads, b.head_dim, c.kv_block);
+  for (const RowRange& r : ChunkPlan::fixed(seq, c.kv_chunk, c.merge_tail_below).chunks) {
+    OwnedTensor h = steps::norm_mod(be, arena, b, x, r, *b.norm1,
+                                    b.mods ? &b.mods->msa : nullptr, "kv norm1+mod");
+    OwnedTensor kv = arena.tensor(DType::bf16, {r.size(), 2 * inner}, "kv chunk K,V");
+    be.linear(h.view, b.attn->qkv, kv.view, {inner, 3 * inner});
+    h.reset();
+    const Tensor k = kv.view.cols_view(0, inner);
+    be.qk_norm_rope(k, norm_weight(b.attn->k_norm), steps::rope_rows(b, r), b.eps, b.rot_dim);
+    store->write(be, r, k, kv.view.cols_view(inner, 2 * inner));
+  }
+
+  mark(Phase::attn);
+  for (const RowRange& r : ChunkPlan::balanced(seq, c.q_chunk).chunks) {
+    OwnedTensor h = steps::norm_mod(be, arena, b, x, r, *b.norm1,
+                                    b.mods ? &b.mods->msa : nullptr, "attn norm1+mod");
+    OwnedTensor q = arena.tensor(DType::bf16, {r.size(), inner}, "query chunk");
+    be.linear(h.view, b.attn->qkv, q.view, {0, inner});
+    h.reset();
+    be.qk_norm_rope(q.view, norm_weight(b.attn->q_norm), steps::rope_rows(b, r), b.eps,
+                    b.rot_dim);
+    OwnedTensor attn = arena.tensor(DType::bf16, {r.size(), inner}, "attention chunk output");
+    {
+      AttnState state = AttnState::allocate(arena, r.size(), b.heads, b.head_dim);
+      be.attn_state_reset(state);
+      store->attend(be, q.view, state);
+      be.attn_state_finish(state, attn.view);
+    }
+    q.reset();
+    steps::attn_out(be, arena, b, x, r, attn.view);
+  }
+  store.reset();  // K/V are dead once every query chunk has attended
+
+  mark(Phase::mlp);
+  for (const RowRange& r : ChunkPlan::fixed(seq, c.mlp_chunk, c.merge_tail_below).chunks)
+    steps::mlp(be, arena, b, x, r);
+}
+
+}  // namespace h3s

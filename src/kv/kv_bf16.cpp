@@ -1,0 +1,50 @@
+// The exact bf16 K/V store.
+#include "kv/kv_bf16.hpp"
+
+#include <algorithm>
+
+namespace h3s {
+
+KvBf16Store::KvBf16Store(Arena& arena, int64_t seq, int64_t heads, int64_t head_dim,
+                         int64_t kv_block)
+    : seq_(seq), heads_(heads), head_dim_(head_dim), kv_block_(kv_block) {
+  if (kv_block < 0 || kv_block % kAttnKvTile != 0)
+    fail(ErrorKind::invalid_argument,
+         "kv_block = {} must be 0 or a multiple of the {}-row attention tile (try {})", kv_block,
+         kAttnKvTile, (kv_block + kAttnKvTile - 1) / kAttnKvTile * kAttnKvTile);
+  k_ = arena.tensor(DType::bf16, {heads, seq, head_dim}, "K store");
+  v_ = arena.tensor(DType::bf16, {heads, seq, head_dim}, "V store");
+}
+
+KvView KvBf16Store::view() const {
+  // [seq, heads, head_dim] over [heads, seq, head_dim] storage.
+  auto as_seq_major = [&](const Tensor& t) {
+    Tensor s = t;
+    s.shape = {seq_, heads_, head_dim_, 0};
+    s.stride = {head_dim_, seq_ * head_dim_, 1, 0};
+    return s;
+  };
+  return {as_seq_major(k_.view), as_seq_major(v_.view)};
+}
+
+void KvBf16Store::write(Backend& backend, RowRange rows, const Tensor& k, const Tensor& v) {
+  const KvView all = view();
+  auto rows3 = [&](const Tensor& t) {  // [rows, heads * hd] -> [rows, heads, hd]
+    Tensor s = t;
+    s.rank = 3;
+    s.shape = {t.rows(), heads_, head_dim_, 0};
+    s.stride = {t.row_stride(), head_dim_, 1, 0};
+    return s;
+  };
+  backend.copy(rows3(k), all.k.rows_view(rows.begin, rows.end));
+  backend.copy(rows3(v), all.v.rows_view(rows.begin, rows.end));
+}
+
+void KvBf16Store::attend(Backend& backend, const Tensor& q, AttnState& state) {
+  const KvView kv = view();
+  const int64_t step = kv_block_ == 0 ? seq_ : kv_block_;
+  for (int64_t b = 0; b < seq_; b += step)
+    backend.attention(q, kv, {b, std::min(seq_, b + step)}, state);
+}
+
+}  // namespace h3s

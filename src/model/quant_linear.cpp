@@ -1,0 +1,128 @@
+// Weight quantisation for the presets and the W4A8 decode.
+#include "model/quant_linear.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/convrot.hpp"
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+
+namespace h3s {
+
+std::string_view format_name(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::bf16: return "bf16";
+    case WeightFormat::f32: return "f32";
+    case WeightFormat::int8: return "int8";
+    case WeightFormat::w4a8: return "w4a8";
+  }
+  return "?";
+}
+
+WeightFormat parse_format(std::string_view s) {
+  if (s == "bf16") return WeightFormat::bf16;
+  if (s == "int8") return WeightFormat::int8;
+  if (s == "w4a8") return WeightFormat::w4a8;
+  if (s == "f32") return WeightFormat::f32;
+  fail(ErrorKind::invalid_argument, "unknown weight format '{}': use bf16, int8 or w4a8", s);
+}
+
+size_t QuantLinear::weight_bytes() const {
+  return w_bf16.size() * 2 + w_f32.size() * 4 + w_i8.size() + w_scale.size() * 4 +
+         w4_codes.size() + w4_s_rel.size() + w4_codebook.size() * 4 + bias.size() * 4;
+}
+
+QuantLinear QuantLinear::from_f32(std::vector<float> w, int64_t out, int64_t in) {
+  H3S_CHECK(int64_t(w.size()) == out * in);
+  QuantLinear q;
+  q.format = WeightFormat::f32;
+  q.out = out;
+  q.in = in;
+  q.w_f32 = std::move(w);
+  return q;
+}
+
+QuantLinear QuantLinear::from_bf16(std::span<const uint16_t> w, int64_t out, int64_t in,
+                                   WeightFormat format) {
+  H3S_CHECK(int64_t(w.size()) == out * in);
+  QuantLinear q;
+  q.format = format;
+  q.out = out;
+  q.in = in;
+  if (format == WeightFormat::bf16) {
+    q.w_bf16.assign(w.begin(), w.end());
+    return q;
+  }
+  if (format == WeightFormat::f32) {
+    q.w_f32.resize(w.size());
+    for (size_t i = 0; i < w.size(); ++i) q.w_f32[i] = bf16_to_f32(bf16{w[i]});
+    return q;
+  }
+  if (in % kConvRotGroup != 0)
+    fail(ErrorKind::invalid_argument,
+         "{} weight needs in_features divisible by {} (ConvRot group), got {}", format_name(format),
+         kConvRotGroup, in);
+  std::vector<float> row(static_cast<size_t>(in));
+  if (format == WeightFormat::int8) {
+    // comfy-kitchen quantises int8 ConvRot weights with the activation quantiser.
+    q.w_i8.resize(size_t(out * in));
+    q.w_scale.resize(size_t(out));
+    for (int64_t n = 0; n < out; ++n) {
+      for (int64_t k = 0; k < in; ++k) row[size_t(k)] = bf16_to_f32(bf16{w[size_t(n * in + k)]});
+      quantize_row_convrot(row.data(), in, q.w_i8.data() + n * in, &q.w_scale[size_t(n)]);
+    }
+    return q;
+  }
+  // w4a8: rotate, per-channel scale = absmax / 127, per-16 group e4m3 scale so
+  // that levels -8..7 span the group, codes = level + 8.
+  q.w4_codes.assign(size_t(out * in / 2), 0);
+  q.w4_s_rel.resize(size_t(out * in / kW4Group));
+  q.w_scale.resize(size_t(out));
+  for (int64_t n = 0; n < out; ++n) {
+    for (int64_t k = 0; k < in; ++k) row[size_t(k)] = bf16_to_f32(bf16{w[size_t(n * in + k)]});
+    for (int64_t g = 0; g < in; g += kConvRotGroup) convrot_rotate_group(row.data() + g);
+    float amax = 0.0f;
+    for (float v : row) amax = std::max(amax, std::fabs(v));
+    const float s_channel = std::max(amax / 127.0f, 1e-30f);
+    q.w_scale[size_t(n)] = s_channel;
+    for (int64_t g = 0; g < in / kW4Group; ++g) {
+      float gmax = 0.0f;
+      for (int64_t j = 0; j < kW4Group; ++j)
+        gmax = std::max(gmax, std::fabs(row[size_t(g * kW4Group + j)]));
+      const uint8_t s8 = f32_to_e4m3(gmax / s_channel / 7.0f);
+      q.w4_s_rel[size_t(n * (in / kW4Group) + g)] = s8;
+      const float s = e4m3_to_f32(s8);
+      for (int64_t j = 0; j < kW4Group; ++j) {
+        const int64_t k = g * kW4Group + j;
+        float level = s > 0.0f ? std::nearbyint(row[size_t(k)] / s_channel / s) : 0.0f;
+        level = std::clamp(level, -8.0f, 7.0f);
+        const uint8_t code = uint8_t(int(level) + 8);
+        uint8_t& byte = q.w4_codes[size_t(n * (in / 2) + k / 2)];
+        byte = uint8_t(k % 2 == 0 ? (byte & 0xf0) | code : (byte & 0x0f) | (code << 4));
+      }
+    }
+  }
+  decode_w4a8(q);
+  return q;
+}
+
+void decode_w4a8(QuantLinear& q) {
+  H3S_CHECK(q.format == WeightFormat::w4a8);
+  const int64_t out = q.out, in = q.in;
+  H3S_CHECK(int64_t(q.w4_codes.size()) == out * in / 2);
+  H3S_CHECK(int64_t(q.w4_s_rel.size()) == out * in / kW4Group);
+  q.w_i8.resize(size_t(out * in));
+  for (int64_t n = 0; n < out; ++n) {
+    for (int64_t k = 0; k < in; ++k) {
+      const uint8_t byte = q.w4_codes[size_t(n * (in / 2) + k / 2)];
+      const int code = k % 2 == 0 ? (byte & 0x0f) : (byte >> 4);  // even column: low nibble
+      const float level = q.w4_codebook.empty() ? float(code - 8) : q.w4_codebook[size_t(code)];
+      const float s = e4m3_to_f32(q.w4_s_rel[size_t(n * (in / kW4Group) + k / kW4Group)]);
+      const float w8 = std::clamp(std::nearbyint(level * s), -127.0f, 127.0f);
+      q.w_i8[size_t(n * in + k)] = int8_t(w8);
+    }
+  }
+}
+
+}  // namespace h3s

@@ -1,0 +1,54 @@
+// QuantLinear: one linear layer's weight in the format it is stored in.
+//
+// Layouts are row-major [out, in] as in the checkpoints (H3_MODEL.md 2, 4, 5):
+//  - bf16 / f32: plain weights;
+//  - int8 (`int8_tensorwise` with ConvRot): int8 [out, in] already rotated per
+//    256-wide input group, one fp32 scale per output row;
+//  - w4a8 (`asym_w4a8_int8`): 4-bit codes [out, in/2] (even column in the LOW
+//    nibble), e4m3 group scales [out, in/16], fp32 per-channel scale [out],
+//    optional 16-entry codebook. Decoded once to int8 at load (`w_i8`) so the
+//    int8 GEMM serves both formats; the packed form is kept for writing files.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace h3s {
+
+enum class WeightFormat : uint8_t { bf16, f32, int8, w4a8 };
+std::string_view format_name(WeightFormat f);
+// "bf16", "int8", "w4a8" (and "f32"); throws naming the valid ones.
+WeightFormat parse_format(std::string_view s);
+
+inline constexpr int64_t kConvRotGroup = 256;
+inline constexpr int64_t kW4Group = 16;
+
+struct QuantLinear {
+  WeightFormat format = WeightFormat::bf16;
+  int64_t out = 0, in = 0;
+  std::vector<uint16_t> w_bf16;  // bf16 bits [out, in]
+  std::vector<float> w_f32;      // [out, in]
+  std::vector<int8_t> w_i8;      // int8 [out, in] (int8, and w4a8 decoded)
+  std::vector<float> w_scale;    // [out]: weight_scale (int8) or s_channel (w4a8)
+  std::vector<uint8_t> w4_codes;  // w4a8 packed codes [out, in/2]
+  std::vector<uint8_t> w4_s_rel;  // w4a8 e4m3 group scales [out, in/16]
+  std::vector<float> w4_codebook;  // empty, or 16 levels
+  std::vector<float> bias;        // empty, or [out] (bf16 biases held exactly in fp32)
+
+  bool has_bias() const { return !bias.empty(); }
+  size_t weight_bytes() const;
+
+  // From a bf16 master weight [out, in] (bits). int8 and w4a8 rotate by the
+  // ConvRot Hadamard and quantise exactly like comfy-kitchen's weight path.
+  static QuantLinear from_bf16(std::span<const uint16_t> w, int64_t out, int64_t in,
+                               WeightFormat format);
+  static QuantLinear from_f32(std::vector<float> w, int64_t out, int64_t in);
+};
+
+// Decode w4a8 codes to int8: w8 = clamp(rne(level * float(s_rel)), -127, 127),
+// level = codebook[code] or code - 8 (H3_MODEL.md 5).
+void decode_w4a8(QuantLinear& q);
+
+}  // namespace h3s

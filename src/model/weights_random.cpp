@@ -1,0 +1,148 @@
+// Deterministic synthetic weights for the presets.
+#include <cmath>
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "model/packed_layout.hpp"
+#include "model/weights.hpp"
+
+namespace h3s {
+
+namespace {
+
+// Tensor ids for independent RNG streams.
+enum Id : uint64_t {
+  kQkv = 1, kOut, kFc1, kFc2, kNorm1, kNorm2, kQn, kKn, kAdaln, kAdalnB,
+  kVideoPatch = 100, kAudioPatch, kCond, kTimeIn, kTimeOut, kTable, kFinalNorm, kFinalAdaln,
+  kVideoOut, kAudioOut, kRefNorm, kBias
+};
+
+std::vector<uint16_t> normal_bf16(uint64_t seed, int64_t n, float mean, float std) {
+  Rng r(seed);
+  std::vector<uint16_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = f32_to_bf16(mean + std * r.normal()).bits;
+  return v;
+}
+
+std::vector<float> normal_f32(uint64_t seed, int64_t n, float mean, float std) {
+  Rng r(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = mean + std * r.normal();
+  return v;
+}
+
+// Bias values exactly representable in bf16 (they are stored bf16 in files).
+std::vector<float> bias_bf16(uint64_t seed, int64_t n, float std) {
+  Rng r(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = round_bf16(std * r.normal());
+  return v;
+}
+
+QuantLinear linear(uint64_t seed, int64_t out, int64_t in, WeightFormat f, float gain = 1.0f) {
+  const float std = gain / std::sqrt(float(in));
+  if (f == WeightFormat::f32) return QuantLinear::from_f32(normal_f32(seed, out * in, 0, std), out, in);
+  return QuantLinear::from_bf16(normal_bf16(seed, out * in, 0, std), out, in, f);
+}
+
+AttnWeights attn(uint64_t s, const ModelConfig& c, WeightFormat f) {
+  AttnWeights a;
+  a.qkv = linear(mix_seed(s, kQkv), c.qkv_out(), c.hidden, f);
+  a.out = linear(mix_seed(s, kOut), c.hidden, c.inner(), f);
+  a.q_norm = normal_bf16(mix_seed(s, kQn), c.head_dim, 1.0f, 0.1f);
+  a.k_norm = normal_bf16(mix_seed(s, kKn), c.head_dim, 1.0f, 0.1f);
+  return a;
+}
+
+MlpWeights mlp(uint64_t s, const ModelConfig& c, WeightFormat f) {
+  MlpWeights m;
+  m.fc1 = linear(mix_seed(s, kFc1), 2 * c.ffn, c.hidden, f);
+  m.fc2 = linear(mix_seed(s, kFc2), c.hidden, c.ffn, f);
+  return m;
+}
+
+}  // namespace
+
+size_t ModelWeights::bytes() const {
+  size_t b = video_patch.weight_bytes() + audio_patch.weight_bytes() +
+             condition_proj.weight_bytes() + time_in.weight_bytes() + time_out.weight_bytes() +
+             adaln_t_table.size() * 4 + rope_inv_freq.size() * 4;
+  auto attn_bytes = [](const AttnWeights& a) {
+    return a.qkv.weight_bytes() + a.out.weight_bytes() + (a.q_norm.size() + a.k_norm.size()) * 2;
+  };
+  for (const auto& r : refiner)
+    b += attn_bytes(r.attn) + r.mlp.fc1.weight_bytes() + r.mlp.fc2.weight_bytes() +
+         (r.norm1.size() + r.norm2.size()) * 2;
+  for (const auto& k : blocks)
+    b += attn_bytes(k.attn) + k.mlp.fc1.weight_bytes() + k.mlp.fc2.weight_bytes() +
+         (k.norm1.size() + k.norm2.size()) * 2 + k.adaln.weight_bytes();
+  b += final_layer.norm.size() * 2 + final_layer.adaln.weight_bytes() +
+       final_layer.video_out.weight_bytes() + final_layer.audio_out.weight_bytes();
+  return b;
+}
+
+ModelWeights ModelWeights::random(const ModelConfig& cfg, WeightFormat format, uint64_t seed) {
+  cfg.validate();
+  if (format == WeightFormat::f32)
+    fail(ErrorKind::invalid_argument, "weight format f32 is only for fp32 islands; use bf16");
+  ModelWeights w;
+  w.config = cfg;
+  w.format = format;
+  const ModelConfig& c = cfg;
+  const bool curve = c.time_form == TimeForm::curve;
+  const WeightFormat adaln_fmt = curve ? WeightFormat::f32 : WeightFormat::bf16;
+
+  w.video_patch = linear(mix_seed(seed, kVideoPatch), c.hidden, c.video_features(), WeightFormat::f32);
+  w.video_patch.bias = bias_bf16(mix_seed(seed, kVideoPatch, kBias), c.hidden, 0.02f);
+  w.audio_patch = linear(mix_seed(seed, kAudioPatch), c.hidden, c.audio_latent, WeightFormat::f32);
+  w.audio_patch.bias = bias_bf16(mix_seed(seed, kAudioPatch, kBias), c.hidden, 0.02f);
+  w.condition_proj = linear(mix_seed(seed, kCond), c.hidden, c.text_dim, WeightFormat::bf16);
+  w.condition_proj.bias = bias_bf16(mix_seed(seed, kCond, kBias), c.hidden, 0.02f);
+  if (curve) {
+    w.adaln_t_table = normal_f32(mix_seed(seed, kTable), c.curve_grid * c.time_dim, 0.0f, 1.0f);
+  } else {
+    w.time_in = linear(mix_seed(seed, kTimeIn), c.time_hidden, c.time_freq_dim, WeightFormat::f32);
+    w.time_in.bias = bias_bf16(mix_seed(seed, kTimeIn, kBias), c.time_hidden, 0.02f);
+    w.time_out = linear(mix_seed(seed, kTimeOut), c.time_dim, c.time_hidden, WeightFormat::f32);
+    w.time_out.bias = bias_bf16(mix_seed(seed, kTimeOut, kBias), c.time_dim, 0.02f);
+  }
+  w.rope_inv_freq = default_inv_freq(c.rope_freqs);
+
+  for (int64_t i = 0; i < c.refiner_blocks; ++i) {
+    const uint64_t s = mix_seed(seed, 1000 + uint64_t(i));
+    RefinerBlockWeights r;
+    r.norm1 = normal_bf16(mix_seed(s, kNorm1), c.hidden, 1.0f, 0.1f);
+    r.norm2 = normal_bf16(mix_seed(s, kNorm2), c.hidden, 1.0f, 0.1f);
+    r.attn = attn(s, c, format);
+    r.mlp = mlp(s, c, format);
+    w.refiner.push_back(std::move(r));
+  }
+  w.refiner_final_norm = normal_bf16(mix_seed(seed, kRefNorm), c.hidden, 1.0f, 0.1f);
+
+  const int64_t mod_out = ModelConfig::kBlockMods * ModelConfig::kModalities * c.hidden;
+  for (int64_t i = 0; i < c.blocks; ++i) {
+    const uint64_t s = mix_seed(seed, 2000 + uint64_t(i));
+    BlockWeights b;
+    b.norm1 = normal_bf16(mix_seed(s, kNorm1), c.hidden, 1.0f, 0.1f);
+    b.norm2 = normal_bf16(mix_seed(s, kNorm2), c.hidden, 1.0f, 0.1f);
+    b.attn = attn(s, c, format);
+    b.mlp = mlp(s, c, format);
+    // Small modulation so activations stay in a realistic range.
+    b.adaln = linear(mix_seed(s, kAdaln), mod_out, c.time_dim, adaln_fmt, 0.3f);
+    b.adaln.bias = bias_bf16(mix_seed(s, kAdalnB), mod_out, 0.05f);
+    w.blocks.push_back(std::move(b));
+  }
+
+  FinalLayerWeights& f = w.final_layer;
+  f.norm = normal_bf16(mix_seed(seed, kFinalNorm), c.hidden, 1.0f, 0.1f);
+  f.adaln = linear(mix_seed(seed, kFinalAdaln), 2 * c.hidden, c.time_dim, adaln_fmt, 0.3f);
+  f.adaln.bias = bias_bf16(mix_seed(seed, kFinalAdaln, kBias), 2 * c.hidden, 0.05f);
+  f.video_out = linear(mix_seed(seed, kVideoOut), c.video_features(), c.hidden, WeightFormat::f32);
+  f.video_out.bias = bias_bf16(mix_seed(seed, kVideoOut, kBias), c.video_features(), 0.02f);
+  f.audio_out = linear(mix_seed(seed, kAudioOut), c.audio_latent, c.hidden, WeightFormat::f32);
+  f.audio_out.bias = bias_bf16(mix_seed(seed, kAudioOut, kBias), c.audio_latent, 0.02f);
+  return w;
+}
+
+}  // namespace h3s

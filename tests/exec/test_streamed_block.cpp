@@ -1,0 +1,115 @@
+// streamed == stock, bit for bit, for every weight format over randomised
+// chunk sizes (1 row, primes, tails shorter than any tile), sequence lengths
+// and segment layouts, with and without blocked K/V consumption.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "exec_fixture.hpp"
+
+namespace h3s::test {
+namespace {
+
+struct Case {
+  int64_t text, audio_t, frames;
+  bool tags, cond;
+};
+
+std::vector<uint16_t> run(BlockHarness& h, std::vector<uint16_t> x, const StreamChunks* c) {
+  const Tensor t = h.tensor(x);
+  if (c)
+    run_block_streamed(*h.be, h.arena, h.view(), t, *c);
+  else
+    run_block_stock(*h.be, h.arena, h.view(), t);
+  return x;
+}
+
+int64_t pick_chunk(Rng& r, int64_t seq) {
+  const int64_t fixed[] = {1, 2, 3, 7, 13, 31, 64, 65, 97, seq - 1, seq, seq + 5};
+  if (r.below(3) == 0) return std::max<int64_t>(1, 1 + r.below(seq + 1));
+  return std::max<int64_t>(1, fixed[r.below(std::size(fixed))]);
+}
+
+class StreamedBlock : public ::testing::TestWithParam<WeightFormat> {};
+
+TEST_P(StreamedBlock, EqualsStockBitForBitOverRandomChunks) {
+  const ModelWeights& w = weights_for(GetParam());
+  const Case cases[] = {
+      {0, 0, 1, false, false},   // a 1-token sequence
+      {5, 3, 29, true, false},   // 40 tokens, tag runs in the text
+      {17, 11, 103, true, true},  // 144 tokens with a cond frame (prime-ish segments)
+      {64, 20, 173, false, true},  // 278 tokens: several attention tiles and a short tail
+  };
+  Rng rng(42 + uint64_t(GetParam()));
+  for (const Case& k : cases) {
+    BlockHarness h(w, small_layout(w.config, k.text, k.audio_t, k.frames, k.tags, k.cond));
+    const int64_t seq = h.layout.seq_len;
+    const std::vector<uint16_t> x0 = h.random_x(seq);
+    const std::vector<uint16_t> stock = run(h, x0, nullptr);
+    for (int trial = 0; trial < 4; ++trial) {
+      StreamChunks c;
+      c.q_chunk = pick_chunk(rng, seq);
+      c.kv_chunk = pick_chunk(rng, seq);
+      c.mlp_chunk = pick_chunk(rng, seq);
+      c.kv_block = 64 * rng.below(4);
+      c.merge_tail_below = rng.below(2) ? 0 : 1 + rng.below(8);
+      const std::vector<uint16_t> streamed = run(h, x0, &c);
+      EXPECT_TRUE(bits_equal(stock, streamed))
+          << fmt::format("seq {} q_chunk {} kv_chunk {} mlp_chunk {} kv_block {} merge {}", seq,
+                         c.q_chunk, c.kv_chunk, c.mlp_chunk, c.kv_block, c.merge_tail_below);
+    }
+    // The streamed block changes x: a test comparing x0 with itself could not fail.
+    EXPECT_FALSE(bits_equal(x0, stock));
+  }
+}
+
+TEST_P(StreamedBlock, OneRowChunksEverywhere) {
+  const ModelWeights& w = weights_for(GetParam());
+  BlockHarness h(w, small_layout(w.config, 7, 4, 60, true, true));
+  const std::vector<uint16_t> x0 = h.random_x(7);
+  const StreamChunks ones{1, 1, 1, 64, 0};
+  EXPECT_TRUE(bits_equal(run(h, x0, nullptr), run(h, x0, &ones)));
+}
+
+TEST_P(StreamedBlock, KvBlockOnOffEqual) {
+  const ModelWeights& w = weights_for(GetParam());
+  BlockHarness h(w, small_layout(w.config, 30, 16, 300, false, false));  // 362 tokens
+  const std::vector<uint16_t> x0 = h.random_x(9);
+  const StreamChunks off{100, 128, 77, 0, 0};
+  const std::vector<uint16_t> ref = run(h, x0, &off);
+  for (int64_t kv_block : {64, 128, 192, 320, 384, 4096}) {
+    const StreamChunks on{100, 128, 77, kv_block, 0};
+    EXPECT_TRUE(bits_equal(ref, run(h, x0, &on))) << "kv_block " << kv_block;
+  }
+}
+
+TEST_P(StreamedBlock, MisalignedKvBlockIsRejected) {
+  const ModelWeights& w = weights_for(GetParam());
+  BlockHarness h(w, small_layout(w.config, 3, 2, 90, false, false));
+  std::vector<uint16_t> x = h.random_x(3);
+  const StreamChunks bad{16, 16, 16, 100, 0};
+  try {
+    run_block_streamed(*h.be, h.arena, h.view(), h.tensor(x), bad);
+    FAIL() << "kv_block 100 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kv_block = 100"), std::string::npos) << e.what();
+  }
+}
+
+TEST_P(StreamedBlock, DeterministicAcrossRunsAndThreadCounts) {
+  const ModelWeights& w = weights_for(GetParam());
+  BlockHarness h(w, small_layout(w.config, 9, 5, 77, true, false));
+  const std::vector<uint16_t> x0 = h.random_x(11);
+  const StreamChunks c{19, 23, 29, 64, 0};
+  const std::vector<uint16_t> a = run(h, x0, &c);
+  h.be = make_cpu_backend(1);
+  EXPECT_TRUE(bits_equal(a, run(h, x0, &c)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, StreamedBlock,
+                         ::testing::Values(WeightFormat::bf16, WeightFormat::int8,
+                                           WeightFormat::w4a8),
+                         [](const auto& p) { return std::string(format_name(p.param)); });
+
+}  // namespace
+}  // namespace h3s::test

@@ -1,0 +1,157 @@
+// Flag registration and the flags -> config / layout translation.
+#include "cli_args.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace h3s::cli {
+
+void add_run_flags(CLI::App& cmd, RunArgs& a) {
+  ExecOptions& o = a.exec;
+  cmd.add_option("--preset", a.preset, "model preset: tiny or h3 (full size)")
+      ->check(CLI::IsMember({"tiny", "h3"}))
+      ->capture_default_str();
+  cmd.add_option("--format", a.format, "weight format of the block linears: bf16, int8 or w4a8")
+      ->check(CLI::IsMember({"bf16", "int8", "w4a8"}))
+      ->capture_default_str();
+  cmd.add_option("--time-form", a.time_form,
+                 "time embedding: full (time_embedder MLP) or curve (adaln_t_table lerp)")
+      ->check(CLI::IsMember({"full", "curve"}))
+      ->capture_default_str();
+  cmd.add_option("--blocks", a.blocks, "number of DiT blocks (default: the preset's)");
+  cmd.add_option("--tokens", a.tokens,
+                 "packed sequence length; text absorbs the remainder of whole video frames")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--frames", a.frames, "video frames (pixel space; latent_t = (frames-5)/17*5+2)");
+  cmd.add_option("--width", a.width, "video width in pixels (multiple of 32)");
+  cmd.add_option("--height", a.height, "video height in pixels (multiple of 32)");
+  cmd.add_option("--text-len", a.text_len, "text tokens (default 64 tiny, 512 h3)");
+  cmd.add_option("--audio-len", a.audio_len,
+                 "audio latent steps, 2 rows each (default: frames at 24 fps, 40 Hz latents)");
+  cmd.add_option("--vision-pad-rows", a.vision_pad_rows,
+                 "text rows in the middle of the text span tagged as video (per-token tag runs)");
+  cmd.add_flag("--cond-frame", a.cond_frame, "add a first-frame keyframe cond block");
+  cmd.add_option("--sigma", a.sigma, "video sigma of the step, in (0, 1]")->capture_default_str();
+  cmd.add_option("--seed", a.seed, "seed of the synthetic weights and inputs")
+      ->capture_default_str();
+  cmd.add_option("--threads", a.threads, "CPU threads (0 = all)")->capture_default_str();
+  cmd.add_option("--memory-budget", a.memory_budget,
+                 "arena budget, e.g. 8GiB or 512MiB (0 = unlimited)")
+      ->capture_default_str();
+
+  cmd.add_option("--q-chunk", o.q_chunk, "query rows per attention call (balanced); exact at any value")
+      ->capture_default_str();
+  cmd.add_option("--kv-chunk", o.kv_chunk, "rows per projection chunk while building K/V")
+      ->capture_default_str();
+  cmd.add_option("--mlp-chunk", o.mlp_chunk, "rows per MLP chunk; 0 = the MLP over the whole sequence")
+      ->capture_default_str();
+  cmd.add_option("--min-tokens", o.min_tokens, "below this packed length blocks run stock")
+      ->capture_default_str();
+  cmd.add_option("--kv-block", o.kv_block,
+                 "K/V rows per attention pass, carried online-softmax state (0 = one pass; "
+                 "multiple of 64)")
+      ->capture_default_str();
+  cmd.add_option("--final-layer-chunk", o.final_layer_chunk,
+                 "rows per output-head chunk (0 = stock: whole span promoted at once)")
+      ->capture_default_str();
+  cmd.add_option("--final-layer-gemm", a.final_gemm,
+                 "exact: one head GEMM over the span; streamed: one per chunk (both bit-equal)")
+      ->check(CLI::IsMember({"exact", "streamed"}))
+      ->capture_default_str();
+  cmd.add_option("--kv-store", o.kv_store, "K/V storage tier (bf16 = exact; the only one so far)")
+      ->check(CLI::IsMember({"bf16"}))
+      ->capture_default_str();
+  cmd.add_option("--merge-tail-below", o.merge_tail_below,
+                 "kv/mlp tail chunks shorter than this merge into the previous chunk")
+      ->capture_default_str();
+  cmd.add_flag("--trim-forward,!--no-trim-forward", o.trim_forward,
+               "release embed buffers once the packed sequence exists (default on)");
+  cmd.add_flag("--self-check", o.self_check,
+               "block 0: stock vs streamed for full/q/kv/mlp/none variants, one line in ulps");
+  cmd.add_flag("--json", a.json, "print one JSON object instead of the table");
+}
+
+ModelConfig config_from(const RunArgs& a) {
+  ModelConfig c = ModelConfig::preset(a.preset);
+  if (a.time_form == "curve") {
+    c.time_form = TimeForm::curve;
+    c.time_dim = 8;  // the released curve checkpoints' adaln_t_table width
+  }
+  if (a.blocks >= 0) c.blocks = a.blocks;
+  c.validate();
+  return c;
+}
+
+PackedLayout layout_from(const RunArgs& a, const ModelConfig& cfg) {
+  LayoutSpec s;
+  s.sigma = a.sigma;
+  s.cond_first_frame = a.cond_frame;
+  const bool tiny = cfg.name == "tiny";
+  if (a.tokens > 0 && a.frames > 0)
+    fail(ErrorKind::invalid_argument, "--tokens and --frames both given: use one of them");
+  if (a.frames > 0) {
+    if (a.width <= 0 || a.height <= 0 || a.width % 32 || a.height % 32)
+      fail(ErrorKind::invalid_argument,
+           "--width {} / --height {} must be positive multiples of 32 with --frames", a.width,
+           a.height);
+    if (a.frames < 5)
+      fail(ErrorKind::invalid_argument, "--frames {} must be >= 5", a.frames);
+    const VideoShape v{a.frames, a.width, a.height};
+    s.latent_t = v.latent_t();
+    s.latent_h = v.latent_h();
+    s.latent_w = v.latent_w();
+    s.text_len = a.text_len >= 0 ? a.text_len : (tiny ? 64 : 512);
+    s.audio_t = a.audio_len >= 0 ? a.audio_len
+                                 : int64_t(std::llround(double(a.frames) / 24.0 * 40.0));
+  } else {
+    // --tokens N (default: a small demo sequence): fixed frame grid, ~2% audio,
+    // whole video frames, text takes the remainder.
+    const int64_t n = a.tokens > 0 ? a.tokens : (tiny ? 2048 : 4096);
+    s.latent_h = tiny ? 8 : 48;
+    s.latent_w = tiny ? 8 : 86;
+    const int64_t frame_rows = (s.latent_h / 2) * (s.latent_w / 2);
+    s.audio_t = a.audio_len >= 0 ? a.audio_len : std::max<int64_t>(1, n / 100);
+    const int64_t cond = a.cond_frame ? frame_rows : 0;
+    const int64_t min_text = a.text_len >= 0 ? a.text_len : (tiny ? 64 : 512);
+    const int64_t room = n - 2 * s.audio_t - cond - min_text;
+    if (room < frame_rows)
+      fail(ErrorKind::invalid_argument,
+           "--tokens {} is too small for one {}-row video frame plus {} audio rows; use at least "
+           "{}",
+           n, frame_rows, 2 * s.audio_t, frame_rows + 2 * s.audio_t + cond + min_text);
+    s.latent_t = room / frame_rows;
+    s.text_len = n - 2 * s.audio_t - cond - s.latent_t * frame_rows;
+  }
+  if (a.vision_pad_rows > 0) {
+    if (a.vision_pad_rows > s.text_len)
+      fail(ErrorKind::invalid_argument, "--vision-pad-rows {} exceeds the {} text rows",
+           a.vision_pad_rows, s.text_len);
+    s.text_tags.assign(size_t(s.text_len), 1);
+    const int64_t start = (s.text_len - a.vision_pad_rows) / 2;
+    std::fill_n(s.text_tags.begin() + start, a.vision_pad_rows, uint8_t(0));
+  }
+  return PackedLayout::build(s, cfg);
+}
+
+size_t parse_bytes(const std::string& s) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (...) {
+    fail(ErrorKind::invalid_argument, "--memory-budget '{}' is not a size like 8GiB or 512MiB", s);
+  }
+  const std::string unit = s.substr(pos);
+  double mul = 1;
+  if (unit == "" || unit == "B") mul = 1;
+  else if (unit == "KiB") mul = 1024.0;
+  else if (unit == "MiB") mul = 1024.0 * 1024;
+  else if (unit == "GiB") mul = 1024.0 * 1024 * 1024;
+  else fail(ErrorKind::invalid_argument, "--memory-budget '{}': unit must be B, KiB, MiB or GiB", s);
+  if (v < 0) fail(ErrorKind::invalid_argument, "--memory-budget '{}' is negative", s);
+  return size_t(v * mul);
+}
+
+}  // namespace h3s::cli
