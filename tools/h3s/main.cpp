@@ -25,6 +25,7 @@ struct Prepared {
 Prepared prepare(RunArgs& a) {
   a.exec.final_layer_gemm = parse_final_gemm(a.final_gemm);
   a.exec.validate();
+  (void)parse_bytes(a.memory_budget);  // reject a bad budget before any work
   Prepared p;
   p.config = config_from(a);
   p.layout = layout_from(a, p.config);

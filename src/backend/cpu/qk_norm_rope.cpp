@@ -54,6 +54,9 @@ void CpuBackend::qk_norm_rope(const Tensor& t, const Tensor& w, const Tensor& ro
   if (rot_dim > 0) {
     expect_dtype(rope, DType::bf16, op, "rope");
     expect_rows(rope, t.rows(), op, "rope");
+    // Each row's (cos, sin) pairs are read as one contiguous run.
+    if (rope.stride[size_t(rope.rank - 1)] != 1 || (rope.rank == 3 && rope.stride[1] != 2))
+      fail(ErrorKind::invalid_argument, "{}: rope rows must be contiguous (cos, sin) pairs", op);
     if (rope.cols() * (rope.rank == 3 ? rope.shape[2] : 1) != rot_dim)
       fail(ErrorKind::invalid_argument, "{}: rope rows hold {} values, expected rot_dim {}", op,
            rope.cols() * (rope.rank == 3 ? rope.shape[2] : 1), rot_dim);

@@ -1,0 +1,106 @@
+// The h3s command line as a user drives it: demo JSON contract, the table,
+// and one-line errors with exit code 2 for bad flag values.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result run_cli(const std::string& args, bool merge_stderr = true) {
+  const std::string cmd =
+      std::string(H3S_CLI_PATH) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(Cli, DemoJsonReportsBitEqualAndLowerStreamedPeak) {
+  for (const char* format : {"bf16", "int8", "w4a8"}) {
+    const Result r = run_cli(std::string("demo --json --tokens 600 --threads 2 --format ") + format,
+                             /*merge_stderr=*/false);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("format"), format);
+    EXPECT_EQ(j.at("tokens"), 600);
+    EXPECT_TRUE(j.at("bit_equal").get<bool>());
+    EXPECT_LT(j.at("streamed_peak_bytes").get<size_t>(), j.at("stock_peak_bytes").get<size_t>());
+    EXPECT_GT(j.at("stock_seconds").get<double>(), 0.0);
+    EXPECT_GT(j.at("streamed_seconds").get<double>(), 0.0);
+    EXPECT_EQ(j.at("streamed_blocks"), 2);
+  }
+}
+
+TEST(Cli, DemoTablePrintsEveryColumn) {
+  const Result r = run_cli("demo --tokens 400 --threads 2 --self-check --cond-frame --vision-pad-rows 9");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* s : {"stock", "streamed", "arena peak", "bit-equal: yes", "self_check block 0",
+                        "text 72", "cond 16"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << "missing '" << s << "' in:\n" << r.out;
+}
+
+TEST(Cli, RunPrintsTheLedger) {
+  const Result r = run_cli("run --tokens 300 --threads 2 --min-tokens 0 --q-chunk 64");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* s : {"h3s run (streamed)", "phase", "kv", "attn", "mlp", "final"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << "missing '" << s << "' in:\n" << r.out;
+}
+
+TEST(Cli, BadValuesGiveOneLineAndExitCode2) {
+  const struct {
+    const char* args;
+    const char* needle;
+  } cases[] = {
+      {"demo --kv-block 100", "kv_block = 100"},
+      {"demo --q-chunk 0", "q_chunk = 0"},
+      {"demo --mlp-chunk -1", "mlp_chunk = -1"},
+      {"demo --format fp8", "--format"},
+      {"demo --preset huge", "--preset"},
+      {"demo --tokens 5", "--tokens 5 is too small"},
+      {"demo --frames 10 --width 100 --height 64", "--width 100"},
+      {"demo --memory-budget 12XB", "--memory-budget"},
+      {"demo --final-layer-gemm fast", "--final-layer-gemm"},
+      {"demo --kv-store kvi8r", "--kv-store"},
+      {"demo --no-such-flag", "no-such-flag"},
+  };
+  for (const auto& c : cases) {
+    const Result r = run_cli(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.args << "\n" << r.out;
+    // One line: the message and its newline, nothing else.
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.args << "\n" << r.out;
+  }
+}
+
+TEST(Cli, TooSmallBudgetFailsWithTheNumbers) {
+  const Result r = run_cli("demo --tokens 300 --memory-budget 1MiB");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("memory budget 1.00 MiB"), std::string::npos) << r.out;
+}
+
+TEST(Cli, HelpListsEveryControl) {
+  const Result r = run_cli("demo --help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* flag : {"--q-chunk", "--kv-chunk", "--mlp-chunk", "--min-tokens", "--kv-block",
+                           "--final-layer-chunk", "--final-layer-gemm", "--self-check",
+                           "--format", "--tokens", "--frames", "--width", "--height",
+                           "--text-len", "--audio-len", "--seed", "--threads", "--kv-store",
+                           "--trim-forward", "--json"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+}
+
+}  // namespace
