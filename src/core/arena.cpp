@@ -16,17 +16,26 @@ void* HostMemory::allocate(size_t bytes) {
   return p;
 }
 
-void HostMemory::deallocate(void* p, size_t) { std::free(p); }
+void HostMemory::deallocate(void* p, size_t) {
+  std::free(p);
+}
 
 std::string_view phase_name(Phase p) {
   switch (p) {
-    case Phase::setup: return "setup";
-    case Phase::embed: return "embed";
-    case Phase::refiner: return "refiner";
-    case Phase::kv: return "kv";
-    case Phase::attn: return "attn";
-    case Phase::mlp: return "mlp";
-    case Phase::final: return "final";
+    case Phase::setup:
+      return "setup";
+    case Phase::embed:
+      return "embed";
+    case Phase::refiner:
+      return "refiner";
+    case Phase::kv:
+      return "kv";
+    case Phase::attn:
+      return "attn";
+    case Phase::mlp:
+      return "mlp";
+    case Phase::final:
+      return "final";
   }
   return "?";
 }
@@ -83,8 +92,10 @@ OwnedTensor Arena::tensor(DType dtype, std::initializer_list<int64_t> shape,
   bool overflow = false, empty = false;
   for (int64_t s : shape) {
     if (s < 0) fail(ErrorKind::invalid_argument, "negative dimension {} for {}", s, what);
-    if (s == 0) empty = true;
-    else if (n > SIZE_MAX / size_t(s)) overflow = true;
+    if (s == 0)
+      empty = true;
+    else if (n > SIZE_MAX / size_t(s))
+      overflow = true;
     n *= size_t(s);
   }
   if (empty) {

@@ -9,14 +9,22 @@ namespace h3s {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
-    case DType::f32: return "f32";
-    case DType::i8: return "i8";
-    case DType::i32: return "i32";
-    case DType::u8: return "u8";
-    case DType::f8e4m3: return "f8e4m3";
-    case DType::e2m1x2: return "e2m1x2";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
+    case DType::f32:
+      return "f32";
+    case DType::i8:
+      return "i8";
+    case DType::i32:
+      return "i32";
+    case DType::u8:
+      return "u8";
+    case DType::f8e4m3:
+      return "f8e4m3";
+    case DType::e2m1x2:
+      return "e2m1x2";
   }
   return "?";
 }

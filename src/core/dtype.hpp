@@ -38,7 +38,9 @@ struct bf16 {
   uint16_t bits = 0;
 };
 
-inline float bf16_to_f32(bf16 v) { return std::bit_cast<float>(uint32_t(v.bits) << 16); }
+inline float bf16_to_f32(bf16 v) {
+  return std::bit_cast<float>(uint32_t(v.bits) << 16);
+}
 
 // RNE; NaN stays NaN (quiet), overflow rounds to +-inf as IEEE says.
 inline bf16 f32_to_bf16(float f) {
@@ -49,7 +51,9 @@ inline bf16 f32_to_bf16(float f) {
 }
 
 // Round an fp32 value to the nearest bf16 and back: the "bf16(...)" of H3_MODEL.md.
-inline float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+inline float round_bf16(float f) {
+  return bf16_to_f32(f32_to_bf16(f));
+}
 
 // Flush a bf16/f32 subnormal to signed zero (what --use_fast_math kernels do to inputs).
 inline float flush_subnormal(float f) {

@@ -25,10 +25,11 @@ template <typename... Args>
 }
 
 // Internal invariant; a failure is a bug in h3stream, not in the caller's input.
-#define H3S_CHECK(cond)                                                                      \
-  do {                                                                                       \
-    if (!(cond)) ::h3s::fail(::h3s::ErrorKind::internal, "internal check failed: {} ({}:{})", \
-                             #cond, __FILE__, __LINE__);                                     \
+#define H3S_CHECK(cond)                                                                   \
+  do {                                                                                    \
+    if (!(cond))                                                                          \
+      ::h3s::fail(::h3s::ErrorKind::internal, "internal check failed: {} ({}:{})", #cond, \
+                  __FILE__, __LINE__);                                                    \
   } while (0)
 
 }  // namespace h3s

@@ -12,9 +12,9 @@ namespace h3s {
 
 // The six modulation vectors of a block as [mod_rows, hidden] bf16 views.
 struct BlockMods {
-  ModTable msa;        // shift_msa, scale_msa
+  ModTable msa;  // shift_msa, scale_msa
   Tensor gate_msa;
-  ModTable mlp;        // shift_mlp, scale_mlp
+  ModTable mlp;  // shift_mlp, scale_mlp
   Tensor gate_mlp;
 };
 

@@ -50,9 +50,8 @@ std::vector<ModRun> runs_for(const BlockView& b, RowRange rows) {
   return out;
 }
 
-OwnedTensor norm_mod(Backend& be, Arena& arena, const BlockView& b, const Tensor& x,
-                     RowRange rows, const std::vector<uint16_t>& norm, const ModTable* mod,
-                     const char* what) {
+OwnedTensor norm_mod(Backend& be, Arena& arena, const BlockView& b, const Tensor& x, RowRange rows,
+                     const std::vector<uint16_t>& norm, const ModTable* mod, const char* what) {
   const int64_t hidden = x.cols();
   OwnedTensor h = arena.tensor(DType::bf16, {rows.size(), hidden}, what);
   const std::vector<ModRun> runs = runs_for(b, rows);
@@ -83,8 +82,8 @@ void attn_out(Backend& be, Arena& arena, const BlockView& b, const Tensor& x, Ro
 }
 
 void mlp(Backend& be, Arena& arena, const BlockView& b, const Tensor& x, RowRange rows) {
-  OwnedTensor h = norm_mod(be, arena, b, x, rows, *b.norm2, b.mods ? &b.mods->mlp : nullptr,
-                           "mlp norm2+mod");
+  OwnedTensor h =
+      norm_mod(be, arena, b, x, rows, *b.norm2, b.mods ? &b.mods->mlp : nullptr, "mlp norm2+mod");
   OwnedTensor f = arena.tensor(DType::bf16, {rows.size(), b.mlp->fc1.out}, "mlp fc1 output");
   be.linear(h.view, b.mlp->fc1, f.view);
   h.reset();

@@ -61,8 +61,11 @@ Embeds embed(Backend& be, Arena& arena, const ModelWeights& w, const PackedLayou
 
 ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
                            const PackedLayout& layout, const ForwardInputs& in,
-                           const ExecOptions& opt) {
+                           const ExecOptions& opt, const ProgressFn& progress) {
   opt.validate();
+  const auto report = [&](const std::string& stage) {
+    if (progress) progress(stage);
+  };
   const ModelConfig& c = w.config;
   const int64_t seq = layout.seq_len;
   const int64_t nv = layout.rows_of(SegmentKind::cond) + layout.rows_of(SegmentKind::video);
@@ -78,6 +81,7 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   out.weight_bytes = w.bytes();
 
   arena.mark(-1, Phase::embed);
+  report("embed + refiner");
   Embeds e = embed(be, arena, w, layout, in);
   arena.mark(-1, Phase::embed);
   OwnedTensor x = arena.tensor(DType::bf16, {seq, c.hidden}, "residual x");
@@ -105,6 +109,7 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   const bool streamed = opt.mode == ExecMode::streamed && seq >= opt.min_tokens;
   const StreamChunks chunks = StreamChunks::from(opt);
   for (size_t i = 0; i < w.blocks.size(); ++i) {
+    report(fmt::format("block {}/{}", i + 1, w.blocks.size()));
     arena.mark(int(i), Phase::setup);
     OwnedTensor mods = adaln_project(be, arena, w.blocks[i].adaln, adaln_in.view, "block adaln");
     BlockContext ctx;
@@ -126,13 +131,13 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   }
 
   arena.mark(-1, Phase::final);
+  report("final layer");
   const int64_t fchunk = opt.mode == ExecMode::stock ? 0 : opt.final_layer_chunk;
   FinalOutputs f = run_final_layer(be, arena, w, layout, x.view, adaln_in.view, fchunk,
                                    opt.final_layer_gemm, opt.merge_tail_below);
   // The model returns negated velocities; audio is scaled by the schedule slope.
   be.scale(f.video.view, -1.0f);
-  be.scale(f.audio.view,
-           -audio_slope(layout.sigma, c.sigma_shift_video, c.sigma_shift_audio));
+  be.scale(f.audio.view, -audio_slope(layout.sigma, c.sigma_shift_video, c.sigma_shift_audio));
   out.video.resize(size_t(f.video.view.numel()));
   out.audio.resize(size_t(f.audio.view.numel()));
   be.download(f.video.view, out.video.data());

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,16 +25,20 @@ struct ForwardOutputs {
   std::vector<float> video;  // [video rows, 96] fp32 (negated velocity)
   std::vector<float> audio;  // [audio rows, 32] fp32 (negated, slope-scaled)
   std::vector<LedgerEntry> ledger;
-  size_t peak_bytes = 0;        // arena peak during the forward
-  size_t weight_bytes = 0;      // resident weights (not arena memory)
+  size_t peak_bytes = 0;    // arena peak during the forward
+  size_t weight_bytes = 0;  // resident weights (not arena memory)
   double seconds = 0.0;
   int64_t stock_blocks = 0, streamed_blocks = 0;
   std::vector<std::string> log;  // e.g. the self-check line
 };
 
+// Called at each stage of a forward ("embed", "block 3/50", "final layer")
+// for progress output on long runs.
+using ProgressFn = std::function<void(const std::string& stage)>;
+
 ForwardOutputs run_forward(Backend& backend, Arena& arena, const ModelWeights& weights,
                            const PackedLayout& layout, const ForwardInputs& inputs,
-                           const ExecOptions& options);
+                           const ExecOptions& options, const ProgressFn& progress = {});
 
 // Random inputs of the right shapes for a layout (deterministic from seed).
 ForwardInputs random_inputs(const ModelConfig& cfg, const PackedLayout& layout, uint64_t seed);

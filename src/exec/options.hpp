@@ -19,16 +19,16 @@ enum class ExecMode : uint8_t { stock, streamed };
 
 struct ExecOptions {
   ExecMode mode = ExecMode::streamed;
-  int64_t q_chunk = 16384;     // query rows per attention call (balanced)
-  int64_t kv_chunk = 16384;    // rows per projection chunk while building K/V
-  int64_t mlp_chunk = 16384;   // rows per MLP chunk; 0 = MLP over the whole sequence
-  int64_t min_tokens = 32768;  // below this packed length, blocks run stock
-  int64_t kv_block = 0;        // K/V rows per attention pass (0 = one pass)
+  int64_t q_chunk = 16384;            // query rows per attention call (balanced)
+  int64_t kv_chunk = 16384;           // rows per projection chunk while building K/V
+  int64_t mlp_chunk = 16384;          // rows per MLP chunk; 0 = MLP over the whole sequence
+  int64_t min_tokens = 32768;         // below this packed length, blocks run stock
+  int64_t kv_block = 0;               // K/V rows per attention pass (0 = one pass)
   int64_t final_layer_chunk = 16384;  // rows per output-head chunk; 0 = stock
   FinalLayerGemm final_layer_gemm = FinalLayerGemm::exact;
   std::string kv_store = "bf16";  // only the exact tier exists so far
-  bool trim_forward = true;    // release embed buffers once the sequence is packed
-  bool self_check = false;     // block 0: stock vs streamed variants, one log line
+  bool trim_forward = true;       // release embed buffers once the sequence is packed
+  bool self_check = false;        // block 0: stock vs streamed variants, one log line
   // Tails shorter than this merge into the previous kv/mlp chunk (the reference
   // node's rule; 0 keeps every tail, which tests use to hit 1-row chunks).
   int64_t merge_tail_below = 512;

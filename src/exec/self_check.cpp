@@ -1,8 +1,9 @@
 // Stock vs streamed on one block, in ulps.
 #include "exec/self_check.hpp"
 
-#include <cstdlib>
 #include <fmt/format.h>
+
+#include <cstdlib>
 
 namespace h3s {
 
@@ -54,8 +55,8 @@ SelfCheckResult self_check_block(Backend& be, Arena& arena, const BlockView& blo
       {"full", full},
       {"q_only", {full.q_chunk, whole, whole, 0, full.merge_tail_below}},
       {"kv_only", {whole, full.kv_chunk, whole, 0, full.merge_tail_below}},
-      {"mlp_only", {whole, whole, full.mlp_chunk == 0 ? whole : full.mlp_chunk, 0,
-                    full.merge_tail_below}},
+      {"mlp_only",
+       {whole, whole, full.mlp_chunk == 0 ? whole : full.mlp_chunk, 0, full.merge_tail_below}},
       {"none", {whole, whole, whole, 0, 0}},
   };
   SelfCheckResult r;

@@ -6,11 +6,11 @@
 //     gated residual into x in place. Rows of later chunks are untouched until
 //     their own turn, so their recomputed Q sees the block's input.
 //  3. MLP (mlp_chunk rows): norm2 -> mod -> fc1 -> SwiGLU -> fc2 -> residual.
+#include <memory>
+
 #include "exec/block.hpp"
 #include "exec/block_steps.hpp"
 #include "kv/kv_bf16.hpp"
-
-#include <memory>
 
 namespace h3s {
 
@@ -30,8 +30,8 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, const Ten
   mark(Phase::kv);
   auto store = std::make_unique<KvBf16Store>(arena, seq, b.heads, b.head_dim, c.kv_block);
   for (const RowRange& r : ChunkPlan::fixed(seq, c.kv_chunk, c.merge_tail_below).chunks) {
-    OwnedTensor h = steps::norm_mod(be, arena, b, x, r, *b.norm1,
-                                    b.mods ? &b.mods->msa : nullptr, "kv norm1+mod");
+    OwnedTensor h = steps::norm_mod(be, arena, b, x, r, *b.norm1, b.mods ? &b.mods->msa : nullptr,
+                                    "kv norm1+mod");
     OwnedTensor kv = arena.tensor(DType::bf16, {r.size(), 2 * inner}, "kv chunk K,V");
     be.linear(h.view, b.attn->qkv, kv.view, {inner, 3 * inner});
     h.reset();
@@ -42,13 +42,12 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, const Ten
 
   mark(Phase::attn);
   for (const RowRange& r : ChunkPlan::balanced(seq, c.q_chunk).chunks) {
-    OwnedTensor h = steps::norm_mod(be, arena, b, x, r, *b.norm1,
-                                    b.mods ? &b.mods->msa : nullptr, "attn norm1+mod");
+    OwnedTensor h = steps::norm_mod(be, arena, b, x, r, *b.norm1, b.mods ? &b.mods->msa : nullptr,
+                                    "attn norm1+mod");
     OwnedTensor q = arena.tensor(DType::bf16, {r.size(), inner}, "query chunk");
     be.linear(h.view, b.attn->qkv, q.view, {0, inner});
     h.reset();
-    be.qk_norm_rope(q.view, norm_weight(b.attn->q_norm), steps::rope_rows(b, r), b.eps,
-                    b.rot_dim);
+    be.qk_norm_rope(q.view, norm_weight(b.attn->q_norm), steps::rope_rows(b, r), b.eps, b.rot_dim);
     OwnedTensor attn = arena.tensor(DType::bf16, {r.size(), inner}, "attention chunk output");
     {
       AttnState state = AttnState::allocate(arena, r.size(), b.heads, b.head_dim);

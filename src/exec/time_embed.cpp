@@ -55,8 +55,8 @@ OwnedTensor adaln_input(Backend& be, Arena& arena, const ModelWeights& w,
 
 // Projection of the adaLN input through `lin` as bf16 [T, out] (the curve
 // form projects in fp32 and rounds, like `.to(h.dtype)` in ComfyUI).
-OwnedTensor adaln_project(Backend& be, Arena& arena, const QuantLinear& lin,
-                          const Tensor& adaln_in, const char* what) {
+OwnedTensor adaln_project(Backend& be, Arena& arena, const QuantLinear& lin, const Tensor& adaln_in,
+                          const char* what) {
   const int64_t t = adaln_in.rows();
   OwnedTensor out = arena.tensor(DType::bf16, {t, lin.out}, what);
   if (lin.format == WeightFormat::f32) {

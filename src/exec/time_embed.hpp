@@ -14,7 +14,7 @@ OwnedTensor adaln_input(Backend& be, Arena& arena, const ModelWeights& w,
 
 // One adaLN projection of the adaLN input as bf16 [T, lin.out]; the curve
 // form projects in fp32 and rounds, like `.to(h.dtype)` in ComfyUI.
-OwnedTensor adaln_project(Backend& be, Arena& arena, const QuantLinear& lin,
-                          const Tensor& adaln_in, const char* what);
+OwnedTensor adaln_project(Backend& be, Arena& arena, const QuantLinear& lin, const Tensor& adaln_in,
+                          const char* what);
 
 }  // namespace h3s

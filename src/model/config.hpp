@@ -22,16 +22,17 @@ struct ModelConfig {
   int64_t ffn = 14336;
   int64_t blocks = 50;
   int64_t refiner_blocks = 2;
-  int64_t rope_dim = 96;       // leading dims of each head that RoPE rotates
-  int64_t rope_freqs = 16;     // inv_freq length: one per axis pair
-  int64_t video_latent = 24;   // channels; patch 1x2x2 -> 96 features per row
+  int64_t rope_dim = 96;      // leading dims of each head that RoPE rotates
+  int64_t rope_freqs = 16;    // inv_freq length: one per axis pair
+  int64_t video_latent = 24;  // channels; patch 1x2x2 -> 96 features per row
   int64_t audio_latent = 32;
   int64_t text_dim = 5120;
-  int64_t time_freq_dim = 256;     // sinusoidal input of the time embedder
-  int64_t time_hidden = 5376;      // time embedder hidden width
-  int64_t time_dim = 2688;         // t_emb width (adaln input); k of adaln_t_table [G, k] in the curve form
+  int64_t time_freq_dim = 256;  // sinusoidal input of the time embedder
+  int64_t time_hidden = 5376;   // time embedder hidden width
+  int64_t time_dim =
+      2688;  // t_emb width (adaln input); k of adaln_t_table [G, k] in the curve form
   TimeForm time_form = TimeForm::full;
-  int64_t curve_grid = 1025;       // rows of adaln_t_table in the curve form
+  int64_t curve_grid = 1025;  // rows of adaln_t_table in the curve form
   float eps = 1e-5f;
   double sigma_shift_video = 12.0;
   double sigma_shift_audio = 3.0;

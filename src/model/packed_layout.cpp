@@ -36,10 +36,14 @@ void push(std::vector<double>& pos, double t, double h, double w) {
 
 std::string_view segment_name(SegmentKind k) {
   switch (k) {
-    case SegmentKind::text: return "text";
-    case SegmentKind::cond: return "cond";
-    case SegmentKind::audio: return "audio";
-    case SegmentKind::video: return "video";
+    case SegmentKind::text:
+      return "text";
+    case SegmentKind::cond:
+      return "cond";
+    case SegmentKind::audio:
+      return "audio";
+    case SegmentKind::video:
+      return "video";
   }
   return "?";
 }
@@ -136,9 +140,7 @@ PackedLayout PackedLayout::build(const LayoutSpec& spec, const ModelConfig& cfg)
   std::sort(ts.begin(), ts.end());
   ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
   L.timesteps = ts;
-  auto t_row = [&](float t) {
-    return int32_t(std::find(ts.begin(), ts.end(), t) - ts.begin());
-  };
+  auto t_row = [&](float t) { return int32_t(std::find(ts.begin(), ts.end(), t) - ts.begin()); };
   L.video_t_row = t_row(t_v);
   L.audio_t_row = t_row(t_a);
 
@@ -154,8 +156,8 @@ PackedLayout PackedLayout::build(const LayoutSpec& spec, const ModelConfig& cfg)
       int64_t start = 0;
       for (int64_t i = 1; i <= s.size(); ++i) {
         if (i == s.size() || spec.text_tags[size_t(i)] != spec.text_tags[size_t(start)]) {
-          L.mod_runs.push_back({s.begin + start, s.begin + i,
-                                base + int32_t(spec.text_tags[size_t(start)])});
+          L.mod_runs.push_back(
+              {s.begin + start, s.begin + i, base + int32_t(spec.text_tags[size_t(start)])});
           start = i;
         }
       }

@@ -36,10 +36,10 @@ enum : uint8_t { kTagVideo = 0, kTagText = 1, kTagAudio = 2 };
 
 struct LayoutSpec {
   int64_t text_len = 0;
-  int64_t latent_t = 0;  // latent frames
-  int64_t latent_h = 0;  // latent height (even; 2x2 patches)
-  int64_t latent_w = 0;  // latent width (even)
-  int64_t audio_t = 0;   // audio latent steps (stereo: 2 rows each)
+  int64_t latent_t = 0;           // latent frames
+  int64_t latent_h = 0;           // latent height (even; 2x2 patches)
+  int64_t latent_w = 0;           // latent width (even)
+  int64_t audio_t = 0;            // audio latent steps (stereo: 2 rows each)
   bool cond_first_frame = false;  // one keyframe cond block at the target origin
   // Optional per-text-token modality tags (0 video, 1 text, 2 audio): vision
   // pads inside the text span carry the video tag. Empty = all text.

@@ -4,18 +4,22 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/convrot.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "model/convrot.hpp"
 
 namespace h3s {
 
 std::string_view format_name(WeightFormat f) {
   switch (f) {
-    case WeightFormat::bf16: return "bf16";
-    case WeightFormat::f32: return "f32";
-    case WeightFormat::int8: return "int8";
-    case WeightFormat::w4a8: return "w4a8";
+    case WeightFormat::bf16:
+      return "bf16";
+    case WeightFormat::f32:
+      return "f32";
+    case WeightFormat::int8:
+      return "int8";
+    case WeightFormat::w4a8:
+      return "w4a8";
   }
   return "?";
 }
@@ -29,8 +33,8 @@ WeightFormat parse_format(std::string_view s) {
 }
 
 size_t QuantLinear::weight_bytes() const {
-  return w_bf16.size() * 2 + w_f32.size() * 4 + w_i8.size() + w_scale.size() * 4 +
-         w4_codes.size() + w4_s_rel.size() + w4_codebook.size() * 4 + bias.size() * 4;
+  return w_bf16.size() * 2 + w_f32.size() * 4 + w_i8.size() + w_scale.size() * 4 + w4_codes.size() +
+         w4_s_rel.size() + w4_codebook.size() * 4 + bias.size() * 4;
 }
 
 QuantLinear QuantLinear::from_f32(std::vector<float> w, int64_t out, int64_t in) {

@@ -28,14 +28,14 @@ inline constexpr int64_t kW4Group = 16;
 struct QuantLinear {
   WeightFormat format = WeightFormat::bf16;
   int64_t out = 0, in = 0;
-  std::vector<uint16_t> w_bf16;  // bf16 bits [out, in]
-  std::vector<float> w_f32;      // [out, in]
-  std::vector<int8_t> w_i8;      // int8 [out, in] (int8, and w4a8 decoded)
-  std::vector<float> w_scale;    // [out]: weight_scale (int8) or s_channel (w4a8)
-  std::vector<uint8_t> w4_codes;  // w4a8 packed codes [out, in/2]
-  std::vector<uint8_t> w4_s_rel;  // w4a8 e4m3 group scales [out, in/16]
+  std::vector<uint16_t> w_bf16;    // bf16 bits [out, in]
+  std::vector<float> w_f32;        // [out, in]
+  std::vector<int8_t> w_i8;        // int8 [out, in] (int8, and w4a8 decoded)
+  std::vector<float> w_scale;      // [out]: weight_scale (int8) or s_channel (w4a8)
+  std::vector<uint8_t> w4_codes;   // w4a8 packed codes [out, in/2]
+  std::vector<uint8_t> w4_s_rel;   // w4a8 e4m3 group scales [out, in/16]
   std::vector<float> w4_codebook;  // empty, or 16 levels
-  std::vector<float> bias;        // empty, or [out] (bf16 biases held exactly in fp32)
+  std::vector<float> bias;         // empty, or [out] (bf16 biases held exactly in fp32)
 
   bool has_bias() const { return !bias.empty(); }
   size_t weight_bytes() const;

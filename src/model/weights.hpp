@@ -12,10 +12,10 @@
 namespace h3s {
 
 struct AttnWeights {
-  QuantLinear qkv;                 // [3 * inner, hidden], rows q | k | v
-  QuantLinear out;                 // [hidden, inner]
-  std::vector<uint16_t> q_norm;    // [head_dim] bf16
-  std::vector<uint16_t> k_norm;    // [head_dim] bf16
+  QuantLinear qkv;               // [3 * inner, hidden], rows q | k | v
+  QuantLinear out;               // [hidden, inner]
+  std::vector<uint16_t> q_norm;  // [head_dim] bf16
+  std::vector<uint16_t> k_norm;  // [head_dim] bf16
 };
 
 struct MlpWeights {
@@ -48,13 +48,13 @@ struct FinalLayerWeights {
 struct ModelWeights {
   ModelConfig config;
   WeightFormat format = WeightFormat::bf16;  // of the big block linears
-  QuantLinear video_patch;     // f32 [hidden, 96] + bias
-  QuantLinear audio_patch;     // f32 [hidden, 32] + bias
-  QuantLinear condition_proj;  // bf16 [hidden, text_dim] + bias
-  QuantLinear time_in;         // f32 [time_hidden, time_freq_dim] + bias (full form)
-  QuantLinear time_out;        // f32 [time_dim, time_hidden] + bias (full form)
-  std::vector<float> adaln_t_table;  // f32 [curve_grid, time_dim] (curve form)
-  std::vector<float> rope_inv_freq;  // f32 [rope_freqs]
+  QuantLinear video_patch;                   // f32 [hidden, 96] + bias
+  QuantLinear audio_patch;                   // f32 [hidden, 32] + bias
+  QuantLinear condition_proj;                // bf16 [hidden, text_dim] + bias
+  QuantLinear time_in;                       // f32 [time_hidden, time_freq_dim] + bias (full form)
+  QuantLinear time_out;                      // f32 [time_dim, time_hidden] + bias (full form)
+  std::vector<float> adaln_t_table;          // f32 [curve_grid, time_dim] (curve form)
+  std::vector<float> rope_inv_freq;          // f32 [rope_freqs]
   std::vector<RefinerBlockWeights> refiner;
   std::vector<uint16_t> refiner_final_norm;  // [hidden] bf16
   std::vector<BlockWeights> blocks;

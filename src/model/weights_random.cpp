@@ -13,9 +13,28 @@ namespace {
 
 // Tensor ids for independent RNG streams.
 enum Id : uint64_t {
-  kQkv = 1, kOut, kFc1, kFc2, kNorm1, kNorm2, kQn, kKn, kAdaln, kAdalnB,
-  kVideoPatch = 100, kAudioPatch, kCond, kTimeIn, kTimeOut, kTable, kFinalNorm, kFinalAdaln,
-  kVideoOut, kAudioOut, kRefNorm, kBias
+  kQkv = 1,
+  kOut,
+  kFc1,
+  kFc2,
+  kNorm1,
+  kNorm2,
+  kQn,
+  kKn,
+  kAdaln,
+  kAdalnB,
+  kVideoPatch = 100,
+  kAudioPatch,
+  kCond,
+  kTimeIn,
+  kTimeOut,
+  kTable,
+  kFinalNorm,
+  kFinalAdaln,
+  kVideoOut,
+  kAudioOut,
+  kRefNorm,
+  kBias
 };
 
 std::vector<uint16_t> normal_bf16(uint64_t seed, int64_t n, float mean, float std) {
@@ -42,7 +61,8 @@ std::vector<float> bias_bf16(uint64_t seed, int64_t n, float std) {
 
 QuantLinear linear(uint64_t seed, int64_t out, int64_t in, WeightFormat f, float gain = 1.0f) {
   const float std = gain / std::sqrt(float(in));
-  if (f == WeightFormat::f32) return QuantLinear::from_f32(normal_f32(seed, out * in, 0, std), out, in);
+  if (f == WeightFormat::f32)
+    return QuantLinear::from_f32(normal_f32(seed, out * in, 0, std), out, in);
   return QuantLinear::from_bf16(normal_bf16(seed, out * in, 0, std), out, in, f);
 }
 
@@ -93,7 +113,8 @@ ModelWeights ModelWeights::random(const ModelConfig& cfg, WeightFormat format, u
   const bool curve = c.time_form == TimeForm::curve;
   const WeightFormat adaln_fmt = curve ? WeightFormat::f32 : WeightFormat::bf16;
 
-  w.video_patch = linear(mix_seed(seed, kVideoPatch), c.hidden, c.video_features(), WeightFormat::f32);
+  w.video_patch =
+      linear(mix_seed(seed, kVideoPatch), c.hidden, c.video_features(), WeightFormat::f32);
   w.video_patch.bias = bias_bf16(mix_seed(seed, kVideoPatch, kBias), c.hidden, 0.02f);
   w.audio_patch = linear(mix_seed(seed, kAudioPatch), c.hidden, c.audio_latent, WeightFormat::f32);
   w.audio_patch.bias = bias_bf16(mix_seed(seed, kAudioPatch, kBias), c.hidden, 0.02f);

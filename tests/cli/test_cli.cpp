@@ -1,12 +1,12 @@
 // The h3s command line as a user drives it: demo JSON contract, the table,
 // and one-line errors with exit code 2 for bad flag values.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <sys/wait.h>
 
 namespace {
 
@@ -46,7 +46,8 @@ TEST(Cli, DemoJsonReportsBitEqualAndLowerStreamedPeak) {
 }
 
 TEST(Cli, DemoTablePrintsEveryColumn) {
-  const Result r = run_cli("demo --tokens 400 --threads 2 --self-check --cond-frame --vision-pad-rows 9");
+  const Result r =
+      run_cli("demo --tokens 400 --threads 2 --self-check --cond-frame --vision-pad-rows 9");
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* s : {"stock", "streamed", "arena peak", "bit-equal: yes", "self_check block 0",
                         "text 72", "cond 16"})
@@ -95,11 +96,16 @@ TEST(Cli, TooSmallBudgetFailsWithTheNumbers) {
 TEST(Cli, HelpListsEveryControl) {
   const Result r = run_cli("demo --help");
   EXPECT_EQ(r.code, 0);
-  for (const char* flag : {"--q-chunk", "--kv-chunk", "--mlp-chunk", "--min-tokens", "--kv-block",
-                           "--final-layer-chunk", "--final-layer-gemm", "--self-check",
-                           "--format", "--tokens", "--frames", "--width", "--height",
-                           "--text-len", "--audio-len", "--seed", "--threads", "--kv-store",
-                           "--trim-forward", "--json"})
+  for (const char* flag : {"--q-chunk",          "--kv-chunk",
+                           "--mlp-chunk",        "--min-tokens",
+                           "--kv-block",         "--final-layer-chunk",
+                           "--final-layer-gemm", "--self-check",
+                           "--format",           "--tokens",
+                           "--frames",           "--width",
+                           "--height",           "--text-len",
+                           "--audio-len",        "--seed",
+                           "--threads",          "--kv-store",
+                           "--trim-forward",     "--json"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 

@@ -23,10 +23,18 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
-float from_bits(uint32_t u) { return std::bit_cast<float>(u); }
-float next_up(float f) { return std::nextafter(f, kInf); }
-float next_down(float f) { return std::nextafter(f, -kInf); }
+uint32_t bits(float f) {
+  return std::bit_cast<uint32_t>(f);
+}
+float from_bits(uint32_t u) {
+  return std::bit_cast<float>(u);
+}
+float next_up(float f) {
+  return std::nextafter(f, kInf);
+}
+float next_down(float f) {
+  return std::nextafter(f, -kInf);
+}
 
 // ---------------------------------------------------------------------------
 // dtype_size / dtype_name
@@ -48,8 +56,8 @@ TEST(DTypeInfo, SizeAndNameOfEveryEnumerator) {
     const char* name;
   };
   const Row rows[] = {
-      {DType::bf16, 2, "bf16"},   {DType::f16, 2, "f16"},          {DType::f32, 4, "f32"},
-      {DType::i8, 1, "i8"},       {DType::i32, 4, "i32"},          {DType::u8, 1, "u8"},
+      {DType::bf16, 2, "bf16"},     {DType::f16, 2, "f16"},       {DType::f32, 4, "f32"},
+      {DType::i8, 1, "i8"},         {DType::i32, 4, "i32"},       {DType::u8, 1, "u8"},
       {DType::f8e4m3, 1, "f8e4m3"}, {DType::e2m1x2, 1, "e2m1x2"},
   };
   std::vector<std::string> seen;
@@ -69,7 +77,9 @@ TEST(DTypeInfo, SizeAndNameOfEveryEnumerator) {
 // bf16
 // ---------------------------------------------------------------------------
 
-bool bf16_is_nan(uint16_t b) { return (b & 0x7f80u) == 0x7f80u && (b & 0x7fu) != 0; }
+bool bf16_is_nan(uint16_t b) {
+  return (b & 0x7f80u) == 0x7f80u && (b & 0x7fu) != 0;
+}
 
 TEST(DTypeBf16, DecodeIsUpperHalfOfFp32) {
   for (uint32_t b = 0; b < 0x10000u; ++b) {
@@ -151,7 +161,7 @@ TEST(DTypeBf16, OverflowRoundsToInfinityPerRne) {
 
 TEST(DTypeBf16, RoundBf16Values) {
   EXPECT_EQ(round_bf16(1.0f), 1.0f);
-  EXPECT_EQ(round_bf16(1.0f + 0x1p-8f), 1.0f);               // tie -> even (1.0)
+  EXPECT_EQ(round_bf16(1.0f + 0x1p-8f), 1.0f);                // tie -> even (1.0)
   EXPECT_EQ(round_bf16(1.0f + 3 * 0x1p-8f), 1.0f + 0x1p-6f);  // tie -> even (up)
   EXPECT_EQ(round_bf16(1.0f + 0x1p-8f + 0x1p-20f), 1.0f + 0x1p-7f);
   EXPECT_EQ(round_bf16(-0.0f), -0.0f);
@@ -218,7 +228,9 @@ TEST(DTypeBf16, FlushSubnormal) {
 // f16 (IEEE binary16)
 // ---------------------------------------------------------------------------
 
-bool f16_is_nan(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0; }
+bool f16_is_nan(uint16_t h) {
+  return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0;
+}
 
 // Decoding straight from the definition.
 double ref_f16_decode(uint16_t h) {
@@ -329,8 +341,8 @@ TEST(DTypeF16, SpecialValues) {
   EXPECT_EQ(f32_to_f16(0x1p-25f), 0x0000u);  // tie with zero -> even (zero)
   EXPECT_EQ(f32_to_f16(-0x1p-25f), 0x8000u);
   EXPECT_EQ(f32_to_f16(next_up(0x1p-25f)), 0x0001u);
-  EXPECT_EQ(f32_to_f16(3 * 0x1p-25f), 0x0002u);  // 1.5 quanta -> 2
-  EXPECT_EQ(f32_to_f16(5 * 0x1p-25f), 0x0002u);  // 2.5 quanta -> 2
+  EXPECT_EQ(f32_to_f16(3 * 0x1p-25f), 0x0002u);         // 1.5 quanta -> 2
+  EXPECT_EQ(f32_to_f16(5 * 0x1p-25f), 0x0002u);         // 2.5 quanta -> 2
   EXPECT_EQ(f32_to_f16(0x1p-14f - 0x1p-25f), 0x0400u);  // top subnormal tie -> min normal
   EXPECT_EQ(f32_to_f16(next_down(0x1p-14f - 0x1p-25f)), 0x03ffu);
   EXPECT_EQ(f32_to_f16(std::numeric_limits<float>::denorm_min()), 0x0000u);
@@ -393,13 +405,16 @@ TEST(DTypeF16, MatchesCompilerFloat16) {
 // fp8 e4m3fn
 // ---------------------------------------------------------------------------
 
-bool e4m3_is_nan(uint8_t v) { return (v & 0x7fu) == 0x7fu; }
+bool e4m3_is_nan(uint8_t v) {
+  return (v & 0x7fu) == 0x7fu;
+}
 
 double ref_e4m3_decode(uint8_t v) {
   if (e4m3_is_nan(v)) return std::numeric_limits<double>::quiet_NaN();
   const int e = (v >> 3) & 0xf;
   const int m = v & 0x7;
-  const double mag = e == 0 ? (m / 8.0) * std::ldexp(1.0, -6) : (1 + m / 8.0) * std::ldexp(1.0, e - 7);
+  const double mag =
+      e == 0 ? (m / 8.0) * std::ldexp(1.0, -6) : (1 + m / 8.0) * std::ldexp(1.0, e - 7);
   return (v & 0x80u) ? -mag : mag;
 }
 
@@ -492,7 +507,7 @@ TEST(DTypeE4m3, Subnormals) {
   EXPECT_EQ(f32_to_e4m3(-0x1p-10f), 0x80u);
   EXPECT_EQ(f32_to_e4m3(next_up(0x1p-10f)), 0x01u);
   EXPECT_EQ(f32_to_e4m3(-next_up(0x1p-10f)), 0x81u);
-  EXPECT_EQ(f32_to_e4m3(3 * 0x1p-10f), 0x02u);  // 1.5 quanta -> 2
+  EXPECT_EQ(f32_to_e4m3(3 * 0x1p-10f), 0x02u);   // 1.5 quanta -> 2
   EXPECT_EQ(f32_to_e4m3(15 * 0x1p-10f), 0x08u);  // 7.5 quanta -> min normal
   EXPECT_EQ(f32_to_e4m3(0.0f), 0x00u);
   EXPECT_EQ(f32_to_e4m3(-0.0f), 0x80u);
@@ -542,10 +557,9 @@ TEST(DTypeE2m1, TiesAndSaturation) {
     float want;
   };
   const Case cases[] = {
-      {0.25f, 0.0f}, {0.75f, 1.0f}, {1.25f, 1.0f}, {1.75f, 2.0f}, {2.5f, 2.0f},
-      {3.5f, 4.0f},  {5.0f, 4.0f},  {7.0f, 6.0f},  {100.0f, 6.0f}, {1e30f, 6.0f},
-      {kInf, 6.0f},  {0.2f, 0.0f},  {0.3f, 0.5f},  {2.6f, 3.0f},  {4.9f, 4.0f},
-      {5.1f, 6.0f},  {6.5f, 6.0f},
+      {0.25f, 0.0f}, {0.75f, 1.0f}, {1.25f, 1.0f},  {1.75f, 2.0f}, {2.5f, 2.0f}, {3.5f, 4.0f},
+      {5.0f, 4.0f},  {7.0f, 6.0f},  {100.0f, 6.0f}, {1e30f, 6.0f}, {kInf, 6.0f}, {0.2f, 0.0f},
+      {0.3f, 0.5f},  {2.6f, 3.0f},  {4.9f, 4.0f},   {5.1f, 6.0f},  {6.5f, 6.0f},
   };
   for (const Case& k : cases) {
     const uint8_t code = f32_to_e2m1(k.x);

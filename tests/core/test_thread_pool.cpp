@@ -75,8 +75,7 @@ void check_cover(ThreadPool& pool, int64_t n, int64_t grain) {
   });
   const std::string ctx = "threads=" + std::to_string(pool.size()) + " n=" + std::to_string(n) +
                           " grain=" + std::to_string(grain);
-  for (size_t i = 0; i < hits.size(); ++i)
-    ASSERT_EQ(hits[i].load(), 1) << ctx << " index " << i;
+  for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i].load(), 1) << ctx << " index " << i;
   if (n <= 0) {
     EXPECT_TRUE(rec.ranges.empty()) << ctx;
     return;

@@ -109,8 +109,8 @@ inline ::testing::AssertionResult bits_equal(const std::vector<uint16_t>& a,
   for (size_t i = 0; i < a.size(); ++i)
     if (a[i] != b[i] && bad++ == 0) first = i;
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << a.size()
-                                       << " values differ, first at index " << first;
+  return ::testing::AssertionFailure()
+         << bad << " of " << a.size() << " values differ, first at index " << first;
 }
 
 }  // namespace h3s::test

@@ -52,11 +52,10 @@ TEST_P(Forward, StreamedEqualsStockBitForBit) {
   ASSERT_EQ(stock.stock_blocks, w.config.blocks);
   ASSERT_EQ(int64_t(stock.video.size()), 131 * w.config.video_features());
   ASSERT_EQ(int64_t(stock.audio.size()), 2 * 9 * w.config.audio_latent);
-  for (const ExecOptions& o :
-       {streamed(37, 41, 43, 64, 19, FinalLayerGemm::exact),
-        streamed(1, 173, 2, 128, 1, FinalLayerGemm::streamed),
-        streamed(64, 7, 0, 0, 0, FinalLayerGemm::exact),
-        streamed(173, 1, 97, 192, 300, FinalLayerGemm::streamed)}) {
+  for (const ExecOptions& o : {streamed(37, 41, 43, 64, 19, FinalLayerGemm::exact),
+                               streamed(1, 173, 2, 128, 1, FinalLayerGemm::streamed),
+                               streamed(64, 7, 0, 0, 0, FinalLayerGemm::exact),
+                               streamed(173, 1, 97, 192, 300, FinalLayerGemm::streamed)}) {
     const ForwardOutputs s = forward(w, l, o);
     EXPECT_EQ(s.streamed_blocks, w.config.blocks);
     EXPECT_TRUE(same_bits(stock.video, s.video)) << "q " << o.q_chunk << " kv " << o.kv_chunk;
@@ -131,7 +130,8 @@ TEST(ForwardLedger, StreamedPeakBelowStockByTheExpectedOrder) {
   const PackedLayout l = small_layout(c, 40, 20, 940, false, false);  // 1020 tokens
   const int64_t s = l.seq_len, chunk = 64;
   const ForwardOutputs stock = forward(w, l, ExecOptions::stock());
-  const ForwardOutputs str = forward(w, l, streamed(chunk, chunk, chunk, 0, chunk, FinalLayerGemm::streamed));
+  const ForwardOutputs str =
+      forward(w, l, streamed(chunk, chunk, chunk, 0, chunk, FinalLayerGemm::streamed));
   auto phase_peak = [](const ForwardOutputs& f, Phase p) {
     size_t m = 0;
     for (const LedgerEntry& e : f.ledger)

@@ -1,9 +1,8 @@
 // streamed == stock, bit for bit, for every weight format over randomised
 // chunk sizes (1 row, primes, tails shorter than any tile), sequence lengths
 // and segment layouts, with and without blocked K/V consumption.
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include "exec_fixture.hpp"
 
@@ -35,9 +34,9 @@ class StreamedBlock : public ::testing::TestWithParam<WeightFormat> {};
 TEST_P(StreamedBlock, EqualsStockBitForBitOverRandomChunks) {
   const ModelWeights& w = weights_for(GetParam());
   const Case cases[] = {
-      {0, 0, 1, false, false},   // a 1-token sequence
-      {5, 3, 29, true, false},   // 40 tokens, tag runs in the text
-      {17, 11, 103, true, true},  // 144 tokens with a cond frame (prime-ish segments)
+      {0, 0, 1, false, false},     // a 1-token sequence
+      {5, 3, 29, true, false},     // 40 tokens, tag runs in the text
+      {17, 11, 103, true, true},   // 144 tokens with a cond frame (prime-ish segments)
       {64, 20, 173, false, true},  // 278 tokens: several attention tiles and a short tail
   };
   Rng rng(42 + uint64_t(GetParam()));

@@ -57,7 +57,9 @@ std::vector<float> to_f32(const std::vector<uint16_t>& b) {
   return f;
 }
 
-uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+uint32_t bits(float f) {
+  return std::bit_cast<uint32_t>(f);
+}
 
 // Distance in units in the last place between two finite floats.
 int64_t ulp_diff(float a, float b) {
@@ -392,8 +394,8 @@ TEST(GoldenSwigluFc2, FusedAndEagerPathsMatch) {
     // Measured: the few-ulp scale differences never reach the bf16 outputs,
     // so the whole output is bit-exact, not only the rows with the right scale.
     EXPECT_EQ(d.count, 0) << c << ".out differs in" << d.rows();
-    info(cat(c, " swiglu_linear: ", d.count, " of ", m * kOut, " outputs differ (", d.rows(),
-             " )"));
+    info(
+        cat(c, " swiglu_linear: ", d.count, " of ", m * kOut, " outputs differ (", d.rows(), " )"));
   }
 
   // (c) M=1: comfy-kitchen's eager bf16 SwiGLU, then the int8 M=1 linear.

@@ -41,11 +41,13 @@ void add_run_flags(CLI::App& cmd, RunArgs& a) {
                  "arena budget, e.g. 8GiB or 512MiB (0 = unlimited)")
       ->capture_default_str();
 
-  cmd.add_option("--q-chunk", o.q_chunk, "query rows per attention call (balanced); exact at any value")
+  cmd.add_option("--q-chunk", o.q_chunk,
+                 "query rows per attention call (balanced); exact at any value")
       ->capture_default_str();
   cmd.add_option("--kv-chunk", o.kv_chunk, "rows per projection chunk while building K/V")
       ->capture_default_str();
-  cmd.add_option("--mlp-chunk", o.mlp_chunk, "rows per MLP chunk; 0 = the MLP over the whole sequence")
+  cmd.add_option("--mlp-chunk", o.mlp_chunk,
+                 "rows per MLP chunk; 0 = the MLP over the whole sequence")
       ->capture_default_str();
   cmd.add_option("--min-tokens", o.min_tokens, "below this packed length blocks run stock")
       ->capture_default_str();
@@ -96,15 +98,14 @@ PackedLayout layout_from(const RunArgs& a, const ModelConfig& cfg) {
       fail(ErrorKind::invalid_argument,
            "--width {} / --height {} must be positive multiples of 32 with --frames", a.width,
            a.height);
-    if (a.frames < 5)
-      fail(ErrorKind::invalid_argument, "--frames {} must be >= 5", a.frames);
+    if (a.frames < 5) fail(ErrorKind::invalid_argument, "--frames {} must be >= 5", a.frames);
     const VideoShape v{a.frames, a.width, a.height};
     s.latent_t = v.latent_t();
     s.latent_h = v.latent_h();
     s.latent_w = v.latent_w();
     s.text_len = a.text_len >= 0 ? a.text_len : (tiny ? 64 : 512);
-    s.audio_t = a.audio_len >= 0 ? a.audio_len
-                                 : int64_t(std::llround(double(a.frames) / 24.0 * 40.0));
+    s.audio_t =
+        a.audio_len >= 0 ? a.audio_len : int64_t(std::llround(double(a.frames) / 24.0 * 40.0));
   } else {
     // --tokens N (default: a small demo sequence): fixed frame grid, ~2% audio,
     // whole video frames, text takes the remainder.
@@ -145,11 +146,16 @@ size_t parse_bytes(const std::string& s) {
   }
   const std::string unit = s.substr(pos);
   double mul = 1;
-  if (unit == "" || unit == "B") mul = 1;
-  else if (unit == "KiB") mul = 1024.0;
-  else if (unit == "MiB") mul = 1024.0 * 1024;
-  else if (unit == "GiB") mul = 1024.0 * 1024 * 1024;
-  else fail(ErrorKind::invalid_argument, "--memory-budget '{}': unit must be B, KiB, MiB or GiB", s);
+  if (unit == "" || unit == "B")
+    mul = 1;
+  else if (unit == "KiB")
+    mul = 1024.0;
+  else if (unit == "MiB")
+    mul = 1024.0 * 1024;
+  else if (unit == "GiB")
+    mul = 1024.0 * 1024 * 1024;
+  else
+    fail(ErrorKind::invalid_argument, "--memory-budget '{}': unit must be B, KiB, MiB or GiB", s);
   if (v < 0) fail(ErrorKind::invalid_argument, "--memory-budget '{}' is negative", s);
   return size_t(v * mul);
 }

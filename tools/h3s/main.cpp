@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -43,7 +44,14 @@ ForwardOutputs forward(const Prepared& p, const RunArgs& a, const ExecOptions& o
   Arena arena(memory, parse_bytes(a.memory_budget));
   auto backend = make_cpu_backend(a.threads);
   if (!a.json) fmt::print(stderr, "h3s: {} forward over {} tokens...\n", label, p.layout.seq_len);
-  return run_forward(*backend, arena, p.weights, p.layout, p.inputs, opt);
+  const auto t0 = std::chrono::steady_clock::now();
+  ProgressFn progress;
+  if (!a.json && p.config.blocks > 0)
+    progress = [&](const std::string& stage) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      fmt::print(stderr, "h3s:   {} {} ({:.1f} s)\n", label, stage, s);
+    };
+  return run_forward(*backend, arena, p.weights, p.layout, p.inputs, opt, progress);
 }
 
 int run_demo(RunArgs& a) {
@@ -151,8 +159,9 @@ int main(int argc, char** argv) {
   demo.exec.final_layer_chunk = 300;
   demo.exec.merge_tail_below = 0;
   CLI::App* demo_cmd = app.add_subcommand(
-      "demo", "stock and streamed forward on synthetic weights; prints time, arena peak and "
-              "bit-equality");
+      "demo",
+      "stock and streamed forward on synthetic weights; prints time, arena peak and "
+      "bit-equality");
   add_run_flags(*demo_cmd, demo);
 
   RunArgs run;

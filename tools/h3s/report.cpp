@@ -8,8 +8,8 @@
 namespace h3s::cli {
 
 std::string layout_summary(const PackedLayout& l) {
-  return fmt::format("{} tokens (text {} | cond {} | audio {} | video {}), {} timesteps",
-                     l.seq_len, l.rows_of(SegmentKind::text), l.rows_of(SegmentKind::cond),
+  return fmt::format("{} tokens (text {} | cond {} | audio {} | video {}), {} timesteps", l.seq_len,
+                     l.rows_of(SegmentKind::text), l.rows_of(SegmentKind::cond),
                      l.rows_of(SegmentKind::audio), l.rows_of(SegmentKind::video),
                      l.timesteps.size());
 }
@@ -41,8 +41,9 @@ void print_ledger_table(const std::vector<LedgerEntry>& ledger) {
              "live at end");
   for (const LedgerEntry& e : ledger) {
     if (e.peak == 0 && e.allocated_at_start == 0) continue;
-    fmt::print("  {:>6} {:>8} {:>14} {:>14} {:>14}\n", e.block < 0 ? std::string("-") : std::to_string(e.block),
-               phase_name(e.phase), format_bytes(e.allocated_at_start), format_bytes(e.peak),
+    fmt::print("  {:>6} {:>8} {:>14} {:>14} {:>14}\n",
+               e.block < 0 ? std::string("-") : std::to_string(e.block), phase_name(e.phase),
+               format_bytes(e.allocated_at_start), format_bytes(e.peak),
                format_bytes(e.allocated_at_end));
   }
 }

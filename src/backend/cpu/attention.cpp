@@ -46,8 +46,10 @@ void CpuBackend::attention(const Tensor& q, const KvView& kv, RowRange keys, Att
   const float scale = 1.0f / std::sqrt(float(hd));
   const int64_t qblocks = (rows + kQueryBlock - 1) / kQueryBlock;
   pool_.parallel_for(heads * qblocks, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<float> kt(static_cast<size_t>(kAttnKvTile * hd)), vt(static_cast<size_t>(kAttnKvTile * hd));
-    std::vector<float> qf(static_cast<size_t>(kQueryBlock * hd)), p(static_cast<size_t>(kAttnKvTile)), o(static_cast<size_t>(hd));
+    std::vector<float> kt(static_cast<size_t>(kAttnKvTile * hd)),
+        vt(static_cast<size_t>(kAttnKvTile * hd));
+    std::vector<float> qf(static_cast<size_t>(kQueryBlock * hd)),
+        p(static_cast<size_t>(kAttnKvTile)), o(static_cast<size_t>(hd));
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t h = task / qblocks, r0 = task % qblocks * kQueryBlock;
       const int64_t r1 = std::min(rows, r0 + kQueryBlock);
@@ -58,8 +60,10 @@ void CpuBackend::attention(const Tensor& q, const KvView& kv, RowRange keys, Att
       for (int64_t k0 = keys.begin; k0 < keys.end; k0 += kAttnKvTile) {
         const int64_t n = std::min(kAttnKvTile, keys.end - k0);
         for (int64_t j = 0; j < n; ++j) {
-          const uint16_t* ks = kv.k.ptr<uint16_t>() + (k0 + j) * kv.k.stride[0] + h * kv.k.stride[1];
-          const uint16_t* vs = kv.v.ptr<uint16_t>() + (k0 + j) * kv.v.stride[0] + h * kv.v.stride[1];
+          const uint16_t* ks =
+              kv.k.ptr<uint16_t>() + (k0 + j) * kv.k.stride[0] + h * kv.k.stride[1];
+          const uint16_t* vs =
+              kv.v.ptr<uint16_t>() + (k0 + j) * kv.v.stride[0] + h * kv.v.stride[1];
           for (int64_t d = 0; d < hd; ++d) {
             kt[size_t(j * hd + d)] = bf16_to_f32(bf16{ks[d]});
             vt[size_t(j * hd + d)] = bf16_to_f32(bf16{vs[d]});
@@ -76,7 +80,8 @@ void CpuBackend::attention(const Tensor& q, const KvView& kv, RowRange keys, Att
           float& l = s.l.view.ptr<float>()[r * heads + h];
           float* acc = s.acc.view.ptr<float>() + (r * heads + h) * hd;
           const float m_new = std::max(m, mt);
-          const float alpha = m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - m_new);
+          const float alpha =
+              m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - m_new);
           float psum = 0.0f;
           for (int64_t j = 0; j < n; ++j) {
             p[size_t(j)] = std::exp(p[size_t(j)] - m_new);

@@ -44,19 +44,27 @@ using TileFn = void (*)(const float* const*, const float* const*, int64_t, float
 template <int R>
 constexpr TileFn tile_fn(int c) {
   switch (c) {
-    case 1: return micro_tile<R, 1>;
-    case 2: return micro_tile<R, 2>;
-    case 3: return micro_tile<R, 3>;
-    default: return micro_tile<R, 4>;
+    case 1:
+      return micro_tile<R, 1>;
+    case 2:
+      return micro_tile<R, 2>;
+    case 3:
+      return micro_tile<R, 3>;
+    default:
+      return micro_tile<R, 4>;
   }
 }
 
 TileFn pick_tile(int r, int c) {
   switch (r) {
-    case 1: return tile_fn<1>(c);
-    case 2: return tile_fn<2>(c);
-    case 3: return tile_fn<3>(c);
-    default: return tile_fn<4>(c);
+    case 1:
+      return tile_fn<1>(c);
+    case 2:
+      return tile_fn<2>(c);
+    case 3:
+      return tile_fn<3>(c);
+    default:
+      return tile_fn<4>(c);
   }
 }
 

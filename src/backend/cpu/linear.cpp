@@ -66,8 +66,12 @@ void check_weight(const QuantLinear& w, const char* op) {
   const size_t nk = size_t(w.out * w.in);
   bool ok = false;
   switch (w.format) {
-    case WeightFormat::bf16: ok = w.w_bf16.size() == nk; break;
-    case WeightFormat::f32: ok = w.w_f32.size() == nk; break;
+    case WeightFormat::bf16:
+      ok = w.w_bf16.size() == nk;
+      break;
+    case WeightFormat::f32:
+      ok = w.w_f32.size() == nk;
+      break;
     case WeightFormat::int8:
     case WeightFormat::w4a8:
       ok = w.w_i8.size() == nk && w.w_scale.size() == size_t(w.out) && w.in % kConvRotGroup == 0;
@@ -83,8 +87,7 @@ void check_weight(const QuantLinear& w, const char* op) {
 
 }  // namespace
 
-void CpuBackend::linear(const Tensor& x, const QuantLinear& w, const Tensor& y,
-                        RowRange features) {
+void CpuBackend::linear(const Tensor& x, const QuantLinear& w, const Tensor& y, RowRange features) {
   const char* op = "linear";
   check_weight(w, op);
   if (features.size() == 0) features = {0, w.out};

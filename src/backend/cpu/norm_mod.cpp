@@ -7,9 +7,8 @@
 
 namespace h3s::cpu {
 
-void CpuBackend::rms_norm_mod(const Tensor& x, const Tensor& gamma, float eps,
-                              const ModTable* mod, std::span<const ModRun> runs,
-                              const Tensor& out) {
+void CpuBackend::rms_norm_mod(const Tensor& x, const Tensor& gamma, float eps, const ModTable* mod,
+                              std::span<const ModRun> runs, const Tensor& out) {
   const char* op = "rms_norm_mod";
   expect_dtype(x, DType::bf16, op, "x");
   expect_dtype(out, DType::bf16, op, "out");
@@ -19,7 +18,8 @@ void CpuBackend::rms_norm_mod(const Tensor& x, const Tensor& gamma, float eps,
   const int64_t rows = x.rows(), h = x.cols();
   expect_rows(out, rows, op, "out");
   expect_cols(out, h, op, "out");
-  if (gamma.numel() != h) fail(ErrorKind::invalid_argument, "{}: gamma has {} values, expected {}", op, gamma.numel(), h);
+  if (gamma.numel() != h)
+    fail(ErrorKind::invalid_argument, "{}: gamma has {} values, expected {}", op, gamma.numel(), h);
   // Row -> mod row (or -1: no modulation).
   std::vector<int32_t> row_mod(static_cast<size_t>(rows), -1);
   if (mod) {

@@ -45,7 +45,8 @@ void CpuBackend::qk_norm_rope(const Tensor& t, const Tensor& w, const Tensor& ro
   expect_unit_col_stride(t, op, "t");
   constexpr int64_t kHead = 128;
   if (w.numel() != kHead)
-    fail(ErrorKind::invalid_argument, "{}: weight has {} values, expected {}", op, w.numel(), kHead);
+    fail(ErrorKind::invalid_argument, "{}: weight has {} values, expected {}", op, w.numel(),
+         kHead);
   if (t.cols() % kHead != 0)
     fail(ErrorKind::invalid_argument, "{}: {} columns is not a whole number of 128-wide heads", op,
          t.cols());
