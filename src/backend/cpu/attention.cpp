@@ -32,6 +32,7 @@ void CpuBackend::attention(const Tensor& q, const KvView& kv, RowRange keys, Att
   const int64_t hd = s.head_dim, heads = s.heads, rows = q.rows();
   expect_rows(q, s.rows, op, "q");
   expect_cols(q, heads * hd, op, "q");
+  expect_unit_col_stride(q, op, "q");
   if (kv.k.rank != 3 || kv.k.shape[1] != heads || kv.k.shape[2] != hd || kv.k.stride[2] != 1 ||
       kv.v.rank != 3 || kv.v.shape != kv.k.shape || kv.v.stride[2] != 1)
     fail(ErrorKind::invalid_argument, "{}: k/v must be [seq, {}, {}] views with unit dim stride",
@@ -107,6 +108,7 @@ void CpuBackend::attn_state_finish(const AttnState& s, const Tensor& out) {
   expect_dtype(out, DType::bf16, op, "out");
   expect_rows(out, s.rows, op, "out");
   expect_cols(out, s.heads * s.head_dim, op, "out");
+  expect_unit_col_stride(out, op, "out");
   const int64_t hd = s.head_dim, heads = s.heads;
   pool_.parallel_for(s.rows, 16, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)

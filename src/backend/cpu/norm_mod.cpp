@@ -1,4 +1,5 @@
 // RMSNorm (+ per-segment adaLN modulation), one row at a time.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -25,8 +26,16 @@ void CpuBackend::rms_norm_mod(const Tensor& x, const Tensor& gamma, float eps, c
   if (mod) {
     expect_dtype(mod->shift, DType::bf16, op, "shift");
     expect_dtype(mod->scale, DType::bf16, op, "scale");
+    expect_cols(mod->shift, h, op, "shift");
+    expect_cols(mod->scale, h, op, "scale");
+    expect_unit_col_stride(mod->shift, op, "shift");
+    expect_unit_col_stride(mod->scale, op, "scale");
+    if (mod->shift.rows() != mod->scale.rows())
+      fail(ErrorKind::invalid_argument, "{}: shift has {} rows but scale has {}", op,
+           mod->shift.rows(), mod->scale.rows());
     for (const ModRun& r : runs) {
-      if (r.begin < 0 || r.end > rows || r.mod_row < 0 || r.mod_row >= mod->shift.rows())
+      if (r.begin < 0 || r.end > rows || r.mod_row < 0 ||
+          r.mod_row >= std::min(mod->shift.rows(), mod->scale.rows()))
         fail(ErrorKind::invalid_argument, "{}: run [{}, {}) row {} out of range", op, r.begin,
              r.end, r.mod_row);
       for (int64_t i = r.begin; i < r.end; ++i) row_mod[size_t(i)] = r.mod_row;
