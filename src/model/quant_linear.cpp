@@ -20,6 +20,8 @@ std::string_view format_name(WeightFormat f) {
       return "int8";
     case WeightFormat::w4a8:
       return "w4a8";
+    case WeightFormat::nvfp4:
+      return "nvfp4";
   }
   return "?";
 }
@@ -28,13 +30,15 @@ WeightFormat parse_format(std::string_view s) {
   if (s == "bf16") return WeightFormat::bf16;
   if (s == "int8") return WeightFormat::int8;
   if (s == "w4a8") return WeightFormat::w4a8;
+  if (s == "nvfp4") return WeightFormat::nvfp4;
   if (s == "f32") return WeightFormat::f32;
-  fail(ErrorKind::invalid_argument, "unknown weight format '{}': use bf16, int8 or w4a8", s);
+  fail(ErrorKind::invalid_argument, "unknown weight format '{}': use bf16, int8, w4a8 or nvfp4", s);
 }
 
 size_t QuantLinear::weight_bytes() const {
   return w_bf16.size() * 2 + w_f32.size() * 4 + w_i8.size() + w_scale.size() * 4 + w4_codes.size() +
-         w4_s_rel.size() + w4_codebook.size() * 4 + bias.size() * 4;
+         w4_s_rel.size() + w4_codebook.size() * 4 + fp4_codes.size() + fp4_scales.size() +
+         bias.size() * 4;
 }
 
 QuantLinear QuantLinear::from_f32(std::vector<float> w, int64_t out, int64_t in) {
@@ -45,6 +49,64 @@ QuantLinear QuantLinear::from_f32(std::vector<float> w, int64_t out, int64_t in)
   q.in = in;
   q.w_f32 = std::move(w);
   return q;
+}
+
+namespace {
+
+// NVFP4 from a bf16 master, comfy-kitchen's scheme: global = amax / (448 * 6),
+// block scale = e4m3(amax_block / 6 / global), code = e2m1(w / (scale * global)).
+QuantLinear quantize_nvfp4(std::span<const uint16_t> w, int64_t out, int64_t in) {
+  QuantLinear q;
+  q.format = WeightFormat::nvfp4;
+  q.out = out;
+  q.in = in;
+  const int64_t np = round_up(out, 16), kp = round_up(in, 16);
+  const int64_t blocks = kp / 16, scale_cols = round_up(blocks, 4);
+  float amax = 0.0f;
+  for (uint16_t v : w) amax = std::max(amax, std::fabs(bf16_to_f32(bf16{v})));
+  q.fp4_global = amax > 0.0f ? amax / (448.0f * 6.0f) : 1.0f;
+  q.fp4_codes.assign(size_t(np * kp / 2), 0);
+  q.fp4_scales.assign(size_t(round_up(np, 128) * scale_cols), 0);
+  for (int64_t n = 0; n < out; ++n) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      float bmax = 0.0f;
+      for (int64_t k = b * 16; k < std::min(in, b * 16 + 16); ++k)
+        bmax = std::max(bmax, std::fabs(bf16_to_f32(bf16{w[size_t(n * in + k)]})));
+      const uint8_t s8 = f32_to_e4m3(std::min(bmax / 6.0f / q.fp4_global, 448.0f));
+      q.fp4_scales[size_t(nvfp4_scale_offset(n, b, scale_cols))] = s8;
+      const float step = e4m3_to_f32(s8) * q.fp4_global;
+      for (int64_t k = b * 16; k < std::min(in, b * 16 + 16); ++k) {
+        const float v = bf16_to_f32(bf16{w[size_t(n * in + k)]});
+        const uint8_t code = step > 0.0f ? f32_to_e2m1(v / step) : 0;
+        uint8_t& byte = q.fp4_codes[size_t(n * (kp / 2) + k / 2)];
+        byte = uint8_t(k % 2 == 0 ? (byte & 0x0f) | (code << 4) : (byte & 0xf0) | code);
+      }
+    }
+  }
+  decode_nvfp4(q);
+  return q;
+}
+
+}  // namespace
+
+int64_t nvfp4_scale_offset(int64_t r, int64_t c, int64_t cols) {
+  return ((r / 128) * (cols / 4) + c / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + (c % 4);
+}
+
+void decode_nvfp4(QuantLinear& q) {
+  H3S_CHECK(q.format == WeightFormat::nvfp4);
+  const int64_t np = round_up(q.out, 16), kp = round_up(q.in, 16);
+  const int64_t scale_cols = round_up(kp / 16, 4);
+  H3S_CHECK(int64_t(q.fp4_codes.size()) == np * kp / 2);
+  H3S_CHECK(int64_t(q.fp4_scales.size()) == round_up(np, 128) * scale_cols);
+  q.w_bf16.resize(size_t(q.out * q.in));
+  for (int64_t n = 0; n < q.out; ++n)
+    for (int64_t k = 0; k < q.in; ++k) {
+      const uint8_t byte = q.fp4_codes[size_t(n * (kp / 2) + k / 2)];
+      const uint8_t code = k % 2 == 0 ? uint8_t(byte >> 4) : uint8_t(byte & 0x0f);  // even: high
+      const float s = e4m3_to_f32(q.fp4_scales[size_t(nvfp4_scale_offset(n, k / 16, scale_cols))]);
+      q.w_bf16[size_t(n * q.in + k)] = f32_to_bf16((e2m1_to_f32(code) * q.fp4_global) * s).bits;
+    }
 }
 
 QuantLinear QuantLinear::from_bf16(std::span<const uint16_t> w, int64_t out, int64_t in,
@@ -63,6 +125,7 @@ QuantLinear QuantLinear::from_bf16(std::span<const uint16_t> w, int64_t out, int
     for (size_t i = 0; i < w.size(); ++i) q.w_f32[i] = bf16_to_f32(bf16{w[i]});
     return q;
   }
+  if (format == WeightFormat::nvfp4) return quantize_nvfp4(w, out, in);
   if (in % kConvRotGroup != 0)
     fail(ErrorKind::invalid_argument,
          "{} weight needs in_features divisible by {} (ConvRot group), got {}", format_name(format),

@@ -7,7 +7,11 @@
 //  - w4a8 (`asym_w4a8_int8`): 4-bit codes [out, in/2] (even column in the LOW
 //    nibble), e4m3 group scales [out, in/16], fp32 per-channel scale [out],
 //    optional 16-entry codebook. Decoded once to int8 at load (`w_i8`) so the
-//    int8 GEMM serves both formats; the packed form is kept for writing files.
+//    int8 GEMM serves both formats; the packed form is kept for writing files;
+//  - nvfp4: e2m1 codes [round16(out), round16(in)/2] (even column in the HIGH
+//    nibble), e4m3 block scales (one per 16 inputs) in cuBLAS's swizzled
+//    layout, fp32 global scale. Hopper and the CPU have no fp4 GEMM, so it is
+//    dequantised to bf16 at load (`w_bf16`) and multiplies as bf16.
 #pragma once
 
 #include <cstdint>
@@ -17,9 +21,9 @@
 
 namespace h3s {
 
-enum class WeightFormat : uint8_t { bf16, f32, int8, w4a8 };
+enum class WeightFormat : uint8_t { bf16, f32, int8, w4a8, nvfp4 };
 std::string_view format_name(WeightFormat f);
-// "bf16", "int8", "w4a8" (and "f32"); throws naming the valid ones.
+// "bf16", "int8", "w4a8", "nvfp4" (and "f32"); throws naming the valid ones.
 WeightFormat parse_format(std::string_view s);
 
 inline constexpr int64_t kConvRotGroup = 256;
@@ -28,14 +32,17 @@ inline constexpr int64_t kW4Group = 16;
 struct QuantLinear {
   WeightFormat format = WeightFormat::bf16;
   int64_t out = 0, in = 0;
-  std::vector<uint16_t> w_bf16;    // bf16 bits [out, in]
-  std::vector<float> w_f32;        // [out, in]
-  std::vector<int8_t> w_i8;        // int8 [out, in] (int8, and w4a8 decoded)
-  std::vector<float> w_scale;      // [out]: weight_scale (int8) or s_channel (w4a8)
-  std::vector<uint8_t> w4_codes;   // w4a8 packed codes [out, in/2]
-  std::vector<uint8_t> w4_s_rel;   // w4a8 e4m3 group scales [out, in/16]
-  std::vector<float> w4_codebook;  // empty, or 16 levels
-  std::vector<float> bias;         // empty, or [out] (bf16 biases held exactly in fp32)
+  std::vector<uint16_t> w_bf16;     // bf16 bits [out, in]
+  std::vector<float> w_f32;         // [out, in]
+  std::vector<int8_t> w_i8;         // int8 [out, in] (int8, and w4a8 decoded)
+  std::vector<float> w_scale;       // [out]: weight_scale (int8) or s_channel (w4a8)
+  std::vector<uint8_t> w4_codes;    // w4a8 packed codes [out, in/2]
+  std::vector<uint8_t> w4_s_rel;    // w4a8 e4m3 group scales [out, in/16]
+  std::vector<float> w4_codebook;   // empty, or 16 levels
+  std::vector<uint8_t> fp4_codes;   // nvfp4 [round16(out), round16(in) / 2]
+  std::vector<uint8_t> fp4_scales;  // nvfp4 e4m3, swizzled [round128(N'), round4(K'/16)]
+  float fp4_global = 0.0f;          // nvfp4 weight_scale_2
+  std::vector<float> bias;          // empty, or [out] (bf16 biases held exactly in fp32)
 
   bool has_bias() const { return !bias.empty(); }
   size_t weight_bytes() const;
@@ -50,5 +57,16 @@ struct QuantLinear {
 // Decode w4a8 codes to int8: w8 = clamp(rne(level * float(s_rel)), -127, 127),
 // level = codebook[code] or code - 8 (H3_MODEL.md 5).
 void decode_w4a8(QuantLinear& q);
+
+// Decode nvfp4 to bf16: w = bf16((e2m1[code] * global) * e4m3[scale]) in the
+// order comfy-kitchen's dequantisation multiplies (H3_MODEL.md 6).
+void decode_nvfp4(QuantLinear& q);
+
+// Byte offset of the block scale for row r, block c in cuBLAS's swizzled
+// layout with `cols` = round4(K'/16) blocks per padded row.
+int64_t nvfp4_scale_offset(int64_t r, int64_t c, int64_t cols);
+inline int64_t round_up(int64_t v, int64_t m) {
+  return (v + m - 1) / m * m;
+}
 
 }  // namespace h3s

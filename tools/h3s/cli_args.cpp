@@ -13,8 +13,14 @@ void add_run_flags(CLI::App& cmd, RunArgs& a) {
   cmd.add_option("--preset", a.preset, "model preset: tiny or h3 (full size)")
       ->check(CLI::IsMember({"tiny", "h3"}))
       ->capture_default_str();
-  cmd.add_option("--format", a.format, "weight format of the block linears: bf16, int8 or w4a8")
-      ->check(CLI::IsMember({"bf16", "int8", "w4a8"}))
+  cmd.add_option("--checkpoint", a.checkpoint,
+                 "run on the weights of this ComfyUI-format H3 .safetensors file (its config and "
+                 "per-layer formats replace --preset/--format/--blocks)")
+      ->check(CLI::ExistingFile);
+  cmd.add_option(
+         "--format", a.format,
+         "weight format of the block linears: bf16, int8, w4a8 or nvfp4 (dequantised to bf16)")
+      ->check(CLI::IsMember({"bf16", "int8", "w4a8", "nvfp4"}))
       ->capture_default_str();
   cmd.add_option("--time-form", a.time_form,
                  "time embedding: full (time_embedder MLP) or curve (adaln_t_table lerp)")
@@ -90,7 +96,8 @@ PackedLayout layout_from(const RunArgs& a, const ModelConfig& cfg) {
   LayoutSpec s;
   s.sigma = a.sigma;
   s.cond_first_frame = a.cond_frame;
-  const bool tiny = cfg.name == "tiny";
+  // Small models (the tiny preset, test checkpoints) get a small frame grid.
+  const bool tiny = cfg.hidden < 2048;
   if (a.tokens > 0 && a.frames > 0)
     fail(ErrorKind::invalid_argument, "--tokens and --frames both given: use one of them");
   if (a.frames > 0) {

@@ -15,6 +15,7 @@ namespace h3s::cli {
 struct RunArgs {
   std::string preset = "tiny";
   std::string format = "bf16";
+  std::string checkpoint;  // load weights from this file instead of --preset
   std::string time_form = "full";
   int64_t blocks = -1;  // -1: the preset's
   // Sequence: either --tokens, or frames/width/height (+ text/audio lengths).

@@ -1,6 +1,7 @@
 // h3s: the h3stream command line.
 //   h3s demo   stock and streamed forward on synthetic weights, compared bit for bit
 //   h3s run    one forward (streamed or stock) with every control, ledger and timing
+//   h3s make-checkpoint / inspect   ComfyUI-format checkpoint files
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -8,9 +9,11 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint_cmds.hpp"
 #include "cli_args.hpp"
 #include "core/error.hpp"
 #include "exec/forward.hpp"
+#include "model/checkpoint.hpp"
 #include "report.hpp"
 
 namespace h3s::cli {
@@ -28,12 +31,19 @@ Prepared prepare(RunArgs& a) {
   a.exec.validate();
   (void)parse_bytes(a.memory_budget);  // reject a bad budget before any work
   Prepared p;
-  p.config = config_from(a);
+  if (!a.checkpoint.empty()) {
+    if (!a.json) fmt::print(stderr, "h3s: loading {}...\n", a.checkpoint);
+    p.weights = load_checkpoint(a.checkpoint);
+    p.config = p.weights.config;
+    a.format = std::string(format_name(p.weights.format));
+  } else {
+    p.config = config_from(a);
+    if (!a.json)
+      fmt::print(stderr, "h3s: building {} weights ({}, {} blocks, seed {})...\n", a.format,
+                 p.config.name, p.config.blocks, a.seed);
+    p.weights = ModelWeights::random(p.config, parse_format(a.format), a.seed);
+  }
   p.layout = layout_from(a, p.config);
-  if (!a.json)
-    fmt::print(stderr, "h3s: building {} weights ({}, {} blocks, seed {})...\n", a.format,
-               p.config.name, p.config.blocks, a.seed);
-  p.weights = ModelWeights::random(p.config, parse_format(a.format), a.seed);
   p.inputs = random_inputs(p.config, p.layout, a.seed + 1);
   return p;
 }
@@ -171,6 +181,17 @@ int main(int argc, char** argv) {
   add_run_flags(*run_cmd, run);
   run_cmd->add_flag("--stock", run_stock, "run every block stock (ComfyUI's shape)");
 
+  MakeCheckpointArgs make;
+  CLI::App* make_cmd = app.add_subcommand(
+      "make-checkpoint", "write synthetic weights as a ComfyUI-format H3 .safetensors file");
+  add_make_checkpoint_flags(*make_cmd, make);
+  InspectArgs inspect;
+  CLI::App* inspect_cmd = app.add_subcommand(
+      "inspect",
+      "detected config, per-layer formats and byte totals of an H3 checkpoint, or its "
+      "first problem");
+  add_inspect_flags(*inspect_cmd, inspect);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -184,6 +205,8 @@ int main(int argc, char** argv) {
   try {
     if (*demo_cmd) return run_demo(demo);
     if (*run_cmd) return run_one(run, run_stock);
+    if (*make_cmd) return run_make_checkpoint(make);
+    if (*inspect_cmd) return run_inspect(inspect);
   } catch (const h3s::Error& e) {
     fmt::print(stderr, "h3s: {}\n", e.what());
     return e.kind() == h3s::ErrorKind::invalid_argument ? 2 : 1;

@@ -16,10 +16,13 @@ void linear_rows(ThreadPool& pool, int64_t rows, const RowLoader& load, const Qu
                  RowRange feat, const Tensor& y) {
   const int64_t n = feat.size(), k = w.in, f0 = feat.begin;
   const float* bias = w.has_bias() ? w.bias.data() + f0 : nullptr;
-  if (w.format == WeightFormat::bf16 || w.format == WeightFormat::f32) {
+  // nvfp4 was dequantised to bf16 at load (no fp4 GEMM on this backend).
+  const bool float_weights = w.format == WeightFormat::bf16 || w.format == WeightFormat::f32 ||
+                             w.format == WeightFormat::nvfp4;
+  if (float_weights) {
     const bool f32_out = y.dtype == DType::f32;
     gemm_f32(pool, rows, n, k, load,
-             w.format == WeightFormat::bf16 ? w.w_bf16.data() + f0 * k : nullptr,
+             w.format != WeightFormat::f32 ? w.w_bf16.data() + f0 * k : nullptr,
              w.format == WeightFormat::f32 ? w.w_f32.data() + f0 * k : nullptr,
              [&](int64_t r, int64_t n0, int64_t n1, const float* dots) {
                for (int64_t j = n0; j < n1; ++j) {
@@ -67,6 +70,7 @@ void check_weight(const QuantLinear& w, const char* op) {
   bool ok = false;
   switch (w.format) {
     case WeightFormat::bf16:
+    case WeightFormat::nvfp4:
       ok = w.w_bf16.size() == nk;
       break;
     case WeightFormat::f32:

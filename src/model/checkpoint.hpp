@@ -1,0 +1,57 @@
+// Checkpoints in ComfyUI's MiniMax-H3 format (safetensors): detection of the
+// config from the keys, loading every weight format per layer, and writing
+// files ComfyUI's loader accepts. Layouts: docs/FORMATS.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/safetensors.hpp"
+#include "model/weights.hpp"
+
+namespace h3s {
+
+// One layer's quantisation config: the `comfy_quant` JSON (a U8 tensor per
+// layer) or an entry of the header's `_quantization_metadata` {"layers": {...}}.
+struct LayerQuant {
+  WeightFormat format = WeightFormat::bf16;
+  bool convrot = false;
+  int64_t convrot_group = 256;
+  int64_t group_size = 16;
+};
+
+// Parses one layer's JSON; throws Error(bad_input) naming `where` on anything
+// malformed (not an object, missing or unknown "format", bad group sizes).
+LayerQuant parse_comfy_quant(std::string_view json, const std::string& where);
+// The JSON h3stream writes for a format (the strings ComfyUI's writer emits).
+std::string comfy_quant_json(WeightFormat f);
+
+struct CheckpointSummary {
+  std::string prefix;  // "" or "model.diffusion_model."
+  struct Layer {
+    std::string name;
+    WeightFormat format;
+    size_t bytes;  // bytes of the layer's tensors in the file
+  };
+  std::vector<Layer> linears;                    // every linear, in model order
+  std::map<std::string, size_t> bytes_by_dtype;  // file dtype -> bytes
+  size_t tensor_bytes = 0;
+};
+
+// Detects an H3 checkpoint and its config from the keys and shapes.
+ModelConfig detect_config(const SafetensorsFile& f, std::string* prefix = nullptr);
+
+// Loads every weight, validating names, dtypes, shapes and scales; unknown or
+// missing tensors are errors naming the file and the tensor.
+ModelWeights load_checkpoint(const SafetensorsFile& f, CheckpointSummary* summary = nullptr);
+ModelWeights load_checkpoint(const std::string& path, CheckpointSummary* summary = nullptr);
+
+// Writes `w` in ComfyUI's layout: quantised layers with their comfy_quant
+// tensors, plain layers in their dtypes, fp32 islands in F32.
+void write_checkpoint(const ModelWeights& w, const std::string& path,
+                      const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace h3s

@@ -1,0 +1,400 @@
+// Reading ComfyUI-format H3 checkpoints: detection, per-layer format
+// dispatch, validation of every name, dtype, shape and scale.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "core/error.hpp"
+#include "model/checkpoint.hpp"
+#include "model/checkpoint_keys.hpp"
+
+namespace h3s {
+
+namespace {
+
+constexpr std::string_view kComfyPrefix = "model.diffusion_model.";
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// Tensors a valid file may carry that h3stream does not use.
+bool ignorable(std::string_view name) {
+  return ends_with(name, ".attn.to_gate_compress.weight") || ends_with(name, ".input_scale") ||
+         ends_with(name, ".pre_quant_scale");
+}
+
+class Reader {
+ public:
+  Reader(const SafetensorsFile& f, std::string prefix) : f_(f), prefix_(std::move(prefix)) {
+    const auto& md = f.metadata();
+    if (auto it = md.find("_quantization_metadata"); it != md.end()) {
+      try {
+        header_quant_ = nlohmann::json::parse(it->second);
+      } catch (const nlohmann::json::exception& e) {
+        bad("_quantization_metadata is not JSON ({})", e.what());
+      }
+      if (!header_quant_->is_object() || !header_quant_->contains("layers") ||
+          !(*header_quant_)["layers"].is_object())
+        bad("_quantization_metadata must be an object with a \"layers\" object");
+    }
+  }
+
+  template <typename... A>
+  [[noreturn]] void bad(fmt::format_string<A...> f, A&&... a) const {
+    fail(ErrorKind::bad_input, "{}: {}", f_.path(), fmt::format(f, std::forward<A>(a)...));
+  }
+
+  bool has(const std::string& name) const { return f_.contains(prefix_ + name); }
+
+  const TensorEntry& get(const std::string& name) {
+    const std::string key = prefix_ + name;
+    if (!f_.contains(key)) bad("missing tensor '{}'", key);
+    used_.insert(key);
+    return f_.entry(key);
+  }
+
+  void expect_dtype(const TensorEntry& e, std::initializer_list<std::string_view> ok) const {
+    for (std::string_view d : ok)
+      if (e.dtype == d) return;
+    bad("tensor '{}' has dtype {}, expected {}", e.name, e.dtype, fmt::join(ok, " or "));
+  }
+
+  void expect_shape(const TensorEntry& e, const std::vector<int64_t>& shape) const {
+    if (e.shape != shape)
+      bad("tensor '{}' has shape [{}], expected [{}]", e.name, fmt::join(e.shape, ", "),
+          fmt::join(shape, ", "));
+  }
+
+  // Element values of a BF16 / F16 / F32 tensor.
+  std::vector<float> floats(const TensorEntry& e) const {
+    expect_dtype(e, {"BF16", "F16", "F32"});
+    const size_t n = e.bytes / e.elem_size;
+    std::vector<float> out(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (e.dtype == "F32") {
+        std::memcpy(&out[i], e.data + 4 * i, 4);
+      } else {
+        uint16_t b;
+        std::memcpy(&b, e.data + 2 * i, 2);
+        out[i] = e.dtype == "BF16" ? bf16_to_f32(bf16{b}) : f16_to_f32(b);
+      }
+    }
+    return out;
+  }
+
+  std::vector<float> finite_floats(const TensorEntry& e, bool positive) const {
+    std::vector<float> v = floats(e);
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i]) || (positive && !(v[i] > 0.0f)))
+        bad("tensor '{}' element {} is {}, expected a finite{} scale", e.name, i, v[i],
+            positive ? " positive" : "");
+    return v;
+  }
+
+  std::vector<uint8_t> bytes(const TensorEntry& e) const {
+    std::vector<uint8_t> out(e.bytes);
+    if (e.bytes) std::memcpy(out.data(), e.data, e.bytes);
+    return out;
+  }
+
+  std::optional<LayerQuant> quant(const std::string& layer) {
+    const std::string where = fmt::format("{}: layer '{}'", f_.path(), prefix_ + layer);
+    if (has(layer + ".comfy_quant")) {
+      const TensorEntry& e = get(layer + ".comfy_quant");
+      expect_dtype(e, {"U8", "I8"});
+      if (e.shape.size() != 1) bad("tensor '{}' must be 1-D JSON bytes", e.name);
+      return parse_comfy_quant(std::string_view(reinterpret_cast<const char*>(e.data), e.bytes),
+                               where);
+    }
+    if (header_quant_) {
+      const nlohmann::json& layers = (*header_quant_)["layers"];
+      for (const std::string& k : {prefix_ + layer, layer})
+        if (auto it = layers.find(k); it != layers.end())
+          return parse_comfy_quant(it->dump(), where);
+    }
+    return std::nullopt;
+  }
+
+  // The logical [out, in] of a linear's weight as stored (before validation
+  // against the config): packed formats hold two values per byte.
+  std::pair<int64_t, int64_t> logical_shape(const std::string& layer) {
+    const std::optional<LayerQuant> q = quant(layer);
+    const TensorEntry& e = f_.entry(prefix_ + layer + ".weight");
+    if (e.shape.size() != 2) bad("tensor '{}' must be 2-D, has rank {}", e.name, e.shape.size());
+    const bool packed = q && (q->format == WeightFormat::w4a8 || q->format == WeightFormat::nvfp4);
+    return {e.shape[0], packed ? 2 * e.shape[1] : e.shape[1]};
+  }
+
+  const SafetensorsFile& file() const { return f_; }
+  const std::set<std::string>& used() const { return used_; }
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  const SafetensorsFile& f_;
+  std::string prefix_;
+  std::optional<nlohmann::json> header_quant_;
+  std::set<std::string> used_;
+};
+
+int64_t count_indexed(const SafetensorsFile& f, const std::string& stem) {
+  std::set<int64_t> idx;
+  for (const std::string& name : f.names()) {
+    if (name.compare(0, stem.size(), stem) != 0) continue;
+    size_t pos = stem.size(), end = pos;
+    while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+    if (end > pos && end < name.size() && name[end] == '.')
+      idx.insert(std::stoll(name.substr(pos, end - pos)));
+  }
+  // Blocks must be numbered 0..n-1 without gaps.
+  int64_t n = 0;
+  for (int64_t i : idx)
+    if (i == n) ++n;
+  if (n != int64_t(idx.size()))
+    fail(ErrorKind::bad_input, "{}: '{}N.' blocks are not numbered 0..{} without gaps", f.path(),
+         stem, idx.size() - 1);
+  return n;
+}
+
+void load_linear(Reader& r, const LinearSlot& s, CheckpointSummary* summary) {
+  QuantLinear& q = *s.q;
+  q = QuantLinear{};
+  q.out = s.out;
+  q.in = s.in;
+  size_t bytes = 0;
+  auto take = [&](const std::string& name) -> const TensorEntry& {
+    const TensorEntry& e = r.get(name);
+    bytes += e.bytes;
+    return e;
+  };
+  const std::optional<LayerQuant> lq = r.quant(s.name);
+  if (lq && r.has(s.name + ".comfy_quant"))
+    bytes += r.file().entry(r.prefix() + s.name + ".comfy_quant").bytes;
+  const TensorEntry& w = take(s.name + ".weight");
+  if (!lq) {
+    r.expect_shape(w, {s.out, s.in});
+    std::vector<float> v = r.floats(w);
+    if (s.role == LinearRole::island) {
+      q = QuantLinear::from_f32(std::move(v), s.out, s.in);
+    } else {
+      q.format = WeightFormat::bf16;
+      q.w_bf16.resize(v.size());
+      for (size_t i = 0; i < v.size(); ++i) q.w_bf16[i] = f32_to_bf16(v[i]).bits;
+    }
+  } else {
+    if (s.role == LinearRole::island)
+      r.bad("layer '{}' is an fp32 island but is stored as {}", r.prefix() + s.name,
+            format_name(lq->format));
+    q.format = lq->format;
+    if (lq->format == WeightFormat::int8) {
+      r.expect_dtype(w, {"I8"});
+      r.expect_shape(w, {s.out, s.in});
+      if (s.in % kConvRotGroup != 0)
+        r.bad("layer '{}': int8 ConvRot needs in_features divisible by 256, got {}",
+              r.prefix() + s.name, s.in);
+      q.w_i8.resize(size_t(s.out * s.in));
+      std::memcpy(q.w_i8.data(), w.data, w.bytes);
+      const TensorEntry& sc = take(s.name + ".weight_scale");
+      r.expect_dtype(sc, {"F32", "BF16", "F16"});
+      const std::vector<float> v = r.finite_floats(sc, true);
+      if (v.size() == 1 && (sc.shape.empty() || sc.shape == std::vector<int64_t>{1})) {
+        q.w_scale.assign(size_t(s.out), v[0]);  // one scale for the tensor
+      } else {
+        if (sc.shape != std::vector<int64_t>{s.out, 1} && sc.shape != std::vector<int64_t>{s.out})
+          r.expect_shape(sc, {s.out, 1});
+        q.w_scale = v;
+      }
+    } else if (lq->format == WeightFormat::w4a8) {
+      r.expect_dtype(w, {"I8", "U8"});
+      r.expect_shape(w, {s.out, s.in / 2});
+      if (s.in % kConvRotGroup != 0)
+        r.bad("layer '{}': W4A8 needs in_features divisible by 256, got {}", r.prefix() + s.name,
+              s.in);
+      if (r.has(s.name + ".weight_correction"))
+        r.bad("layer '{}': asymmetric W4A8 (weight_correction) is not supported",
+              r.prefix() + s.name);
+      q.w4_codes = r.bytes(w);
+      const TensorEntry& rel = take(s.name + ".weight_s_rel");
+      r.expect_dtype(rel, {"F8_E4M3", "U8"});
+      r.expect_shape(rel, {s.out, s.in / kW4Group});
+      q.w4_s_rel = r.bytes(rel);
+      for (size_t i = 0; i < q.w4_s_rel.size(); ++i)
+        if ((q.w4_s_rel[i] & 0x7f) == 0x7f)
+          r.bad("tensor '{}' element {} is NaN, expected a finite scale", rel.name, i);
+      const TensorEntry& ch = take(s.name + ".weight_s_channel");
+      r.expect_shape(ch, {s.out});
+      q.w_scale = r.finite_floats(ch, true);
+      if (r.has(s.name + ".weight_codebook")) {
+        const TensorEntry& cb = take(s.name + ".weight_codebook");
+        r.expect_shape(cb, {16});
+        q.w4_codebook = r.finite_floats(cb, false);
+      }
+      decode_w4a8(q);
+    } else {  // nvfp4
+      const int64_t np = round_up(s.out, 16), kp = round_up(s.in, 16);
+      r.expect_dtype(w, {"U8"});
+      r.expect_shape(w, {np, kp / 2});
+      q.fp4_codes = r.bytes(w);
+      const TensorEntry& sc = take(s.name + ".weight_scale");
+      r.expect_dtype(sc, {"F8_E4M3", "U8"});
+      r.expect_shape(sc, {round_up(np, 128), round_up(kp / 16, 4)});
+      q.fp4_scales = r.bytes(sc);
+      for (size_t i = 0; i < q.fp4_scales.size(); ++i)
+        if ((q.fp4_scales[i] & 0x7f) == 0x7f)
+          r.bad("tensor '{}' element {} is NaN, expected a finite scale", sc.name, i);
+      const TensorEntry& g = take(s.name + ".weight_scale_2");
+      if (!(g.shape.empty() || g.shape == std::vector<int64_t>{1})) r.expect_shape(g, {});
+      q.fp4_global = r.finite_floats(g, true)[0];
+      decode_nvfp4(q);
+    }
+  }
+  if (s.bias) {
+    const TensorEntry& b = take(s.name + ".bias");
+    r.expect_shape(b, {s.out});
+    q.bias = r.floats(b);
+    for (size_t i = 0; i < q.bias.size(); ++i)
+      if (!std::isfinite(q.bias[i])) r.bad("tensor '{}' element {} is not finite", b.name, i);
+  }
+  if (summary) summary->linears.push_back({r.prefix() + s.name, q.format, bytes});
+}
+
+}  // namespace
+
+ModelConfig detect_config(const SafetensorsFile& f, std::string* prefix_out) {
+  std::string prefix;
+  if (f.contains(std::string(kComfyPrefix) + "video_patch_proj.weight")) {
+    prefix = kComfyPrefix;
+  } else if (!f.contains("video_patch_proj.weight")) {
+    fail(ErrorKind::bad_input,
+         "{}: not a MiniMax-H3 checkpoint: no 'video_patch_proj.weight' (with or without the "
+         "'model.diffusion_model.' prefix)",
+         f.path());
+  }
+  if (!f.contains(prefix + "audio_patch_proj.weight"))
+    fail(ErrorKind::bad_input, "{}: not a MiniMax-H3 checkpoint: no '{}audio_patch_proj.weight'",
+         f.path(), prefix);
+  if (prefix_out) *prefix_out = prefix;
+  Reader r(f, prefix);
+  auto shape = [&](const std::string& name) -> const std::vector<int64_t>& {
+    if (!r.has(name)) r.bad("missing tensor '{}'", prefix + name);
+    return f.entry(prefix + name).shape;
+  };
+  auto dim = [&](const std::string& name, size_t i) {
+    const std::vector<int64_t>& s = shape(name);
+    if (s.size() <= i)
+      r.bad("tensor '{}' has rank {}, expected at least {}", prefix + name, s.size(), i + 1);
+    return s[i];
+  };
+
+  ModelConfig c;
+  c.name = "checkpoint";
+  c.hidden = dim("video_patch_proj.weight", 0);
+  const int64_t video_features = dim("video_patch_proj.weight", 1);
+  if (video_features % ModelConfig::kVideoPatch != 0)
+    r.bad("video_patch_proj.weight has {} input features, expected latent channels x 4",
+          video_features);
+  c.video_latent = video_features / ModelConfig::kVideoPatch;
+  const int64_t video_out = dim("final_layer.video_out.weight", 0);
+  if (video_out != video_features) {
+    if (video_out % video_features == 0)
+      r.bad(
+          "final_layer.video_out has {} rows: a PDD head bank of {} heads, which h3stream does "
+          "not support yet (expected {} rows)",
+          video_out, video_out / video_features, video_features);
+    r.bad("final_layer.video_out.weight has {} rows, expected {} (video_patch_proj inputs)",
+          video_out, video_features);
+  }
+  c.audio_latent = dim("final_layer.audio_out.weight", 0);
+  c.blocks = count_indexed(f, prefix + "blocks.");
+  c.refiner_blocks = count_indexed(f, prefix + "token_refiner.blocks.");
+  const std::string first = c.blocks > 0 ? "blocks.0." : "token_refiner.blocks.0.";
+  if (c.blocks == 0 && c.refiner_blocks == 0)
+    r.bad("no 'blocks.N.' or 'token_refiner.blocks.N.' tensors");
+  c.head_dim = dim(first + "attn.q_norm.weight", 0);
+  const auto [qkv_out, qkv_in] = r.logical_shape(first + "attn.qkv_proj");
+  (void)qkv_in;
+  if (c.head_dim <= 0 || qkv_out % (3 * c.head_dim) != 0)
+    r.bad("{}attn.qkv_proj has {} outputs, not 3 x heads x head_dim {}", first, qkv_out,
+          c.head_dim);
+  c.heads = qkv_out / (3 * c.head_dim);
+  const auto [fc1_out, fc1_in] = r.logical_shape(first + "mlp.fc1");
+  (void)fc1_in;
+  c.ffn = fc1_out / 2;
+  c.text_dim = r.logical_shape("condition_proj").second;
+  if (r.has("adaln_t_table")) {
+    c.time_form = TimeForm::curve;
+    const std::vector<int64_t>& t = shape("adaln_t_table");
+    if (t.size() != 2) r.bad("adaln_t_table must be 2-D [grid, k], has rank {}", t.size());
+    c.curve_grid = t[0];
+    c.time_dim = t[1];
+  } else {
+    c.time_form = TimeForm::full;
+    c.time_freq_dim = dim("time_embedder.proj_in.weight", 1);
+    c.time_hidden = dim("time_embedder.proj_in.weight", 0);
+    c.time_dim = dim("time_embedder.proj_out.weight", 0);
+  }
+  c.rope_freqs = dim("rope.inv_freq", 0);
+  c.rope_dim = 6 * c.rope_freqs;
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    r.bad("unsupported config: {}", e.what());
+  }
+  return c;
+}
+
+ModelWeights load_checkpoint(const SafetensorsFile& f, CheckpointSummary* summary) {
+  std::string prefix;
+  ModelWeights w;
+  w.config = detect_config(f, &prefix);
+  w.refiner.resize(size_t(w.config.refiner_blocks));
+  w.blocks.resize(size_t(w.config.blocks));
+  Reader r(f, prefix);
+  if (summary) {
+    *summary = CheckpointSummary{};
+    summary->prefix = prefix;
+  }
+  const WeightSlots slots = weight_slots(w);
+  for (const LinearSlot& s : slots.linears) load_linear(r, s, summary);
+  for (const VectorSlot& s : slots.norms) {
+    const TensorEntry& e = r.get(s.name);
+    r.expect_shape(e, {s.size});
+    const std::vector<float> v = r.floats(e);
+    s.v->resize(v.size());
+    for (size_t i = 0; i < v.size(); ++i) (*s.v)[i] = f32_to_bf16(v[i]).bits;
+  }
+  for (const F32Slot& s : slots.buffers) {
+    const TensorEntry& e = r.get(s.name);
+    r.expect_shape(e, s.shape);
+    *s.v = r.floats(e);
+    for (size_t i = 0; i < s.v->size(); ++i)
+      if (!std::isfinite((*s.v)[i])) r.bad("tensor '{}' element {} is not finite", e.name, i);
+  }
+  for (const std::string& name : f.names()) {
+    if (r.used().count(name) || ignorable(name)) continue;
+    r.bad("unexpected tensor '{}' (not part of an H3 model with {} blocks and {} refiner blocks)",
+          name, w.config.blocks, w.config.refiner_blocks);
+  }
+  w.format = WeightFormat::bf16;
+  if (!w.blocks.empty()) w.format = w.blocks[0].attn.qkv.format;
+  if (summary)
+    for (const std::string& name : f.names()) {
+      const TensorEntry& e = f.entry(name);
+      summary->bytes_by_dtype[e.dtype] += e.bytes;
+      summary->tensor_bytes += e.bytes;
+    }
+  return w;
+}
+
+ModelWeights load_checkpoint(const std::string& path, CheckpointSummary* summary) {
+  const SafetensorsFile f = SafetensorsFile::open(path);
+  return load_checkpoint(f, summary);
+}
+
+}  // namespace h3s

@@ -1,0 +1,125 @@
+// Checkpoint commands: write synthetic ComfyUI-format files, and inspect any
+// H3 checkpoint (detected config, per-layer formats, byte totals, first problem).
+#include "checkpoint_cmds.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli_args.hpp"
+#include "core/arena.hpp"
+#include "core/error.hpp"
+#include "model/checkpoint.hpp"
+
+namespace h3s::cli {
+
+void add_make_checkpoint_flags(CLI::App& cmd, MakeCheckpointArgs& a) {
+  cmd.add_option("--preset", a.preset, "model preset: tiny or h3")
+      ->check(CLI::IsMember({"tiny", "h3"}))
+      ->capture_default_str();
+  cmd.add_option("--format", a.format, "block linear format: bf16, int8, w4a8 or nvfp4")
+      ->check(CLI::IsMember({"bf16", "int8", "w4a8", "nvfp4"}))
+      ->capture_default_str();
+  cmd.add_option("--time-form", a.time_form, "full (time_embedder) or curve (adaln_t_table)")
+      ->check(CLI::IsMember({"full", "curve"}))
+      ->capture_default_str();
+  cmd.add_option("--blocks", a.blocks, "number of DiT blocks (default: the preset's)");
+  cmd.add_option("--seed", a.seed, "seed of the synthetic weights")->capture_default_str();
+  cmd.add_option("out", a.out, "output .safetensors path")->required();
+}
+
+int run_make_checkpoint(const MakeCheckpointArgs& a) {
+  RunArgs r;
+  r.preset = a.preset;
+  r.time_form = a.time_form;
+  r.blocks = a.blocks;
+  const ModelConfig cfg = config_from(r);
+  fmt::print(stderr, "h3s: building {} {} weights ({} blocks, seed {})...\n", a.preset, a.format,
+             cfg.blocks, a.seed);
+  const ModelWeights w = ModelWeights::random(cfg, parse_format(a.format), a.seed);
+  write_checkpoint(w, a.out,
+                   {{"h3stream_preset", a.preset},
+                    {"h3stream_format", a.format},
+                    {"h3stream_seed", std::to_string(a.seed)}});
+  fmt::print("wrote {} ({} preset, {} blocks, format {})\n", a.out, a.preset, cfg.blocks, a.format);
+  return 0;
+}
+
+void add_inspect_flags(CLI::App& cmd, InspectArgs& a) {
+  cmd.add_option("file", a.file, "checkpoint .safetensors")->required();
+  cmd.add_flag("--json", a.json, "print one JSON object");
+  cmd.add_flag("--layers", a.layers, "list every linear layer with its format");
+}
+
+int run_inspect(const InspectArgs& a) {
+  CheckpointSummary s;
+  ModelWeights w;
+  try {
+    w = load_checkpoint(a.file, &s);
+  } catch (const Error& e) {
+    if (a.json)
+      fmt::print("{}\n",
+                 nlohmann::json{{"file", a.file}, {"valid", false}, {"problem", e.what()}}.dump());
+    else
+      fmt::print("{}: not a valid H3 checkpoint\n  first problem: {}\n", a.file, e.what());
+    return 1;
+  }
+  const ModelConfig& c = w.config;
+  std::map<std::string, std::pair<int, size_t>> by_format;  // format -> (layers, bytes)
+  for (const auto& l : s.linears) {
+    auto& [n, b] = by_format[std::string(format_name(l.format))];
+    ++n;
+    b += l.bytes;
+  }
+  if (a.json) {
+    nlohmann::json j = {{"file", a.file},
+                        {"valid", true},
+                        {"prefix", s.prefix},
+                        {"config",
+                         {{"hidden", c.hidden},
+                          {"blocks", c.blocks},
+                          {"refiner_blocks", c.refiner_blocks},
+                          {"heads", c.heads},
+                          {"head_dim", c.head_dim},
+                          {"ffn", c.ffn},
+                          {"text_dim", c.text_dim},
+                          {"video_latent", c.video_latent},
+                          {"audio_latent", c.audio_latent},
+                          {"time_form", c.time_form == TimeForm::full ? "full" : "curve"},
+                          {"time_dim", c.time_dim},
+                          {"rope_freqs", c.rope_freqs}}},
+                        {"tensor_bytes", s.tensor_bytes},
+                        {"bytes_by_dtype", s.bytes_by_dtype}};
+    nlohmann::json formats = nlohmann::json::object();
+    for (const auto& [f, nb] : by_format) formats[f] = {{"layers", nb.first}, {"bytes", nb.second}};
+    j["linear_formats"] = formats;
+    if (a.layers) {
+      nlohmann::json layers = nlohmann::json::array();
+      for (const auto& l : s.linears)
+        layers.push_back({{"name", l.name}, {"format", format_name(l.format)}, {"bytes", l.bytes}});
+      j["layers"] = layers;
+    }
+    fmt::print("{}\n", j.dump());
+    return 0;
+  }
+  fmt::print("{}: MiniMax-H3 checkpoint{}\n", a.file,
+             s.prefix.empty() ? "" : fmt::format(" (keys prefixed '{}')", s.prefix));
+  fmt::print(
+      "  config: hidden {}, {} blocks, {} refiner blocks, {} heads x {}, ffn {}, text {}, "
+      "video latent {}, audio latent {}, time {} ({}), rope freqs {}\n",
+      c.hidden, c.blocks, c.refiner_blocks, c.heads, c.head_dim, c.ffn, c.text_dim, c.video_latent,
+      c.audio_latent, c.time_form == TimeForm::full ? "full" : "curve", c.time_dim, c.rope_freqs);
+  fmt::print("  linear layers by format:\n");
+  for (const auto& [f, nb] : by_format)
+    fmt::print("    {:<6} {:>5} layers {:>14}\n", f, nb.first, format_bytes(nb.second));
+  fmt::print("  tensor bytes by dtype:\n");
+  for (const auto& [d, b] : s.bytes_by_dtype) fmt::print("    {:<8} {:>14}\n", d, format_bytes(b));
+  fmt::print("  total {}\n", format_bytes(s.tensor_bytes));
+  if (a.layers)
+    for (const auto& l : s.linears)
+      fmt::print("    {:<48} {:<6} {:>12}\n", l.name, format_name(l.format), format_bytes(l.bytes));
+  return 0;
+}
+
+}  // namespace h3s::cli
