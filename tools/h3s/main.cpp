@@ -36,14 +36,15 @@ Prepared prepare(RunArgs& a) {
     p.weights = load_checkpoint(a.checkpoint);
     p.config = p.weights.config;
     a.format = std::string(format_name(p.weights.format));
+    p.layout = layout_from(a, p.config);
   } else {
     p.config = config_from(a);
+    p.layout = layout_from(a, p.config);  // reject a bad shape before building weights
     if (!a.json)
       fmt::print(stderr, "h3s: building {} weights ({}, {} blocks, seed {})...\n", a.format,
                  p.config.name, p.config.blocks, a.seed);
     p.weights = ModelWeights::random(p.config, parse_format(a.format), a.seed);
   }
-  p.layout = layout_from(a, p.config);
   p.inputs = random_inputs(p.config, p.layout, a.seed + 1);
   return p;
 }
