@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build h3stream from nothing and run every CPU test: the release suite, the
 # same suite under AddressSanitizer + UndefinedBehaviorSanitizer, the style
-# check, and a smoke run of the micro-benchmarks. Used by CI (.ci/run).
+# check, a smoke run of the micro-benchmarks and a 30 s libFuzzer smoke run of
+# the checkpoint parsers (scripts/fuzz.sh). Used by CI (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
@@ -12,7 +13,13 @@ files=$(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh' 2>/dev/null || find sr
 clang-format --dry-run --Werror $files
 
 echo "== release build + tests =="
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Test-only Python deps for the safetensors interop test (ctest python_safetensors_interop).
+if [ ! -x build/pyenv/bin/python ]; then
+  python3 -m venv build/pyenv || { rm -rf build/pyenv && apt-get install -y -q python3-venv >/dev/null &&
+    python3 -m venv build/pyenv; }
+fi
+build/pyenv/bin/pip install -q safetensors numpy
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DH3S_PYTHON="$PWD/build/pyenv/bin/python" >/dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs"
 
@@ -25,3 +32,6 @@ cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3S_SA
 cmake --build build-sanitize -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-sanitize --output-on-failure -j "$jobs"
+
+echo "== fuzz smoke (30 s) =="
+bash scripts/fuzz.sh 30

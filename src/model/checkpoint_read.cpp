@@ -19,6 +19,10 @@ namespace h3s {
 namespace {
 
 constexpr std::string_view kComfyPrefix = "model.diffusion_model.";
+// Largest dimension detect_config accepts from a shape (real models are far
+// below): keeps the config arithmetic (18 x hidden, 3 x head_dim, 2 x packed
+// columns, ...) inside int64 for hostile shapes such as [2^60, 0].
+constexpr int64_t kMaxDim = int64_t(1) << 31;
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -105,19 +109,19 @@ class Reader {
   }
 
   std::optional<LayerQuant> quant(const std::string& layer) {
-    const std::string where = fmt::format("{}: layer '{}'", f_.path(), prefix_ + layer);
     if (has(layer + ".comfy_quant")) {
       const TensorEntry& e = get(layer + ".comfy_quant");
       expect_dtype(e, {"U8", "I8"});
       if (e.shape.size() != 1) bad("tensor '{}' must be 1-D JSON bytes", e.name);
       return parse_comfy_quant(std::string_view(reinterpret_cast<const char*>(e.data), e.bytes),
-                               where);
+                               fmt::format("{}: tensor '{}'", f_.path(), e.name));
     }
     if (header_quant_) {
       const nlohmann::json& layers = (*header_quant_)["layers"];
       for (const std::string& k : {prefix_ + layer, layer})
         if (auto it = layers.find(k); it != layers.end())
-          return parse_comfy_quant(it->dump(), where);
+          return parse_comfy_quant(it->dump(), fmt::format("{}: _quantization_metadata layer '{}'",
+                                                           f_.path(), prefix_ + layer));
     }
     return std::nullopt;
   }
@@ -128,6 +132,9 @@ class Reader {
     const std::optional<LayerQuant> q = quant(layer);
     const TensorEntry& e = f_.entry(prefix_ + layer + ".weight");
     if (e.shape.size() != 2) bad("tensor '{}' must be 2-D, has rank {}", e.name, e.shape.size());
+    if (e.shape[0] > kMaxDim || e.shape[1] > kMaxDim)
+      bad("tensor '{}' has shape [{}], above the 2^31 limit per dimension", e.name,
+          fmt::join(e.shape, ", "));
     const bool packed = q && (q->format == WeightFormat::w4a8 || q->format == WeightFormat::nvfp4);
     return {e.shape[0], packed ? 2 * e.shape[1] : e.shape[1]};
   }
@@ -149,16 +156,25 @@ int64_t count_indexed(const SafetensorsFile& f, const std::string& stem) {
     if (name.compare(0, stem.size(), stem) != 0) continue;
     size_t pos = stem.size(), end = pos;
     while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
-    if (end > pos && end < name.size() && name[end] == '.')
+    if (end > pos && end < name.size() && name[end] == '.') {
+      // More digits than any real model has blocks: also keeps stoll in range.
+      if (end - pos > 9)
+        fail(ErrorKind::bad_input,
+             "{}: tensor '{}' has block index '{}.', expected '{}N.' blocks numbered 0..N-1 "
+             "without gaps",
+             f.path(), name, name.substr(0, end), stem);
       idx.insert(std::stoll(name.substr(pos, end - pos)));
+    }
   }
   // Blocks must be numbered 0..n-1 without gaps.
   int64_t n = 0;
   for (int64_t i : idx)
     if (i == n) ++n;
   if (n != int64_t(idx.size()))
-    fail(ErrorKind::bad_input, "{}: '{}N.' blocks are not numbered 0..{} without gaps", f.path(),
-         stem, idx.size() - 1);
+    fail(ErrorKind::bad_input,
+         "{}: found '{}{}.' tensors but no '{}{}.': '{}N.' blocks must be numbered 0..{} without "
+         "gaps",
+         f.path(), stem, *idx.rbegin(), stem, n, stem, idx.size() - 1);
   return n;
 }
 
@@ -289,6 +305,9 @@ ModelConfig detect_config(const SafetensorsFile& f, std::string* prefix_out) {
     const std::vector<int64_t>& s = shape(name);
     if (s.size() <= i)
       r.bad("tensor '{}' has rank {}, expected at least {}", prefix + name, s.size(), i + 1);
+    if (s[i] > kMaxDim)
+      r.bad("tensor '{}' has shape [{}], above the 2^31 limit per dimension", prefix + name,
+            fmt::join(s, ", "));
     return s[i];
   };
 
@@ -296,19 +315,21 @@ ModelConfig detect_config(const SafetensorsFile& f, std::string* prefix_out) {
   c.name = "checkpoint";
   c.hidden = dim("video_patch_proj.weight", 0);
   const int64_t video_features = dim("video_patch_proj.weight", 1);
-  if (video_features % ModelConfig::kVideoPatch != 0)
-    r.bad("video_patch_proj.weight has {} input features, expected latent channels x 4",
-          video_features);
+  if (video_features <= 0 || video_features % ModelConfig::kVideoPatch != 0)
+    r.bad("tensor '{}video_patch_proj.weight' has {} input features, expected latent channels x 4",
+          prefix, video_features);
   c.video_latent = video_features / ModelConfig::kVideoPatch;
   const int64_t video_out = dim("final_layer.video_out.weight", 0);
   if (video_out != video_features) {
     if (video_out % video_features == 0)
       r.bad(
-          "final_layer.video_out has {} rows: a PDD head bank of {} heads, which h3stream does "
-          "not support yet (expected {} rows)",
-          video_out, video_out / video_features, video_features);
-    r.bad("final_layer.video_out.weight has {} rows, expected {} (video_patch_proj inputs)",
-          video_out, video_features);
+          "tensor '{}final_layer.video_out.weight' has {} rows: a PDD head bank of {} heads, "
+          "which h3stream does not support yet (expected {} rows)",
+          prefix, video_out, video_out / video_features, video_features);
+    r.bad(
+        "tensor '{}final_layer.video_out.weight' has {} rows, expected {} (video_patch_proj "
+        "inputs)",
+        prefix, video_out, video_features);
   }
   c.audio_latent = dim("final_layer.audio_out.weight", 0);
   c.blocks = count_indexed(f, prefix + "blocks.");
@@ -331,8 +352,8 @@ ModelConfig detect_config(const SafetensorsFile& f, std::string* prefix_out) {
     c.time_form = TimeForm::curve;
     const std::vector<int64_t>& t = shape("adaln_t_table");
     if (t.size() != 2) r.bad("adaln_t_table must be 2-D [grid, k], has rank {}", t.size());
-    c.curve_grid = t[0];
-    c.time_dim = t[1];
+    c.curve_grid = dim("adaln_t_table", 0);
+    c.time_dim = dim("adaln_t_table", 1);
   } else {
     c.time_form = TimeForm::full;
     c.time_freq_dim = dim("time_embedder.proj_in.weight", 1);

@@ -168,6 +168,14 @@ TensorEntry parse_entry(const std::string& path, const std::string& name, const 
   return e;
 }
 
+// Both readers refuse anything shorter than the 8-byte header length.
+void check_file_length(const std::string& path, size_t file_bytes) {
+  if (file_bytes < 8) {
+    fail(ErrorKind::bad_input, "{}: file is {} bytes, too short for the 8-byte header length", path,
+         file_bytes);
+  }
+}
+
 }  // namespace
 
 std::optional<size_t> safetensors_dtype_size(std::string_view dtype) {
@@ -205,8 +213,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   // Checked before mmap: mapping zero bytes is an error of its own.
   if (file_bytes < 8) {
     ::close(fd);
-    fail(ErrorKind::bad_input, "{}: file is {} bytes, too short for the 8-byte header length", path,
-         file_bytes);
+    check_file_length(path, file_bytes);  // throws
   }
   void* map = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
   const int map_errno = errno;
@@ -216,7 +223,21 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   }
   f.map_ = map;
   f.map_bytes_ = file_bytes;  // from here on `f` unmaps if validation throws
-  const auto* base = static_cast<const std::byte*>(map);
+  f.parse(static_cast<const std::byte*>(map), file_bytes);
+  return f;
+}
+
+SafetensorsFile SafetensorsFile::from_bytes(std::vector<std::byte> bytes, std::string name) {
+  SafetensorsFile f;
+  f.path_ = std::move(name);
+  f.owned_ = std::move(bytes);
+  f.parse(f.owned_.data(), f.owned_.size());
+  return f;  // moving a vector keeps its buffer, so the entries' pointers stay valid
+}
+
+void SafetensorsFile::parse(const std::byte* base, size_t file_bytes) {
+  const std::string& path = path_;
+  check_file_length(path, file_bytes);
 
   // Little-endian by the format, whatever the host order.
   uint64_t header_bytes = 0;
@@ -244,13 +265,13 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   std::vector<Range> ranges;
   for (const auto& [name, value] : j.items()) {
     if (name == kMetadataKey) {
-      f.metadata_ = parse_metadata(path, value);
+      metadata_ = parse_metadata(path, value);
       continue;
     }
     size_t begin = 0;
     TensorEntry e = parse_entry(path, name, value, data_bytes, begin);
     e.data = data + begin;
-    const auto it = f.entries_.emplace(name, std::move(e)).first;
+    const auto it = entries_.emplace(name, std::move(e)).first;
     ranges.push_back({begin, begin + it->second.bytes, &it->first});
   }
 
@@ -267,7 +288,6 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     }
     if (!furthest || r.end > furthest->end) furthest = &r;
   }
-  return f;
 }
 
 SafetensorsFile::SafetensorsFile(SafetensorsFile&& o) noexcept {
@@ -277,11 +297,13 @@ SafetensorsFile::SafetensorsFile(SafetensorsFile&& o) noexcept {
 SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& o) noexcept {
   if (this != &o) {
     unmap();
-    // The mapping's address does not change, so the entries' data pointers
-    // stay valid in their new owner.
+    // The mapping's address does not change, nor does a moved vector's
+    // buffer, so the entries' data pointers stay valid in their new owner.
     path_ = std::move(o.path_);
     map_ = std::exchange(o.map_, nullptr);
     map_bytes_ = std::exchange(o.map_bytes_, 0);
+    owned_ = std::move(o.owned_);
+    o.owned_.clear();
     entries_ = std::move(o.entries_);
     metadata_ = std::move(o.metadata_);
     o.entries_.clear();
@@ -355,7 +377,8 @@ Tensor SafetensorsFile::view(std::string_view name) const {
   }
   Tensor t;
   // const_cast: Tensor has no const view; the mapping is PROT_READ, so a write
-  // through this view faults instead of corrupting the file.
+  // through this view faults instead of corrupting the file (a from_bytes()
+  // file's own bytes are not protected: callers must not write either way).
   t.data = const_cast<std::byte*>(e.data);
   t.dtype = *dtype;
   t.device = Device::host;

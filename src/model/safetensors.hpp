@@ -5,9 +5,10 @@
 // data_offsets: [begin, end)} (offsets relative to the data section), plus an
 // optional "__metadata__" object of string -> string.
 //
-// open() validates the whole header before any tensor is touched, so every
-// entry handed out afterwards is known to lie inside the file, to have exactly
-// product(shape) x element-size bytes and to overlap no other tensor.
+// open() (and from_bytes(), its in-memory twin) validates the whole header
+// before any tensor is touched, so every entry handed out afterwards is known
+// to lie inside the file, to have exactly product(shape) x element-size bytes
+// and to overlap no other tensor.
 #pragma once
 
 #include <cstddef>
@@ -40,7 +41,7 @@ struct TensorEntry {
   std::string dtype;  // safetensors spelling, e.g. "BF16"
   size_t elem_size = 0;
   std::vector<int64_t> shape;       // empty for a scalar
-  const std::byte* data = nullptr;  // into the mapping: valid while the file is open
+  const std::byte* data = nullptr;  // into the mapping (or owned bytes): valid while open
   size_t bytes = 0;
 };
 
@@ -49,6 +50,10 @@ class SafetensorsFile {
   // Maps `path` read-only and validates its header. Throws Error(bad_input)
   // naming the file (and tensor) on any problem.
   static SafetensorsFile open(const std::string& path);
+  // The same reader over bytes already in memory (fuzzing, tests): takes
+  // ownership of `bytes` and validates them exactly as open() validates a
+  // file; `name` stands in for the path in messages and path().
+  static SafetensorsFile from_bytes(std::vector<std::byte> bytes, std::string name);
 
   SafetensorsFile(SafetensorsFile&& o) noexcept;
   SafetensorsFile& operator=(SafetensorsFile&& o) noexcept;
@@ -76,20 +81,25 @@ class SafetensorsFile {
   }
 
   // A contiguous host Tensor over the mapped bytes, for engine dtypes and
-  // ranks 0..4 (a scalar becomes shape [1]). The memory is mapped read-only:
-  // the view must never be written through. Throws for other dtypes or ranks,
-  // and when the data is not aligned to its element size (use read_as).
+  // ranks 0..4 (a scalar becomes shape [1]). The memory is mapped read-only
+  // (or owned by a from_bytes() file): the view must never be written
+  // through. Throws for other dtypes or ranks, and when the data is not
+  // aligned to its element size (use read_as).
   Tensor view(std::string_view name) const;
 
  private:
   SafetensorsFile() = default;
   void unmap() noexcept;
+  // The one validation path of open() and from_bytes(): parses the `size`
+  // bytes at `base` (the whole file) into entries_ and metadata_.
+  void parse(const std::byte* base, size_t size);
   const TensorEntry& checked_entry(std::string_view name, std::string_view expect_dtype,
                                    size_t elem_size) const;
 
   std::string path_;
   void* map_ = nullptr;  // the whole file, PROT_READ
   size_t map_bytes_ = 0;
+  std::vector<std::byte> owned_;  // from_bytes(): the file itself (map_ is null)
   std::map<std::string, TensorEntry, std::less<>> entries_;  // less<>: lookup by string_view
   std::map<std::string, std::string> metadata_;
 };

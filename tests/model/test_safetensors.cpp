@@ -327,6 +327,62 @@ TEST(SafetensorsGolden, W4A8Linear) {
   EXPECT_EQ(f.view("cb.weight_s_rel").dtype, DType::f8e4m3);
 }
 
+// ---- from_bytes --------------------------------------------------------------
+
+std::vector<std::byte> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> out(raw.size());
+  if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());
+  return out;
+}
+
+TEST(SafetensorsFromBytes, WriterOutputRoundTrips) {
+  TempDir dir;
+  const std::string path = dir.file("mem.safetensors");
+  const std::vector<float> f32 = {1.5f, -2.0f, 3.25f, 0.0f};
+  const std::vector<uint8_t> u8 = {1, 2, 3};
+  const std::map<std::string, std::string> meta = {{"format", "pt"}};
+  write_safetensors(path, {{"w", "F32", {2, 2}, as_bytes(f32)}, {"z", "U8", {3}, as_bytes(u8)}},
+                    meta);
+  SafetensorsFile a = SafetensorsFile::from_bytes(file_bytes(path), "in-memory");
+  EXPECT_EQ(a.path(), "in-memory");
+  EXPECT_EQ(a.metadata(), meta);
+  EXPECT_EQ(a.names(), (std::vector<std::string>{"w", "z"}));
+  expect_entry(a, "w", "F32", {2, 2});
+  expect_entry(a, "z", "U8", {3});
+  // Moving keeps the owned bytes (and so the entries' pointers) valid.
+  const SafetensorsFile f = std::move(a);
+  EXPECT_EQ(f.read_as<float>("w", "F32"), f32);
+  EXPECT_EQ(f.read_as<uint8_t>("z", "U8"), u8);
+  const Tensor t = f.view("w");  // first in name order: 8-byte aligned data
+  EXPECT_EQ(t.rank, 2);
+  EXPECT_EQ(t.shape[0], 2);
+}
+
+TEST(SafetensorsFromBytes, EveryTruncationIsRejected) {
+  TempDir dir;
+  const std::string path = dir.file("trunc.safetensors");
+  const std::vector<int32_t> v = {1, 2, 3, 4};
+  write_safetensors(path, {{"v", "I32", {4}, as_bytes(v)}}, {{"k", "x"}});
+  const std::vector<std::byte> full = file_bytes(path);
+  ASSERT_NO_THROW(SafetensorsFile::from_bytes(full, "full"));
+  for (size_t n = 0; n < full.size(); ++n) {
+    std::vector<std::byte> cut(full.begin(), full.begin() + std::ptrdiff_t(n));
+    expect_bad_input([&] { SafetensorsFile::from_bytes(std::move(cut), "cut"); }, {"cut"});
+  }
+  expect_bad_input([&] { SafetensorsFile::from_bytes({}, "nothing"); },
+                   {"nothing", "0 bytes", "too short"});
+}
+
+TEST(SafetensorsFromBytes, ValidatesLikeOpen) {
+  std::string raw = raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 4);
+  std::vector<std::byte> bytes(raw.size());
+  std::memcpy(bytes.data(), raw.data(), raw.size());
+  expect_bad_input([&] { SafetensorsFile::from_bytes(bytes, "mem"); },
+                   {"mem", "'a'", "has 4 bytes but shape [2] x F32 needs 8"});
+}
+
 // ---- bad input ----------------------------------------------------------------
 
 TEST(SafetensorsBadInput, EmptyFile) {

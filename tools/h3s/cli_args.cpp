@@ -13,6 +13,9 @@ void add_run_flags(CLI::App& cmd, RunArgs& a) {
   cmd.add_option("--preset", a.preset, "model preset: tiny or h3 (full size)")
       ->check(CLI::IsMember({"tiny", "h3"}))
       ->capture_default_str();
+  cmd.add_option("--backend", a.backend, "cpu (reference) or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   cmd.add_option("--checkpoint", a.checkpoint,
                  "run on the weights of this ComfyUI-format H3 .safetensors file (its config and "
                  "per-layer formats replace --preset/--format/--blocks)")

@@ -14,6 +14,7 @@ namespace h3s::cli {
 
 struct RunArgs {
   std::string preset = "tiny";
+  std::string backend = "cpu";
   std::string format = "bf16";
   std::string checkpoint;  // load weights from this file instead of --preset
   std::string time_form = "full";

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "backend_select.hpp"
+#include "bench_cmd.hpp"
 #include "checkpoint_cmds.hpp"
 #include "cli_args.hpp"
 #include "core/error.hpp"
@@ -30,6 +32,8 @@ Prepared prepare(RunArgs& a) {
   a.exec.final_layer_gemm = parse_final_gemm(a.final_gemm);
   a.exec.validate();
   (void)parse_bytes(a.memory_budget);  // reject a bad budget before any work
+  if (a.backend == "cuda" && !cuda_available())
+    (void)make_backend("cuda", 0, 0);  // throws the one-line "built without CUDA" error
   Prepared p;
   if (!a.checkpoint.empty()) {
     if (!a.json) fmt::print(stderr, "h3s: loading {}...\n", a.checkpoint);
@@ -51,9 +55,9 @@ Prepared prepare(RunArgs& a) {
 
 ForwardOutputs forward(const Prepared& p, const RunArgs& a, const ExecOptions& opt,
                        const char* label) {
-  HostMemory memory;
-  Arena arena(memory, parse_bytes(a.memory_budget));
-  auto backend = make_cpu_backend(a.threads);
+  BackendSetup b = make_backend(a.backend, parse_bytes(a.memory_budget), a.threads);
+  Arena& arena = *b.arena;
+  Backend* backend = b.backend.get();
   if (!a.json) fmt::print(stderr, "h3s: {} forward over {} tokens...\n", label, p.layout.seq_len);
   const auto t0 = std::chrono::steady_clock::now();
   ProgressFn progress;
@@ -182,6 +186,15 @@ int main(int argc, char** argv) {
   add_run_flags(*run_cmd, run);
   run_cmd->add_flag("--stock", run_stock, "run every block stock (ComfyUI's shape)");
 
+  BenchArgs bench;
+  bench.run.preset = "h3";
+  bench.run.exec.min_tokens = 0;
+  CLI::App* bench_cmd = app.add_subcommand(
+      "bench",
+      "one DiT block, stock vs streamed, at several lengths: time, attention TFLOP/s, "
+      "arena peak, bit-equality");
+  add_bench_flags(*bench_cmd, bench);
+
   MakeCheckpointArgs make;
   CLI::App* make_cmd = app.add_subcommand(
       "make-checkpoint", "write synthetic weights as a ComfyUI-format H3 .safetensors file");
@@ -207,6 +220,7 @@ int main(int argc, char** argv) {
     if (*demo_cmd) return run_demo(demo);
     if (*run_cmd) return run_one(run, run_stock);
     if (*make_cmd) return run_make_checkpoint(make);
+    if (*bench_cmd) return run_bench(bench);
     if (*inspect_cmd) return run_inspect(inspect);
   } catch (const h3s::Error& e) {
     fmt::print(stderr, "h3s: {}\n", e.what());

@@ -1,0 +1,161 @@
+// Block-level benchmark (see bench_cmd.hpp).
+#include "bench_cmd.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "backend_select.hpp"
+#include "core/rng.hpp"
+#include "exec/block.hpp"
+#include "exec/time_embed.hpp"
+#include "model/weights.hpp"
+
+namespace h3s::cli {
+
+void add_bench_flags(CLI::App& cmd, BenchArgs& a) {
+  add_run_flags(cmd, a.run);
+  cmd.add_option("--token-list", a.token_list,
+                 "sequence lengths to measure, e.g. 32768,131072,217088")
+      ->delimiter(',');
+  cmd.add_option("--reps", a.reps, "timed repetitions per measurement (the minimum is reported)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_flag("--skip-stock", a.skip_stock, "measure only the streamed block");
+}
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+int run_bench(BenchArgs& a) {
+  RunArgs& r = a.run;
+  r.exec.final_layer_gemm = parse_final_gemm(r.final_gemm);
+  r.exec.validate();
+  ModelConfig cfg = config_from(r);
+  cfg.blocks = 1;
+  cfg.refiner_blocks = 0;
+  if (!r.json)
+    fmt::print(stderr, "h3s bench: building one {} {} block (seed {})...\n", cfg.name, r.format,
+               r.seed);
+  const ModelWeights w = ModelWeights::random(cfg, parse_format(r.format), r.seed);
+  const StreamChunks chunks = StreamChunks::from(r.exec);
+  for (int64_t tokens : a.token_list) {
+    RunArgs shape = r;
+    shape.tokens = tokens;
+    const PackedLayout layout = layout_from(shape, cfg);
+    BackendSetup b = make_backend(r.backend, parse_bytes(r.memory_budget), r.threads);
+    Backend& be = *b.backend;
+    Arena& arena = *b.arena;
+    const int64_t s = layout.seq_len, h = cfg.hidden;
+    // Inputs: modulation, RoPE table, the block input x0.
+    OwnedTensor adaln_in = adaln_input(be, arena, w, layout.timesteps);
+    OwnedTensor mods = adaln_project(be, arena, w.blocks[0].adaln, adaln_in.view, "mods");
+    OwnedTensor rope = arena.tensor(DType::bf16, {s, cfg.rope_dim / 2, 2}, "rope");
+    be.upload(rope_table(layout, w.rope_inv_freq, cfg.rope_dim).data(), rope.view);
+    OwnedTensor x0 = arena.tensor(DType::bf16, {s, h}, "x0");
+    {
+      Rng rng(r.seed + uint64_t(tokens));
+      std::vector<uint16_t> host(size_t(s * h));
+      for (auto& v : host) v = f32_to_bf16(rng.normal()).bits;
+      be.upload(host.data(), x0.view);
+    }
+    BlockContext ctx;
+    ctx.config = &cfg;
+    ctx.layout = &layout;
+    ctx.rope = rope.view;
+    ctx.mods = split_block_mods(mods.view, h);
+    ctx.block_index = 0;
+    const BlockView view = BlockView::dit(w.blocks[0], ctx);
+    OwnedTensor x = arena.tensor(DType::bf16, {s, h}, "x");
+    auto measure = [&](bool streamed, std::vector<uint16_t>& out) {
+      double best = 1e30;
+      size_t peak = 0;
+      for (int rep = 0; rep < a.reps; ++rep) {
+        be.copy(x0.view, x.view);
+        be.synchronize();
+        const size_t base = arena.allocated();
+        arena.reset_peak();
+        const double t0 = now_s();
+        if (streamed)
+          run_block_streamed(be, arena, view, x.view, chunks);
+        else
+          run_block_stock(be, arena, view, x.view);
+        be.synchronize();
+        best = std::min(best, now_s() - t0);
+        peak = arena.peak() - base;
+      }
+      out.resize(size_t(s * h));
+      be.download(x.view, out.data());
+      return std::pair<double, size_t>{best, peak};
+    };
+    std::vector<uint16_t> out_stock, out_streamed;
+    std::pair<double, size_t> stock{0.0, 0};
+    if (!a.skip_stock) stock = measure(false, out_stock);
+    const auto streamed = measure(true, out_streamed);
+    const bool equal = !a.skip_stock && out_stock == out_streamed;
+    // Attention alone: every query against every key in q_chunk-row calls.
+    double attn_s = 0.0;
+    {
+      const int64_t inner = cfg.inner();
+      OwnedTensor qkv = arena.tensor(DType::bf16, {s, 3 * inner}, "bench qkv");
+      be.copy(x0.view, qkv.view.cols_view(0, h));  // any finite bf16 data will do
+      be.copy(x0.view, qkv.view.cols_view(h, 2 * h));
+      be.copy(x0.view, qkv.view.cols_view(2 * h, 3 * h));
+      auto heads_view = [&](int64_t col0) {
+        Tensor t = qkv.view.cols_view(col0, col0 + inner);
+        t.rank = 3;
+        t.shape = {s, cfg.heads, cfg.head_dim, 0};
+        t.stride = {3 * inner, cfg.head_dim, 1, 0};
+        return t;
+      };
+      const KvView kv{heads_view(inner), heads_view(2 * inner)};
+      const ChunkPlan plan = ChunkPlan::balanced(s, r.exec.q_chunk);
+      OwnedTensor o = arena.tensor(DType::bf16, {plan.largest(), inner}, "bench attn out");
+      be.synchronize();
+      const double t0 = now_s();
+      for (const RowRange& c : plan.chunks) {
+        AttnState st = AttnState::allocate(arena, c.size(), cfg.heads, cfg.head_dim);
+        be.attn_state_reset(st);
+        be.attention(qkv.view.cols_view(0, inner).rows_view(c.begin, c.end), kv, {0, s}, st);
+        be.attn_state_finish(st, o.view.rows_view(0, c.size()));
+      }
+      be.synchronize();
+      attn_s = now_s() - t0;
+    }
+    const double attn_flops = 4.0 * double(s) * double(s) * double(cfg.inner());
+    nlohmann::json j = {{"tokens", s},
+                        {"preset", cfg.name},
+                        {"format", r.format},
+                        {"backend", r.backend},
+                        {"stock_s", stock.first},
+                        {"streamed_s", streamed.first},
+                        {"stock_peak_gib", double(stock.second) / (1u << 30)},
+                        {"streamed_peak_gib", double(streamed.second) / (1u << 30)},
+                        {"bit_equal", equal},
+                        {"attn_s", attn_s},
+                        {"attn_tflops", attn_flops / attn_s / 1e12},
+                        {"q_chunk", r.exec.q_chunk},
+                        {"kv_chunk", r.exec.kv_chunk},
+                        {"mlp_chunk", r.exec.mlp_chunk},
+                        {"kv_block", r.exec.kv_block}};
+    if (r.json)
+      fmt::print("{}\n", j.dump());
+    else
+      fmt::print(
+          "{:>8} tokens  stock {:8.3f} s {:7.2f} GiB | streamed {:8.3f} s {:7.2f} GiB | "
+          "bit-equal {} | attention {:6.1f} TFLOP/s\n",
+          s, stock.first, j["stock_peak_gib"].get<double>(), streamed.first,
+          j["streamed_peak_gib"].get<double>(), equal ? "yes" : "no",
+          j["attn_tflops"].get<double>());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace h3s::cli
