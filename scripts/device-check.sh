@@ -19,7 +19,7 @@ if [ "$mode" != bench ]; then
   echo "memcheck rc=$?"; tail -n 3 "$OUT/memcheck.txt"
   echo "== compute-sanitizer racecheck (attention) =="
   compute-sanitizer --tool racecheck --error-exitcode 9 $bin/h3s_tests_gpu \
-    --gtest_filter='GpuAttention.*' >"$OUT/racecheck.txt" 2>&1
+    --gtest_filter='GpuOps.AttentionBlockedEqualsSinglePassAndNearCpu' >"$OUT/racecheck.txt" 2>&1
   echo "racecheck rc=$?"; tail -n 3 "$OUT/racecheck.txt"
 fi
 if [ "$mode" != tests ]; then

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build h3stream from nothing and run every CPU test: the release suite, the
+# Build h3stream from nothing and run every CPU test (the CUDA backend and its
+# GPU tests are compiled when nvcc is present; without a GPU they skip): the release suite, the
 # same suite under AddressSanitizer + UndefinedBehaviorSanitizer, the style
 # check, a smoke run of the micro-benchmarks and a 30 s libFuzzer smoke run of
 # the checkpoint parsers (scripts/fuzz.sh). Used by CI (.ci/run).
@@ -27,8 +28,9 @@ echo "== micro-benchmark smoke run =="
 ./build/bench/h3s_bench_cpu --benchmark_min_time=0.01 --benchmark_filter='Linear/int8/64|RmsNormMod'
 
 echo "== ASan + UBSan build + tests =="
+# (The CUDA backend is compiled once, in the release build above.)
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3S_SANITIZE=ON \
-  -DH3S_BUILD_BENCH=OFF >/dev/null
+  -DH3S_BUILD_BENCH=OFF -DH3S_CUDA=OFF >/dev/null
 cmake --build build-sanitize -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-sanitize --output-on-failure -j "$jobs"

@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "core/arena.hpp"
 #include "core/chunk_plan.hpp"
@@ -99,6 +100,11 @@ class Backend {
   virtual void convert(const Tensor& x, const Tensor& y) = 0;
   virtual void copy(const Tensor& x, const Tensor& y) = 0;
   virtual void scale(const Tensor& x, float alpha) = 0;
+
+  // A small bf16 weight vector (a norm weight) as a tensor this backend can
+  // read. The CPU returns a view of the vector; a device backend uploads it
+  // once and caches it by the vector's address for the backend's lifetime.
+  virtual Tensor weight(const std::vector<uint16_t>& bf16_values) = 0;
 
   // Host <-> backend memory for the small host-side pieces (timesteps, tables).
   virtual void upload(const void* host, const Tensor& dst) = 0;

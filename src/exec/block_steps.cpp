@@ -3,12 +3,6 @@
 
 namespace h3s {
 
-namespace {
-Tensor bf16_vec(const std::vector<uint16_t>& v) {
-  return Tensor::contiguous(const_cast<uint16_t*>(v.data()), DType::bf16, {int64_t(v.size())});
-}
-}  // namespace
-
 BlockView BlockView::dit(const BlockWeights& w, const BlockContext& ctx) {
   BlockView b;
   b.norm1 = &w.norm1;
@@ -55,7 +49,7 @@ OwnedTensor norm_mod(Backend& be, Arena& arena, const BlockView& b, const Tensor
   const int64_t hidden = x.cols();
   OwnedTensor h = arena.tensor(DType::bf16, {rows.size(), hidden}, what);
   const std::vector<ModRun> runs = runs_for(b, rows);
-  be.rms_norm_mod(x.rows_view(rows.begin, rows.end), bf16_vec(norm), b.eps, b.mods ? mod : nullptr,
+  be.rms_norm_mod(x.rows_view(rows.begin, rows.end), be.weight(norm), b.eps, b.mods ? mod : nullptr,
                   runs, h.view);
   return h;
 }

@@ -15,8 +15,7 @@ OwnedTensor head_segment(Backend& be, Arena& arena, const ModelWeights& w, const
   const int64_t n = seg.size(), hidden = x.cols();
   OwnedTensor out = arena.tensor(DType::f32, {n, head.out}, "output head rows");
   if (n == 0) return out;
-  const Tensor norm =
-      Tensor::contiguous(const_cast<uint16_t*>(w.final_layer.norm.data()), DType::bf16, {hidden});
+  const Tensor norm = be.weight(w.final_layer.norm);
   const Tensor xs = x.rows_view(seg.begin, seg.end);
   const bool whole_gemm = chunk == 0 || gemm == FinalLayerGemm::exact;
   OwnedTensor promoted;

@@ -51,8 +51,7 @@ Embeds embed(Backend& be, Arena& arena, const ModelWeights& w, const PackedLayou
   arena.mark(-1, Phase::refiner);
   for (const RefinerBlockWeights& rb : w.refiner)
     run_block_stock(be, arena, BlockView::refiner(rb, c), e.text.view);
-  const Tensor fnorm = Tensor::contiguous(const_cast<uint16_t*>(w.refiner_final_norm.data()),
-                                          DType::bf16, {c.hidden});
+  const Tensor fnorm = be.weight(w.refiner_final_norm);
   be.rms_norm_mod(e.text.view, fnorm, c.eps, nullptr, {}, e.text.view);
   return e;
 }

@@ -21,14 +21,8 @@ void run_block_stock(Backend& be, Arena& arena, const BlockView& b, const Tensor
   const Tensor q = qkv.view.cols_view(0, inner);
   const Tensor k = qkv.view.cols_view(inner, 2 * inner);
   const Tensor rope = steps::rope_rows(b, all);
-  be.qk_norm_rope(
-      q,
-      Tensor::contiguous(const_cast<uint16_t*>(b.attn->q_norm.data()), DType::bf16, {b.head_dim}),
-      rope, b.eps, b.rot_dim);
-  be.qk_norm_rope(
-      k,
-      Tensor::contiguous(const_cast<uint16_t*>(b.attn->k_norm.data()), DType::bf16, {b.head_dim}),
-      rope, b.eps, b.rot_dim);
+  be.qk_norm_rope(q, be.weight(b.attn->q_norm), rope, b.eps, b.rot_dim);
+  be.qk_norm_rope(k, be.weight(b.attn->k_norm), rope, b.eps, b.rot_dim);
 
   mark(Phase::attn);
   // K and V straight out of the QKV buffer: [seq, heads, head_dim] views.

@@ -27,6 +27,10 @@ BackendSetup make_backend(const std::string& name, size_t budget_bytes, int thre
   }
   if (name == "cuda") {
 #ifdef H3S_HAVE_CUDA
+    // Plain cudaMalloc/cudaFree arena: the configuration measured on the H200.
+    // A stream-ordered arena (CudaMemory(stream)) should remove cudaFree's
+    // device-wide syncs between chunks, but its one device run (2026-11-30)
+    // printed nothing within 90 s at 217k tokens: unverified, so not the default.
     s.memory = std::make_unique<cuda::CudaMemory>();
     s.arena = std::make_unique<Arena>(*s.memory, budget_bytes);
     s.backend = make_cuda_backend(*s.arena);

@@ -34,6 +34,9 @@ class CpuBackend final : public Backend {
   void convert(const Tensor& x, const Tensor& y) override;
   void copy(const Tensor& x, const Tensor& y) override;
   void scale(const Tensor& x, float alpha) override;
+  Tensor weight(const std::vector<uint16_t>& v) override {
+    return Tensor::contiguous(const_cast<uint16_t*>(v.data()), DType::bf16, {int64_t(v.size())});
+  }
   void upload(const void* host, const Tensor& dst) override;
   void download(const Tensor& src, void* host) override;
 

@@ -1,0 +1,448 @@
+// Design: FlashAttention-2-style forward for head_dim 128, bf16 Q/K/V, fp32
+// state, mma.sync m16n8k16 (runs on sm_80+; built for sm_90a). Grid
+// (ceil(rows / 128), heads); a CTA of 8 warps owns 128 query rows, each warp an
+// m16 slab whose Q fragments stay in registers. K/V stream through shared
+// memory in 64-key tiles (XOR-swizzled, cp.async double buffer), in increasing
+// key order from key_begin, the last tile masked at key_end. Per tile: S = Q K^T
+// (fp32), online softmax in exp2 form, P rounded to bf16, O += P V. The state
+// (m, l, acc) is loaded at CTA start and stored at the end, so calls chain
+// over 64-aligned K/V blocks with the single-pass bits. Expected limit: FA2
+// with mma.sync reaches ~350 TFLOP/s on H100-class parts (~35% of the bf16
+// peak); wgmma/TMA (FA3, attn_fwd_sm90) is the follow-up.
+//
+// This file: the attention kernels of kernels.hpp (forward, finish, reset)
+// and their launchers.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "backend/cuda/attention/attn_fwd_traits.cuh"
+#include "backend/cuda/attention/attn_state.cuh"
+#include "backend/cuda/kernels.hpp"
+
+namespace h3s::cuda {
+namespace attn {
+namespace {
+
+using T = AttnFwdTraits;
+using Mma = T::Mma;
+
+constexpr float kSoftmaxScale = T::kSoftmaxScale;
+static_assert(kSoftmaxScale == 0.08838834764831845f, "1 / sqrt(128) as the CPU rounds it");
+
+struct FwdParams {
+  const uint16_t* q;
+  int64_t ldq;
+  int64_t rows;
+  int64_t heads;
+  const uint16_t* k;
+  const uint16_t* v;
+  int64_t kv_seq_stride;
+  int64_t kv_head_stride;
+  int64_t key_begin;
+  int64_t key_end;
+  float* m;
+  float* l;
+  float* acc;
+};
+
+// ---- PTX wrappers ------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte global -> shared copy; valid = false writes 16 zero bytes and reads
+// nothing (src must still be a mapped address; callers pass an in-range one).
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// c += a * b for one m16n8k16 tile (A row-major, B column-major).
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two fp32 -> packed bf16x2 (RNE), lo in the low half (the lower column).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// ---- shared-memory tiles -------------------------------------------------------
+
+// Byte offset of 16-byte chunk `chunk` of tile row `row` (the swizzle of the
+// traits: chunk ^ row % 8).
+__device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
+  return uint32_t(row * int(T::kRowBytes) + ((chunk ^ (row % T::kSwizzleRows)) * 16));
+}
+
+// ldmatrix addressing. A lane reads chunk c_step + c_lane of tile row
+// row_lane + row_step, with c_step even (the k16 / n16 step), c_lane in
+// {0, 1} (which half of the step the lane's matrix covers) and row_step a
+// multiple of 8. Rows are 256 bytes, so the chunk bits (4..7) of
+// row_lane * 256 are zero and the swizzled offset is
+//   lane_offset(row_lane, c_lane) ^ (c_step * 16) + row_step * 256,
+// one XOR per ldmatrix from an offset computed once per lane (the tile base
+// is added after the XOR, so nothing depends on its alignment).
+__device__ __forceinline__ uint32_t lane_offset(int row_lane, int c_lane) {
+  return swizzled(row_lane, c_lane);
+}
+__device__ __forceinline__ uint32_t step_addr(uint32_t tile, uint32_t lane_off, int c_step,
+                                              int row_step) {
+  return tile + (lane_off ^ uint32_t(c_step * 16)) + uint32_t(row_step * int(T::kRowBytes));
+}
+static_assert(T::kRowBytes == 256 && T::kChunksPerRow == 16,
+              "the XOR addressing assumes 16 chunks of 16 bytes per row (bits 4..7)");
+
+// The Q block: rows past `rows` are zero-filled, never read, so the tail CTA
+// computes finite (unused) values and row r's math never sees them.
+__device__ __forceinline__ void load_q_tile(uint32_t sq, const FwdParams& p, int64_t row0,
+                                            int64_t head) {
+  const uint16_t* base = p.q + row0 * p.ldq + head * T::kHeadDim;
+#pragma unroll
+  for (int i = 0; i < T::kQChunksPerThread; ++i) {
+    const int idx = int(threadIdx.x) + i * T::kThreads;
+    const int r = idx / T::kChunksPerRow, c = idx % T::kChunksPerRow;
+    const bool valid = row0 + r < p.rows;
+    const uint16_t* src = base + (valid ? int64_t(r) * p.ldq + c * T::kChunkElems : 0);
+    cp_async_16(sq + swizzled(r, c), src, valid);
+  }
+}
+
+// One K and one V tile of keys [key0, key0 + kBlockN); keys >= key_end are
+// zero-filled (V must be finite there: 0 * garbage could be NaN) and their
+// source address clamped to the last key, which is in range.
+__device__ __forceinline__ void load_kv_tile(uint32_t sk, uint32_t sv, const uint16_t* kh,
+                                             const uint16_t* vh, const FwdParams& p, int64_t key0) {
+#pragma unroll
+  for (int i = 0; i < T::kKvChunksPerThread; ++i) {
+    const int idx = int(threadIdx.x) + i * T::kThreads;
+    const int r = idx / T::kChunksPerRow, c = idx % T::kChunksPerRow;
+    const bool valid = key0 + r < p.key_end;
+    const int64_t off = (valid ? key0 + r : p.key_end - 1) * p.kv_seq_stride + c * T::kChunkElems;
+    cp_async_16(sk + swizzled(r, c), kh + off, valid);
+    cp_async_16(sv + swizzled(r, c), vh + off, valid);
+  }
+}
+
+// ---- the forward kernel --------------------------------------------------------
+
+__global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_bf16_m128n64_sm80(const FwdParams p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sq = smem_addr(smem);
+  const uint32_t sk0 = sq + uint32_t(T::kQTileBytes);
+  const uint32_t sv0 = sk0 + uint32_t(T::kStages * T::kKvTileBytes);
+
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const int64_t row0 = int64_t(blockIdx.x) * T::kBlockM;
+  const int64_t head = blockIdx.y;
+  const uint16_t* kh = p.k + head * p.kv_head_stride;
+  const uint16_t* vh = p.v + head * p.kv_head_stride;
+  const int n_tiles = int((p.key_end - p.key_begin + T::kBlockN - 1) / T::kBlockN);
+
+  // Group 0: Q; group 1: K/V tile 0. The state loads below overlap both.
+  load_q_tile(sq, p, row0, head);
+  cp_async_commit();
+  load_kv_tile(sk0, sv0, kh, vh, p, p.key_begin);
+  cp_async_commit();
+
+  // This lane's rows (mma C layout): g and g + 8 of the warp's slab; columns
+  // 2 * (lane % 4) + {0, 1} of every n8 block. Rows past `rows` start from
+  // the reset state and are never stored.
+  const int g = lane / 4, col = 2 * (lane % 4);
+  const int64_t lane_row0 = row0 + warp * T::kWarpRows + g;
+  OnlineSoftmax state;
+  float acc[T::kOBlocks][Mma::kCRegs];
+#pragma unroll
+  for (int r = 0; r < OnlineSoftmax::kRows; ++r) {
+    const int64_t row = lane_row0 + r * 8;
+    const bool in_range = row < p.rows;
+    const int64_t sh = row * p.heads + head;  // (row, head) index of m and l
+    state.m[r] = in_range ? p.m[sh] : -kInf;
+    state.l[r] = in_range ? p.l[sh] : 0.0f;
+#pragma unroll
+    for (int n = 0; n < T::kOBlocks; ++n) {
+      float2 a = make_float2(0.0f, 0.0f);
+      if (in_range)
+        a = *reinterpret_cast<const float2*>(p.acc + sh * T::kHeadDim + n * Mma::kN + col);
+      acc[n][2 * r] = a.x;
+      acc[n][2 * r + 1] = a.y;
+    }
+  }
+
+  // Q fragments (A operand), one x4 ldmatrix per k16 step: lanes 0-15 address
+  // rows 0-15 at the step's first 8 dims, lanes 16-31 the same rows at +8.
+  cp_async_wait<1>();
+  __syncthreads();
+  uint32_t qf[T::kQkKSteps][Mma::kARegs];
+  {
+    const uint32_t q_lane = lane_offset(warp * T::kWarpRows + lane % 16, lane / 16);
+#pragma unroll
+    for (int kk = 0; kk < T::kQkKSteps; ++kk) ldmatrix_x4(qf[kk], step_addr(sq, q_lane, 2 * kk, 0));
+  }
+  // K (B of S = Q K^T) is [key][dim], the column-major B operand: plain
+  // ldmatrix, matrices (keys +0, dims +0), (keys +0, dims +8), (keys +8, dims
+  // +0), (keys +8, dims +8) = b0, b1 of key block 2j, then of 2j + 1.
+  const uint32_t k_lane = lane_offset((lane / 16) * 8 + lane % 8, (lane / 8) % 2);
+  // V (B of O += P V) is [key][dim], a row-major B operand: ldmatrix.trans,
+  // matrices (keys +0, dims +0), (keys +8, dims +0), (keys +0, dims +8),
+  // (keys +8, dims +8) = b0, b1 of dim block 2j, then of 2j + 1.
+  const uint32_t v_lane = lane_offset(((lane / 8) % 2) * 8 + lane % 8, lane / 16);
+
+  for (int t = 0; t < n_tiles; ++t) {
+    const int64_t key0 = p.key_begin + int64_t(t) * T::kBlockN;
+    // Prefetch the next tile into the other stage (freed by the barrier at
+    // the end of the previous iteration); always commit so the wait below
+    // counts groups the same way on the last tile.
+    if (t + 1 < n_tiles) {
+      const uint32_t next = uint32_t(((t + 1) % T::kStages) * T::kKvTileBytes);
+      load_kv_tile(sk0 + next, sv0 + next, kh, vh, p, key0 + T::kBlockN);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const uint32_t stage = uint32_t((t % T::kStages) * T::kKvTileBytes);
+    const uint32_t sk = sk0 + stage, sv = sv0 + stage;
+
+    // S = Q K^T, each score block accumulated over the head dims in order.
+    float s[T::kSBlocks][Mma::kCRegs];
+#pragma unroll
+    for (int n = 0; n < T::kSBlocks; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < T::kQkKSteps; ++kk) {
+#pragma unroll
+      for (int j = 0; j < T::kSBlocks / 2; ++j) {
+        uint32_t b[4];
+        ldmatrix_x4(b, step_addr(sk, k_lane, 2 * kk, 2 * Mma::kN * j));
+        mma_bf16(s[2 * j], qf[kk], b[0], b[1]);
+        mma_bf16(s[2 * j + 1], qf[kk], b[2], b[3]);
+      }
+    }
+
+    // Scale like the reference (s = (q.k) * scale), then mask keys past
+    // key_end. Only keys are masked, and a valid key's score is the same value
+    // whether or not its tile is partial, so the branch (uniform: it depends on
+    // the tile alone) changes no bits.
+#pragma unroll
+    for (int n = 0; n < T::kSBlocks; ++n) {
+#pragma unroll
+      for (int i = 0; i < Mma::kCRegs; ++i) s[n][i] = __fmul_rn(s[n][i], kSoftmaxScale);
+    }
+    if (key0 + T::kBlockN > p.key_end) {
+      const int valid_keys = int(p.key_end - key0);
+#pragma unroll
+      for (int n = 0; n < T::kSBlocks; ++n) {
+#pragma unroll
+        for (int i = 0; i < Mma::kCRegs; ++i)
+          if (n * Mma::kN + col + i % 2 >= valid_keys) s[n][i] = -kInf;
+      }
+    }
+
+    float alpha[OnlineSoftmax::kRows];
+    state.consume(s, alpha);
+#pragma unroll
+    for (int n = 0; n < T::kOBlocks; ++n) {
+#pragma unroll
+      for (int i = 0; i < Mma::kCRegs; ++i) acc[n][i] = __fmul_rn(acc[n][i], alpha[i / 2]);
+    }
+
+    // O += P V over the tile's keys in order. The C fragments of score blocks
+    // 2k and 2k + 1 are exactly the A fragment of k16 step k (FA2's register
+    // reuse); P is rounded to bf16 here, its fp32 values already summed in l.
+#pragma unroll
+    for (int kk = 0; kk < T::kPvKSteps; ++kk) {
+      const uint32_t a[Mma::kARegs] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
+                                       pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                                       pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                       pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int j = 0; j < T::kOBlocks / 2; ++j) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, step_addr(sv, v_lane, 2 * j, Mma::kK * kk));
+        mma_bf16(acc[2 * j], a, b[0], b[1]);
+        mma_bf16(acc[2 * j + 1], a, b[2], b[3]);
+      }
+    }
+    // Every warp is done with this stage before the next iteration refills it.
+    __syncthreads();
+  }
+  cp_async_wait<0>();  // only empty groups can be pending here
+
+#pragma unroll
+  for (int r = 0; r < OnlineSoftmax::kRows; ++r) {
+    const int64_t row = lane_row0 + r * 8;
+    if (row >= p.rows) continue;
+    const int64_t sh = row * p.heads + head;
+    if (lane % 4 == 0) {  // the quad's 4 lanes hold the same m and l bits
+      p.m[sh] = state.m[r];
+      p.l[sh] = state.l[r];
+    }
+#pragma unroll
+    for (int n = 0; n < T::kOBlocks; ++n)
+      *reinterpret_cast<float2*>(p.acc + sh * T::kHeadDim + n * Mma::kN + col) =
+          make_float2(acc[n][2 * r], acc[n][2 * r + 1]);
+  }
+}
+
+// ---- finish and reset -----------------------------------------------------------
+
+constexpr int kEltThreads = 256;
+constexpr int kFinishVec = 4;  // dims per thread: one float4 of acc
+static_assert(T::kHeadDim % kFinishVec == 0);
+
+// out[r, h * 128 + d] = bf16(acc[r, h, d] / l[r, h]): IEEE division, RNE.
+__global__ void __launch_bounds__(kEltThreads)
+    attn_finish_bf16(const float* l, const float* acc, uint16_t* out, int64_t ldo, int64_t rows,
+                     int64_t heads, bool out_aligned8) {
+  constexpr int kVecPerHead = T::kHeadDim / kFinishVec;
+  const int64_t total = rows * heads * kVecPerHead;
+  for (int64_t i = int64_t(blockIdx.x) * kEltThreads + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * kEltThreads) {
+    const int64_t sh = i / kVecPerHead;  // (row, head)
+    const int d = int(i % kVecPerHead) * kFinishVec;
+    const int64_t r = sh / heads, h = sh % heads;
+    const float denom = l[sh];
+    const float4 a = *reinterpret_cast<const float4*>(acc + sh * T::kHeadDim + d);
+    const uint32_t lo = pack_bf16(__fdiv_rn(a.x, denom), __fdiv_rn(a.y, denom));
+    const uint32_t hi = pack_bf16(__fdiv_rn(a.z, denom), __fdiv_rn(a.w, denom));
+    uint16_t* o = out + r * ldo + h * T::kHeadDim + d;
+    if (out_aligned8) {
+      *reinterpret_cast<uint2*>(o) = make_uint2(lo, hi);
+    } else {
+      o[0] = uint16_t(lo & 0xffffu);
+      o[1] = uint16_t(lo >> 16);
+      o[2] = uint16_t(hi & 0xffffu);
+      o[3] = uint16_t(hi >> 16);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kEltThreads)
+    attn_reset_f32(float* m, float* l, float* acc, int64_t rows, int64_t heads) {
+  const int64_t n_rows = rows * heads, n_acc = n_rows * T::kHeadDim;
+  const int64_t stride = int64_t(gridDim.x) * kEltThreads;
+  for (int64_t i = int64_t(blockIdx.x) * kEltThreads + threadIdx.x; i < n_acc; i += stride) {
+    acc[i] = 0.0f;
+    if (i < n_rows) {
+      m[i] = -kInf;
+      l[i] = 0.0f;
+    }
+  }
+}
+
+// ---- launch helpers ----------------------------------------------------------------
+
+// Errors are std exceptions: core/error.hpp (fmt's consteval format strings)
+// does not compile under nvcc. CudaBackend validates shapes first with
+// h3s::fail; these checks guard the raw entry points.
+[[noreturn]] void reject(const char* op, const std::string& what) {
+  throw std::invalid_argument(std::string(op) + ": " + what);
+}
+
+void check_launch(const char* kernel) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("launching ") + kernel +
+                             " failed: " + cudaGetErrorString(e));
+}
+
+bool aligned(const void* ptr, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
+}
+
+// Elementwise grids: enough blocks to fill the GPU, grid-stride beyond that
+// (64-bit counts never reach the 2^31 block limit).
+unsigned elt_blocks(int64_t n) {
+  constexpr int64_t kMaxBlocks = 1 << 16;
+  const int64_t b = (n + kEltThreads - 1) / kEltThreads;
+  return unsigned(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
+}
+
+}  // namespace
+}  // namespace attn
+
+void attention_fwd(const uint16_t* q, int64_t ldq, int64_t rows, int64_t heads, const uint16_t* k,
+                   const uint16_t* v, int64_t kv_seq_stride, int64_t kv_head_stride,
+                   int64_t key_begin, int64_t key_end, float* m, float* l, float* acc,
+                   cudaStream_t s) {
+  using attn::T;
+  const char* op = "attention_fwd";
+  if (key_begin < 0 || key_end < key_begin)
+    attn::reject(op, "keys [" + std::to_string(key_begin) + ", " + std::to_string(key_end) +
+                         ") are not a range");
+  if (key_begin % attn::kEngineKvTile != 0)
+    attn::reject(op, "a K/V block must start on a " + std::to_string(attn::kEngineKvTile) +
+                         "-key tile boundary (got " + std::to_string(key_begin) +
+                         "); align kv_block");
+  if (rows <= 0 || heads <= 0 || key_end == key_begin) return;  // nothing to consume
+  if (heads > 65535) attn::reject(op, std::to_string(heads) + " heads exceed grid.y (65535)");
+  // cp.async moves 16-byte chunks: 8 bf16 of one row of one head.
+  constexpr int64_t kVec = T::kChunkElems;
+  if (!attn::aligned(q, 16) || !attn::aligned(k, 16) || !attn::aligned(v, 16) || ldq % kVec ||
+      kv_seq_stride % kVec || kv_head_stride % kVec)
+    attn::reject(op, "q/k/v must be 16-byte aligned with strides a multiple of 8 elements (ldq " +
+                         std::to_string(ldq) + ", kv_seq_stride " + std::to_string(kv_seq_stride) +
+                         ", kv_head_stride " + std::to_string(kv_head_stride) + ")");
+  if (!attn::aligned(acc, 8)) attn::reject(op, "acc must be 8-byte aligned");
+
+  const attn::FwdParams p{q,         ldq,     rows, heads, k,  v, kv_seq_stride, kv_head_stride,
+                          key_begin, key_end, m,    l,     acc};
+  // > 48 KiB of dynamic shared memory needs the opt-in (per device, so set
+  // on every launch; it is a cheap attribute write).
+  cudaFuncSetAttribute(attn::attn_fwd_bf16_m128n64_sm80,
+                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmemBytes));
+  const dim3 grid(unsigned((rows + T::kBlockM - 1) / T::kBlockM), unsigned(heads));
+  attn::attn_fwd_bf16_m128n64_sm80<<<grid, T::kThreads, T::kSmemBytes, s>>>(p);
+  attn::check_launch("attn_fwd_bf16_m128n64_sm80");
+}
+
+void attention_finish(const float* l, const float* acc, uint16_t* out, int64_t ldo, int64_t rows,
+                      int64_t heads, cudaStream_t s) {
+  if (rows <= 0 || heads <= 0) return;
+  if (!attn::aligned(acc, 16)) attn::reject("attention_finish", "acc must be 16-byte aligned");
+  if (!attn::aligned(out, 2)) attn::reject("attention_finish", "out must be 2-byte aligned");
+  const bool out_aligned8 = attn::aligned(out, 8) && ldo % 4 == 0;
+  const int64_t n = rows * heads * (attn::T::kHeadDim / attn::kFinishVec);
+  attn::attn_finish_bf16<<<attn::elt_blocks(n), attn::kEltThreads, 0, s>>>(l, acc, out, ldo, rows,
+                                                                           heads, out_aligned8);
+  attn::check_launch("attn_finish_bf16");
+}
+
+void attention_reset(float* m, float* l, float* acc, int64_t rows, int64_t heads, cudaStream_t s) {
+  if (rows <= 0 || heads <= 0) return;
+  const int64_t n = rows * heads * attn::T::kHeadDim;
+  attn::attn_reset_f32<<<attn::elt_blocks(n), attn::kEltThreads, 0, s>>>(m, l, acc, rows, heads);
+  attn::check_launch("attn_reset_f32");
+}
+
+}  // namespace h3s::cuda

@@ -1,0 +1,100 @@
+// Tile shapes of the mma.sync (sm80-style) attention forward: the one place
+// that names block M/N, head dim, warps and pipeline stages, with the checks.
+//
+// Row invariance: every tile below is a constant. The CTA's query block, the
+// key tile and the K/V pipeline never depend on the number of query rows, so
+// a row's instruction sequence is the same whichever CTA row slot it lands in
+// or however many rows share the call. Keys are consumed in kBlockN-key tiles
+// counted from key 0; kBlockN equals the engine's kAttnKvTile (backend.hpp),
+// so a K/V block boundary (a multiple of 64) is a tile boundary and chained
+// calls repeat the single-pass arithmetic bit for bit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace h3s::cuda::attn {
+
+// backend.hpp's h3s::kAttnKvTile. That header cannot be compiled by nvcc
+// (fmt's consteval format strings), so the value is restated here; the GPU
+// test's chained-K/V check fails if the two ever disagree.
+inline constexpr int kEngineKvTile = 64;
+
+// sqrt for constants (Newton in double; std::sqrt is not constexpr in C++20).
+constexpr double constexpr_sqrt(double x) {
+  double y = x > 1.0 ? x : 1.0;
+  for (int i = 0; i < 64; ++i) y = 0.5 * (y + x / y);
+  return y;
+}
+
+// mma.sync.aligned.m16n8k16 (bf16 in, fp32 accumulate).
+struct Mma16816 {
+  static constexpr int kM = 16, kN = 8, kK = 16;
+  static constexpr int kARegs = 4;  // 8 bf16 of A per lane, packed in pairs
+  static constexpr int kBRegs = 2;  // 4 bf16 of B per lane
+  static constexpr int kCRegs = 4;  // 4 fp32 of C per lane: rows g and g + 8
+};
+
+struct AttnFwdTraits {
+  using Mma = Mma16816;
+
+  static constexpr int kHeadDim = 128;
+  // Scores are s = (q.k) * kSoftmaxScale in fp32, as in the CPU reference
+  // (1.0f / sqrt(float(head_dim)); same bits: 0x3db504f3 for 128). log2(e) is
+  // applied in the exponent (attn_state.cuh), not folded in here, so the
+  // state's m keeps the reference's natural-log units.
+  static constexpr float kSoftmaxScale = 1.0f / float(constexpr_sqrt(double(kHeadDim)));
+  static constexpr int kWarps = 8;
+  static constexpr int kThreads = kWarps * 32;
+  // One warp owns one m16 slab of query rows, so Q stays in registers for the
+  // whole key loop (32 regs) next to the 64-reg accumulator. 8 warps x 16 rows
+  // share each K/V tile loaded into shared memory (halves global/L2 traffic
+  // per FLOP against a 64-row block).
+  static constexpr int kWarpRows = Mma::kM;
+  static constexpr int kBlockM = kWarps * kWarpRows;  // query rows per CTA
+  static constexpr int kBlockN = 64;                  // keys per tile
+  static constexpr int kStages = 2;                   // K/V double buffer (cp.async)
+
+  // Fragments one warp holds per key tile.
+  static constexpr int kQkKSteps = kHeadDim / Mma::kK;  // S = Q K^T: k over head dims
+  static constexpr int kSBlocks = kBlockN / Mma::kN;    // S: n8 blocks of keys
+  static constexpr int kPvKSteps = kBlockN / Mma::kK;   // O += P V: k over keys
+  static constexpr int kOBlocks = kHeadDim / Mma::kN;   // O: n8 blocks of head dims
+
+  // Shared memory: rows of kHeadDim bf16 split into 16-byte chunks (one
+  // cp.async, one ldmatrix row). The chunk index is XORed with (row % 8):
+  // the 8 rows one ldmatrix matrix reads then hit 8 distinct 16-byte bank
+  // groups, i.e. all 32 banks once, with no padding.
+  static constexpr int kElemBytes = 2;
+  static constexpr int kChunkElems = 16 / kElemBytes;
+  static constexpr int kChunksPerRow = kHeadDim / kChunkElems;
+  static constexpr int kSwizzleRows = 8;
+  static constexpr size_t kRowBytes = size_t(kHeadDim) * kElemBytes;
+  static constexpr size_t kQTileBytes = size_t(kBlockM) * kRowBytes;
+  static constexpr size_t kKvTileBytes = size_t(kBlockN) * kRowBytes;
+  static constexpr size_t kSmemBytes = kQTileBytes + size_t(2 * kStages) * kKvTileBytes;
+
+  // cp.async chunks per thread per tile.
+  static constexpr int kQChunksPerThread = kBlockM * kChunksPerRow / kThreads;
+  static constexpr int kKvChunksPerThread = kBlockN * kChunksPerRow / kThreads;
+
+  static_assert(kEngineKvTile % kBlockN == 0,
+                "a key tile must divide the engine's K/V tile, or blocked K/V calls would "
+                "split a tile and change the arithmetic");
+  static_assert(kHeadDim % Mma::kK == 0 && kHeadDim % Mma::kN == 0, "head dim vs mma shape");
+  static_assert(kBlockN % (2 * Mma::kN) == 0,
+                "K fragments are loaded two n8 key blocks per ldmatrix.x4");
+  static_assert(kOBlocks % 2 == 0, "V fragments are loaded two n8 dim blocks per ldmatrix.x4");
+  static_assert(kSBlocks == 2 * kPvKSteps,
+                "two n8 score blocks form one k16 P fragment (C layout == A layout)");
+  static_assert(kChunksPerRow % kSwizzleRows == 0 && (kSwizzleRows & (kSwizzleRows - 1)) == 0,
+                "the XOR swizzle permutes chunks within aligned groups of 8");
+  static_assert(kBlockN % kSwizzleRows == 0 && kWarpRows % kSwizzleRows == 0,
+                "tiles start on a swizzle period, so (row % 8) is the lane's row in its matrix");
+  static_assert(kBlockM * kChunksPerRow % kThreads == 0, "Q tile splits evenly over threads");
+  static_assert(kBlockN * kChunksPerRow % kThreads == 0, "K/V tile splits evenly over threads");
+  static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 per-block shared memory opt-in");
+  static_assert(kStages == 2, "the main loop is written for one tile in flight");
+};
+
+}  // namespace h3s::cuda::attn

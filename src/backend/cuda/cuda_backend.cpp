@@ -1,0 +1,680 @@
+// CudaBackend: argument checks (the CPU backend's, plus "lives on the GPU"),
+// then one launcher per op from kernels.hpp, all on the backend's stream.
+#include "backend/cuda/cuda_backend.hpp"
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <string_view>
+
+#include "backend/cuda/elementwise/mod_rows.hpp"
+#include "core/error.hpp"
+
+namespace h3s::cuda {
+
+// Defined in cuda_memory.cpp (declared for kernels in common.cuh).
+[[noreturn]] void fail_cuda(const char* what, cudaError_t err);
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail_cuda(what, e);
+}
+
+// ---- argument checks: one line naming the op, the operand, expected vs found --
+
+void expect_device(const Tensor& t, const char* op, const char* operand) {
+  if (t.device != Device::cuda)
+    fail(ErrorKind::invalid_argument, "{}: {} must be device memory for the cuda backend", op,
+         operand);
+}
+
+void expect_dtype(const Tensor& t, DType d, const char* op, const char* operand) {
+  if (t.dtype != d)
+    fail(ErrorKind::invalid_argument, "{}: {} must be {}, got {}", op, operand, dtype_name(d),
+         dtype_name(t.dtype));
+  expect_device(t, op, operand);
+}
+
+void expect_float(const Tensor& t, const char* op, const char* operand) {
+  if (t.dtype != DType::bf16 && t.dtype != DType::f32)
+    fail(ErrorKind::invalid_argument, "{}: {} must be bf16 or f32, got {}", op, operand,
+         dtype_name(t.dtype));
+  expect_device(t, op, operand);
+}
+
+void expect_rows(const Tensor& t, int64_t rows, const char* op, const char* operand) {
+  if (t.rows() != rows)
+    fail(ErrorKind::invalid_argument, "{}: {} has {} rows, expected {}", op, operand, t.rows(),
+         rows);
+}
+
+void expect_cols(const Tensor& t, int64_t cols, const char* op, const char* operand) {
+  if (t.cols() != cols)
+    fail(ErrorKind::invalid_argument, "{}: {} has {} columns, expected {}", op, operand, t.cols(),
+         cols);
+}
+
+void expect_unit_col_stride(const Tensor& t, const char* op, const char* operand) {
+  if (t.rank >= 2 && t.cols() > 1 && t.stride[1] != 1)
+    fail(ErrorKind::invalid_argument, "{}: {} must have unit column stride", op, operand);
+  if (t.rank > 2)
+    fail(ErrorKind::invalid_argument, "{}: {} must be a 2-D [rows, cols] view, got rank {}", op,
+         operand, t.rank);
+}
+
+void expect_contiguous(const Tensor& t, const char* op, const char* operand) {
+  if (!t.is_contiguous())
+    fail(ErrorKind::invalid_argument, "{}: {} must be contiguous", op, operand);
+}
+
+void expect_runs(std::span<const ModRun> runs, int64_t rows, int64_t mod_rows, const char* op) {
+  for (const ModRun& r : runs)
+    if (r.begin < 0 || r.end > rows || r.begin > r.end || r.mod_row < 0 || r.mod_row >= mod_rows)
+      fail(ErrorKind::invalid_argument, "{}: run [{}, {}) row {} out of range", op, r.begin, r.end,
+           r.mod_row);
+}
+
+// The CPU's check_weight (backend/cpu/linear.cpp).
+void check_weight(const QuantLinear& w, const char* op) {
+  const size_t nk = size_t(w.out * w.in);
+  bool ok = false;
+  switch (w.format) {
+    case WeightFormat::bf16:
+    case WeightFormat::nvfp4:
+      ok = w.w_bf16.size() == nk;
+      break;
+    case WeightFormat::f32:
+      ok = w.w_f32.size() == nk;
+      break;
+    case WeightFormat::int8:
+    case WeightFormat::w4a8:
+      ok = w.w_i8.size() == nk && w.w_scale.size() == size_t(w.out) && w.in % kConvRotGroup == 0;
+      break;
+  }
+  if (!ok)
+    fail(ErrorKind::invalid_argument, "{}: {} weight [{}, {}] is incomplete", op,
+         format_name(w.format), w.out, w.in);
+  if (w.has_bias() && int64_t(w.bias.size()) != w.out)
+    fail(ErrorKind::invalid_argument, "{}: bias has {} values, expected {}", op, w.bias.size(),
+         w.out);
+}
+
+const void* host_array(const QuantLinear& w) {
+  switch (w.format) {
+    case WeightFormat::bf16:
+    case WeightFormat::nvfp4:
+      return w.w_bf16.data();
+    case WeightFormat::f32:
+      return w.w_f32.data();
+    case WeightFormat::int8:
+    case WeightFormat::w4a8:
+      return w.w_i8.data();
+  }
+  return nullptr;
+}
+
+// An elementwise operand as rows of contiguous columns: 2-D views as they
+// are; rank 1 as one row when unit-stride, else one column; rank 3-4 as
+// [shape[0], the rest] when the inner dimensions are contiguous.
+struct Rows {
+  void* data;
+  int64_t rows, cols, ld;
+};
+
+Rows as_rows(const Tensor& t, const char* op, const char* operand) {
+  if (t.rank == 1)
+    return t.stride[0] == 1 ? Rows{t.data, 1, t.shape[0], t.shape[0]}
+                            : Rows{t.data, t.shape[0], 1, t.stride[0]};
+  int64_t inner = 1;
+  for (int d = t.rank - 1; d >= 1; --d) {
+    if (t.shape[size_t(d)] != 1 && t.stride[size_t(d)] != inner)
+      fail(ErrorKind::invalid_argument, "{}: {} must have contiguous rows", op, operand);
+    inner *= t.shape[size_t(d)];
+  }
+  return Rows{t.data, t.shape[0], inner, t.stride[0]};
+}
+
+void expect_same_shape(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.rank != b.rank || a.shape != b.shape)
+    fail(ErrorKind::invalid_argument, "{}: shapes differ ([{}, {}] vs [{}, {}])", op, a.rows(),
+         a.cols(), b.rows(), b.cols());
+}
+
+// x and y of an elementwise op, mapped alike (a 1-D pair with one strided
+// side becomes two columns).
+std::pair<Rows, Rows> as_rows2(const Tensor& x, const Tensor& y, const char* op) {
+  expect_same_shape(x, y, op);
+  if (x.rank == 1 && (x.stride[0] != 1 || y.stride[0] != 1))
+    return {Rows{x.data, x.shape[0], 1, x.stride[0]}, Rows{y.data, y.shape[0], 1, y.stride[0]}};
+  return {as_rows(x, op, "x"), as_rows(y, op, "y")};
+}
+
+}  // namespace
+
+// ---- construction and the weight cache ------------------------------------------
+
+CudaBackend::CudaBackend(Arena& scratch, cudaStream_t stream) : scratch_(scratch), stream_(stream) {
+  if (scratch.device() != Device::cuda)
+    fail(ErrorKind::invalid_argument,
+         "cuda backend: the scratch arena must be device memory (an Arena over CudaMemory)");
+  if (!stream_) {
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cuda backend: stream");
+    own_stream_ = true;
+  }
+}
+
+CudaBackend::~CudaBackend() {
+  (void)cudaStreamSynchronize(stream_);
+  clear_weights();
+  if (own_stream_) (void)cudaStreamDestroy(stream_);
+}
+
+void CudaBackend::release(DeviceWeights& d) {
+  for (auto& [p, bytes] : d.blocks) weight_memory_.deallocate(p, bytes);
+  weight_bytes_ -= d.bytes;
+  d.blocks.clear();
+  d.bytes = 0;
+}
+
+void CudaBackend::evict(const QuantLinear& w) {
+  const auto it = weights_.find(&w);
+  if (it == weights_.end()) return;
+  release(it->second);
+  weights_.erase(it);
+}
+
+void CudaBackend::clear_weights() {
+  for (auto& [key, d] : weights_) release(d);
+  weights_.clear();
+  for (auto& [key, w] : small_weights_) weight_memory_.deallocate(w.data, w.bytes);
+  small_weights_.clear();
+}
+
+Tensor CudaBackend::weight(const std::vector<uint16_t>& v) {
+  const size_t bytes = v.size() * sizeof(uint16_t);
+  auto it = small_weights_.find(v.data());
+  if (it == small_weights_.end() || it->second.bytes != bytes) {
+    if (it != small_weights_.end()) {
+      weight_memory_.deallocate(it->second.data, it->second.bytes);
+      small_weights_.erase(it);
+    }
+    SmallWeight w{weight_memory_.allocate(bytes), bytes};
+    // Synchronous copy: norm weights are uploaded once per backend lifetime.
+    check(cudaMemcpy(w.data, v.data(), bytes, cudaMemcpyHostToDevice),
+          "cuda backend: weight upload");
+    it = small_weights_.emplace(v.data(), w).first;
+  }
+  return Tensor::contiguous(it->second.data, DType::bf16, {int64_t(v.size())}, Device::cuda);
+}
+
+const DeviceWeights& CudaBackend::weights(const QuantLinear& w) {
+  const auto it = weights_.find(&w);
+  if (it != weights_.end()) {
+    const DeviceWeights& d = it->second;
+    if (d.format == w.format && d.out == w.out && d.in == w.in && d.host_data == host_array(w) &&
+        (d.bias != nullptr) == w.has_bias())
+      return d;
+    release(it->second);
+    weights_.erase(it);
+  }
+  DeviceWeights d;
+  d.format = w.format;
+  d.out = w.out;
+  d.in = w.in;
+  d.host_data = host_array(w);
+  // From pageable host memory, cudaMemcpyAsync returns once the bytes are
+  // staged, so the QuantLinear may change or go after this call.
+  auto put = [&]<class T>(const std::vector<T>& v) -> const T* {
+    if (v.empty()) return nullptr;
+    const size_t bytes = v.size() * sizeof(T);
+    void* p = weight_memory_.allocate(bytes);
+    d.blocks.emplace_back(p, bytes);
+    d.bytes += bytes;
+    weight_bytes_ += bytes;
+    check(cudaMemcpyAsync(p, v.data(), bytes, cudaMemcpyHostToDevice, stream_),
+          "cuda backend: weight upload");
+    return static_cast<const T*>(p);
+  };
+  try {
+    switch (w.format) {
+      case WeightFormat::bf16:
+      case WeightFormat::nvfp4:
+        d.w_bf16 = put(w.w_bf16);
+        break;
+      case WeightFormat::f32:
+        d.w_f32 = put(w.w_f32);
+        break;
+      case WeightFormat::int8:
+      case WeightFormat::w4a8:
+        d.w_i8 = put(w.w_i8);
+        d.w_scale = put(w.w_scale);
+        break;
+    }
+    d.bias = put(w.bias);
+  } catch (...) {
+    release(d);
+    throw;
+  }
+  return weights_.emplace(&w, std::move(d)).first->second;
+}
+
+Buffer CudaBackend::mod_rows(std::span<const ModRun> runs, int64_t rows) {
+  Buffer b = scratch_.allocate(size_t(rows) * sizeof(int32_t), "modulation row index");
+  int32_t* p = static_cast<int32_t*>(b.data());
+  ModRunBatch batch;
+  bool first = true;
+  auto flush = [&] {
+    fill_mod_rows(p, rows, batch, first, stream_);
+    first = false;
+    batch.count = 0;
+  };
+  for (const ModRun& r : runs) {
+    batch.begin[batch.count] = r.begin;
+    batch.end[batch.count] = r.end;
+    batch.mod_row[batch.count] = r.mod_row;
+    if (++batch.count == kModRunBatch) flush();
+  }
+  if (first || batch.count > 0) flush();
+  return b;
+}
+
+// ---- norms ------------------------------------------------------------------------
+
+void CudaBackend::rms_norm_mod(const Tensor& x, const Tensor& gamma, float eps, const ModTable* mod,
+                               std::span<const ModRun> runs, const Tensor& out) {
+  const char* op = "rms_norm_mod";
+  expect_dtype(x, DType::bf16, op, "x");
+  expect_dtype(out, DType::bf16, op, "out");
+  expect_dtype(gamma, DType::bf16, op, "gamma");
+  expect_unit_col_stride(x, op, "x");
+  expect_unit_col_stride(out, op, "out");
+  const int64_t rows = x.rows(), h = x.cols();
+  expect_rows(out, rows, op, "out");
+  expect_cols(out, h, op, "out");
+  if (gamma.numel() != h)
+    fail(ErrorKind::invalid_argument, "{}: gamma has {} values, expected {}", op, gamma.numel(), h);
+  expect_contiguous(gamma, op, "gamma");
+  const uint16_t *shift = nullptr, *scale = nullptr;
+  int64_t ld_mod = 0;
+  Buffer row_mod;
+  if (mod) {
+    expect_dtype(mod->shift, DType::bf16, op, "shift");
+    expect_dtype(mod->scale, DType::bf16, op, "scale");
+    expect_cols(mod->shift, h, op, "shift");
+    expect_cols(mod->scale, h, op, "scale");
+    expect_unit_col_stride(mod->shift, op, "shift");
+    expect_unit_col_stride(mod->scale, op, "scale");
+    if (mod->shift.rows() != mod->scale.rows())
+      fail(ErrorKind::invalid_argument, "{}: shift has {} rows but scale has {}", op,
+           mod->shift.rows(), mod->scale.rows());
+    expect_runs(runs, rows, mod->shift.rows(), op);
+    if (mod->shift.rows() > 1 && mod->shift.stride[0] != mod->scale.stride[0])
+      fail(ErrorKind::invalid_argument,
+           "{}: shift and scale must share a row stride (got {} and {}); slice both from one "
+           "adaLN output",
+           op, mod->shift.stride[0], mod->scale.stride[0]);
+    shift = mod->shift.ptr<uint16_t>();
+    scale = mod->scale.ptr<uint16_t>();
+    ld_mod = mod->shift.stride[0];
+  }
+  if (rows == 0) return;
+  if (mod && !runs.empty()) row_mod = mod_rows(runs, rows);
+  cuda::rms_norm_mod(x.ptr<uint16_t>(), x.stride[0], gamma.ptr<uint16_t>(), eps, shift, scale,
+                     ld_mod, static_cast<const int32_t*>(row_mod.data()), out.ptr<uint16_t>(),
+                     out.stride[0], rows, h, stream_);
+}
+
+void CudaBackend::qk_norm_rope(const Tensor& t, const Tensor& w, const Tensor& rope, float eps,
+                               int64_t rot_dim) {
+  const char* op = "qk_norm_rope";
+  expect_dtype(t, DType::bf16, op, "t");
+  expect_dtype(w, DType::bf16, op, "weight");
+  expect_unit_col_stride(t, op, "t");
+  constexpr int64_t kHead = 128;
+  if (w.numel() != kHead)
+    fail(ErrorKind::invalid_argument, "{}: weight has {} values, expected {}", op, w.numel(),
+         kHead);
+  expect_contiguous(w, op, "weight");
+  if (t.cols() % kHead != 0)
+    fail(ErrorKind::invalid_argument, "{}: {} columns is not a whole number of 128-wide heads", op,
+         t.cols());
+  if (rot_dim < 0 || rot_dim > kHead || rot_dim % 2 != 0)
+    fail(ErrorKind::invalid_argument, "{}: rot_dim {} must be even and <= 128", op, rot_dim);
+  const uint16_t* rp = nullptr;
+  int64_t ld_rope = 0;
+  if (rot_dim > 0) {
+    expect_dtype(rope, DType::bf16, op, "rope");
+    expect_rows(rope, t.rows(), op, "rope");
+    if (rope.stride[size_t(rope.rank - 1)] != 1 || (rope.rank == 3 && rope.stride[1] != 2))
+      fail(ErrorKind::invalid_argument, "{}: rope rows must be contiguous (cos, sin) pairs", op);
+    if (rope.cols() * (rope.rank == 3 ? rope.shape[2] : 1) != rot_dim)
+      fail(ErrorKind::invalid_argument, "{}: rope rows hold {} values, expected rot_dim {}", op,
+           rope.cols() * (rope.rank == 3 ? rope.shape[2] : 1), rot_dim);
+    rp = rope.ptr<uint16_t>();
+    ld_rope = rope.stride[0];
+  }
+  cuda::qk_norm_rope(t.ptr<uint16_t>(), t.stride[0], t.rows(), t.cols() / kHead, w.ptr<uint16_t>(),
+                     rp, ld_rope, eps, rot_dim, stream_);
+}
+
+// ---- linear layers -----------------------------------------------------------------
+
+void CudaBackend::quantized_linear(const uint16_t* x, int64_t ldx, ActInput input, int64_t m,
+                                   const DeviceWeights& w, int64_t f0, int64_t n, const Tensor& y) {
+  const int64_t k = w.in;
+  Buffer xq = scratch_.allocate(size_t(m * k), "int8 activation rows");
+  Buffer xs = scratch_.allocate(size_t(m) * sizeof(float), "int8 activation row scales");
+  int8_t* q = static_cast<int8_t*>(xq.data());
+  float* s = static_cast<float*>(xs.data());
+  quantize_convrot(x, ldx, input, q, k, s, m, k, stream_);
+  gemm_i8(q, k, s, w.w_i8 + f0 * k, w.w_scale + f0, w.bias ? w.bias + f0 : nullptr,
+          y.ptr<uint16_t>(), y.stride[0], m, n, k, stream_);
+}
+
+void CudaBackend::linear(const Tensor& x, const QuantLinear& w, const Tensor& y,
+                         RowRange features) {
+  const char* op = "linear";
+  check_weight(w, op);
+  if (features.size() == 0) features = {0, w.out};
+  if (features.begin < 0 || features.end > w.out || features.begin > features.end)
+    fail(ErrorKind::invalid_argument, "{}: features [{}, {}) outside the {} outputs", op,
+         features.begin, features.end, w.out);
+  const DType io = w.format == WeightFormat::f32 ? DType::f32 : DType::bf16;
+  expect_dtype(x, io, op, "x");
+  expect_dtype(y, io, op, "y");
+  expect_unit_col_stride(x, op, "x");
+  expect_unit_col_stride(y, op, "y");
+  expect_cols(x, w.in, op, "x");
+  expect_cols(y, features.size(), op, "y");
+  expect_rows(y, x.rows(), op, "y");
+  const int64_t m = x.rows(), n = features.size(), k = w.in, f0 = features.begin;
+  if (m == 0 || n == 0) return;
+  const DeviceWeights& d = weights(w);
+  const float* bias = d.bias ? d.bias + f0 : nullptr;
+  switch (w.format) {
+    case WeightFormat::f32:
+      gemm_f32(x.ptr<float>(), x.stride[0], d.w_f32 + f0 * k, bias, y.ptr<float>(), y.stride[0], m,
+               n, k, stream_);
+      return;
+    case WeightFormat::bf16:
+    case WeightFormat::nvfp4:
+      gemm_bf16(x.ptr<uint16_t>(), x.stride[0], d.w_bf16 + f0 * k, bias, y.ptr<uint16_t>(),
+                y.stride[0], m, n, k, stream_);
+      return;
+    case WeightFormat::int8:
+    case WeightFormat::w4a8:
+      quantized_linear(x.ptr<uint16_t>(), x.stride[0], ActInput::bf16, m, d, f0, n, y);
+      return;
+  }
+}
+
+void CudaBackend::swiglu_linear(const Tensor& f, const QuantLinear& w, const Tensor& y) {
+  const char* op = "swiglu_linear";
+  check_weight(w, op);
+  if (w.format == WeightFormat::f32)
+    fail(ErrorKind::invalid_argument, "{}: fc2 weight must be bf16, int8 or w4a8", op);
+  expect_dtype(f, DType::bf16, op, "f");
+  expect_dtype(y, DType::bf16, op, "y");
+  expect_unit_col_stride(f, op, "f");
+  expect_unit_col_stride(y, op, "y");
+  expect_cols(f, 2 * w.in, op, "f");
+  expect_cols(y, w.out, op, "y");
+  expect_rows(y, f.rows(), op, "y");
+  const int64_t m = f.rows(), ffn = w.in;
+  if (m == 0 || w.out == 0) return;
+  const DeviceWeights& d = weights(w);
+  switch (w.format) {
+    case WeightFormat::int8:  // comfy-kitchen's fused fp32 SwiGLU quantiser
+      quantized_linear(f.ptr<uint16_t>(), f.stride[0], ActInput::swiglu_f32, m, d, 0, w.out, y);
+      return;
+    case WeightFormat::w4a8:  // eager bf16 SwiGLU, quantised on the fly
+      quantized_linear(f.ptr<uint16_t>(), f.stride[0], ActInput::swiglu_bf16, m, d, 0, w.out, y);
+      return;
+    case WeightFormat::bf16:
+    case WeightFormat::nvfp4: {
+      Buffer act = scratch_.allocate(size_t(m * ffn) * sizeof(uint16_t), "swiglu activations");
+      uint16_t* a = static_cast<uint16_t*>(act.data());
+      swiglu_bf16(f.ptr<uint16_t>(), f.stride[0], a, ffn, m, ffn, stream_);
+      gemm_bf16(a, ffn, d.w_bf16, d.bias, y.ptr<uint16_t>(), y.stride[0], m, w.out, ffn, stream_);
+      return;
+    }
+    case WeightFormat::f32:
+      return;  // rejected above
+  }
+}
+
+// ---- attention ---------------------------------------------------------------------
+
+namespace {
+
+void expect_state(const AttnState& s, const char* op) {
+  constexpr int64_t kHeadDim = 128;  // the attention kernels' head size (kernels.hpp)
+  if (s.head_dim != kHeadDim)
+    fail(ErrorKind::invalid_argument, "{}: head_dim {} is not supported (the kernels need {})", op,
+         s.head_dim, kHeadDim);
+  expect_dtype(s.m.view, DType::f32, op, "state m");
+  expect_dtype(s.l.view, DType::f32, op, "state l");
+  expect_dtype(s.acc.view, DType::f32, op, "state acc");
+  if (s.m.view.numel() != s.rows * s.heads || s.l.view.numel() != s.rows * s.heads ||
+      s.acc.view.numel() != s.rows * s.heads * s.head_dim || !s.m.view.is_contiguous() ||
+      !s.l.view.is_contiguous() || !s.acc.view.is_contiguous())
+    fail(ErrorKind::invalid_argument,
+         "{}: state tensors must be contiguous [rows, heads(, head_dim)] (AttnState::allocate)",
+         op);
+}
+
+}  // namespace
+
+void CudaBackend::attn_state_reset(AttnState& s) {
+  expect_state(s, "attn_state_reset");
+  attention_reset(s.m.view.ptr<float>(), s.l.view.ptr<float>(), s.acc.view.ptr<float>(), s.rows,
+                  s.heads, stream_);
+}
+
+void CudaBackend::attention(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s) {
+  const char* op = "attention";
+  expect_state(s, op);
+  expect_dtype(q, DType::bf16, op, "q");
+  expect_dtype(kv.k, DType::bf16, op, "k");
+  expect_dtype(kv.v, DType::bf16, op, "v");
+  const int64_t hd = s.head_dim, heads = s.heads, rows = q.rows();
+  expect_rows(q, s.rows, op, "q");
+  expect_cols(q, heads * hd, op, "q");
+  expect_unit_col_stride(q, op, "q");
+  if (kv.k.rank != 3 || kv.k.shape[1] != heads || kv.k.shape[2] != hd || kv.k.stride[2] != 1 ||
+      kv.v.rank != 3 || kv.v.shape != kv.k.shape || kv.v.stride[2] != 1)
+    fail(ErrorKind::invalid_argument, "{}: k/v must be [seq, {}, {}] views with unit dim stride",
+         op, heads, hd);
+  if (kv.v.stride[0] != kv.k.stride[0] || kv.v.stride[1] != kv.k.stride[1])
+    fail(ErrorKind::invalid_argument,
+         "{}: k and v must share seq and head strides (k {}/{}, v {}/{})", op, kv.k.stride[0],
+         kv.k.stride[1], kv.v.stride[0], kv.v.stride[1]);
+  if (keys.begin < 0 || keys.end > kv.rows() || keys.begin > keys.end)
+    fail(ErrorKind::invalid_argument, "{}: keys [{}, {}) outside the {} K/V rows", op, keys.begin,
+         keys.end, kv.rows());
+  if (keys.begin % kAttnKvTile != 0)
+    fail(ErrorKind::invalid_argument,
+         "{}: a K/V block must start on a {}-row tile boundary (got {}); align kv_block", op,
+         kAttnKvTile, keys.begin);
+  if (rows == 0 || keys.size() == 0) return;
+  attention_fwd(q.ptr<uint16_t>(), q.stride[0], rows, heads, kv.k.ptr<uint16_t>(),
+                kv.v.ptr<uint16_t>(), kv.k.stride[0], kv.k.stride[1], keys.begin, keys.end,
+                s.m.view.ptr<float>(), s.l.view.ptr<float>(), s.acc.view.ptr<float>(), stream_);
+}
+
+void CudaBackend::attn_state_finish(const AttnState& s, const Tensor& out) {
+  const char* op = "attn_state_finish";
+  expect_state(s, op);
+  expect_dtype(out, DType::bf16, op, "out");
+  expect_rows(out, s.rows, op, "out");
+  expect_cols(out, s.heads * s.head_dim, op, "out");
+  expect_unit_col_stride(out, op, "out");
+  attention_finish(s.l.view.ptr<float>(), s.acc.view.ptr<float>(), out.ptr<uint16_t>(),
+                   out.stride[0], s.rows, s.heads, stream_);
+}
+
+// ---- residuals and elementwise ops -----------------------------------------------------
+
+void CudaBackend::gated_residual(const Tensor& x, const Tensor& y, const Tensor& gate,
+                                 std::span<const ModRun> runs) {
+  const char* op = "gated_residual";
+  expect_dtype(x, DType::bf16, op, "x");
+  expect_dtype(y, DType::bf16, op, "y");
+  expect_dtype(gate, DType::bf16, op, "gate");
+  expect_unit_col_stride(x, op, "x");
+  expect_unit_col_stride(y, op, "y");
+  expect_unit_col_stride(gate, op, "gate");
+  expect_rows(y, x.rows(), op, "y");
+  expect_cols(y, x.cols(), op, "y");
+  expect_cols(gate, x.cols(), op, "gate");
+  expect_runs(runs, x.rows(), gate.rows(), op);
+  // The CPU applies run after run; a row in two runs would be gated twice there
+  // and once here, so overlapping runs are refused.
+  for (size_t i = 1; i < runs.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (runs[i].begin < runs[j].end && runs[j].begin < runs[i].end &&
+          runs[i].begin < runs[i].end && runs[j].begin < runs[j].end)
+        fail(ErrorKind::invalid_argument, "{}: runs [{}, {}) and [{}, {}) overlap", op,
+             runs[j].begin, runs[j].end, runs[i].begin, runs[i].end);
+  if (runs.empty() || x.rows() == 0) return;
+  Buffer row_mod = mod_rows(runs, x.rows());
+  cuda::gated_residual(x.ptr<uint16_t>(), x.stride[0], y.ptr<uint16_t>(), y.stride[0],
+                       gate.ptr<uint16_t>(), gate.stride[0],
+                       static_cast<const int32_t*>(row_mod.data()), x.rows(), x.cols(), stream_);
+}
+
+void CudaBackend::add_residual(const Tensor& x, const Tensor& y) {
+  const char* op = "add_residual";
+  expect_dtype(x, DType::bf16, op, "x");
+  expect_dtype(y, DType::bf16, op, "y");
+  const auto [xr, yr] = as_rows2(x, y, op);
+  cuda::add_residual(static_cast<uint16_t*>(xr.data), xr.ld, static_cast<const uint16_t*>(yr.data),
+                     yr.ld, xr.rows, xr.cols, stream_);
+}
+
+void CudaBackend::silu(const Tensor& x, const Tensor& y) {
+  const char* op = "silu";
+  expect_float(x, op, "x");
+  expect_dtype(y, x.dtype, op, "y");
+  const auto [xr, yr] = as_rows2(x, y, op);
+  cuda::silu(xr.data, xr.ld, yr.data, yr.ld, xr.rows, xr.cols, x.dtype == DType::f32, stream_);
+}
+
+void CudaBackend::convert(const Tensor& x, const Tensor& y) {
+  const char* op = "convert";
+  expect_float(x, op, "x");
+  expect_float(y, op, "y");
+  const auto [xr, yr] = as_rows2(x, y, op);
+  cuda::convert(xr.data, x.dtype == DType::f32, xr.ld, yr.data, y.dtype == DType::f32, yr.ld,
+                xr.rows, xr.cols, stream_);
+}
+
+void CudaBackend::scale(const Tensor& x, float alpha) {
+  const char* op = "scale";
+  expect_dtype(x, DType::f32, op, "x");
+  const Rows r = as_rows(x, op, "x");
+  scale_f32(static_cast<float*>(r.data), r.ld, r.rows, r.cols, alpha, stream_);
+}
+
+// ---- copies and transfers ------------------------------------------------------------------
+
+void CudaBackend::copy(const Tensor& x, const Tensor& y) {
+  const char* op = "copy";
+  if (x.dtype != y.dtype)
+    fail(ErrorKind::invalid_argument, "{}: dtypes differ ({} vs {})", op, dtype_name(x.dtype),
+         dtype_name(y.dtype));
+  if (x.rank != y.rank || x.shape != y.shape)
+    fail(ErrorKind::invalid_argument, "{}: shapes differ", op);
+  expect_device(x, op, "x");
+  expect_device(y, op, "y");
+  const int r = x.rank;
+  if (r < 1 || x.numel() == 0) return;
+  if (x.stride[size_t(r - 1)] != 1 || y.stride[size_t(r - 1)] != 1)
+    fail(ErrorKind::invalid_argument, "{}: the innermost dimension must be unit-stride", op);
+  const size_t es = dtype_size(x.dtype);
+  const size_t width = size_t(x.shape[size_t(r - 1)]) * es;
+  const auto* src = static_cast<const char*>(x.data);
+  auto* dst = static_cast<char*>(y.data);
+  if (r == 1) {
+    check(cudaMemcpyAsync(dst, src, width, cudaMemcpyDeviceToDevice, stream_), "copy");
+    return;
+  }
+  // One 2-D copy per index of the dimensions above the last two; dimension
+  // r-2 is the copy's height. A 3-D view whose two outer dimensions merge
+  // (stride[0] == shape[1] * stride[1] on both sides) is one 2-D copy.
+  std::array<int64_t, 4> shape = x.shape, xs = x.stride, ys = y.stride;
+  int rank = r;
+  if (rank == 3 && xs[0] == shape[1] * xs[1] && ys[0] == shape[1] * ys[1]) {
+    shape = {shape[0] * shape[1], shape[2], 0, 0};
+    xs = {xs[1], xs[2], 0, 0};
+    ys = {ys[1], ys[2], 0, 0};
+    rank = 2;
+  }
+  const int64_t height = shape[size_t(rank - 2)];
+  const size_t spitch = size_t(xs[size_t(rank - 2)]) * es,
+               dpitch = size_t(ys[size_t(rank - 2)]) * es;
+  int64_t outer = 1;
+  for (int d = 0; d < rank - 2; ++d) outer *= shape[size_t(d)];
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t xo = 0, yo = 0, rem = o;
+    for (int d = rank - 3; d >= 0; --d) {
+      const int64_t i = rem % shape[size_t(d)];
+      rem /= shape[size_t(d)];
+      xo += i * xs[size_t(d)];
+      yo += i * ys[size_t(d)];
+    }
+    const char* s0 = src + xo * int64_t(es);
+    char* d0 = dst + yo * int64_t(es);
+    if (height == 1) {
+      check(cudaMemcpyAsync(d0, s0, width, cudaMemcpyDeviceToDevice, stream_), "copy");
+      continue;
+    }
+    cudaError_t e = cudaErrorInvalidPitchValue;
+    if (spitch >= width && dpitch >= width)
+      e = cudaMemcpy2DAsync(d0, dpitch, s0, spitch, width, size_t(height), cudaMemcpyDeviceToDevice,
+                            stream_);
+    if (e == cudaErrorInvalidPitchValue) {
+      (void)cudaGetLastError();
+      // Overlapping rows or a pitch past the copy engine's limit: row by row.
+      for (int64_t h = 0; h < height; ++h)
+        check(cudaMemcpyAsync(d0 + h * int64_t(dpitch), s0 + h * int64_t(spitch), width,
+                              cudaMemcpyDeviceToDevice, stream_),
+              "copy");
+      continue;
+    }
+    check(e, "copy");
+  }
+}
+
+void CudaBackend::upload(const void* host, const Tensor& dst) {
+  expect_device(dst, "upload", "dst");
+  expect_contiguous(dst, "upload", "dst");
+  const size_t bytes = size_t(dst.numel()) * dtype_size(dst.dtype);
+  if (bytes == 0) return;
+  // Pageable source: returns once staged, so `host` may be reused at once.
+  check(cudaMemcpyAsync(dst.data, host, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+}
+
+void CudaBackend::download(const Tensor& src, void* host) {
+  expect_device(src, "download", "src");
+  expect_contiguous(src, "download", "src");
+  const size_t bytes = size_t(src.numel()) * dtype_size(src.dtype);
+  if (bytes > 0)
+    check(cudaMemcpyAsync(host, src.data, bytes, cudaMemcpyDeviceToHost, stream_), "download");
+  check(cudaStreamSynchronize(stream_), "download");
+}
+
+void CudaBackend::synchronize() {
+  check(cudaStreamSynchronize(stream_), "synchronize");
+}
+
+}  // namespace h3s::cuda
+
+namespace h3s {
+
+std::unique_ptr<Backend> make_cuda_backend(Arena& scratch, cudaStream_t stream) {
+  return std::make_unique<cuda::CudaBackend>(scratch, stream);
+}
+
+}  // namespace h3s

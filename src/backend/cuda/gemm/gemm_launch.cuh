@@ -1,0 +1,62 @@
+// Host side of the mma GEMM entry points: operand packing for the mainloop
+// and the launch of an mma kernel with its dynamic shared memory.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/gemm/gemm_checks.hpp"
+#include "backend/cuda/gemm/gemm_mainloop_sm80.cuh"
+#include "backend/cuda/gemm/gemm_traits.cuh"
+
+namespace h3s::cuda::gemm {
+
+inline void check_launch(const char* op) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) fail_cuda(op, "kernel launch", cudaGetErrorString(e));
+}
+
+// cp.async needs every row start on a 16-byte boundary.
+inline bool rows_aligned_16(const void* p, int64_t ld_bytes) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0 && ld_bytes % 16 == 0;
+}
+
+template <class Ops>
+MmaOperandsArgs make_mma_args(const char* op, const typename Ops::Elem* x, int64_t ldx,
+                              const typename Ops::Elem* w, int64_t m, int64_t n, int64_t k) {
+  using T = MmaTileSm80;
+  check_k_multiple(op, k, Ops::kKMultiple);
+  MmaOperandsArgs p{};
+  p.x = reinterpret_cast<const uint8_t*>(x);
+  p.w = reinterpret_cast<const uint8_t*>(w);
+  p.ldx_bytes = ldx * Ops::kElemBytes;
+  p.ldw_bytes = k * Ops::kElemBytes;
+  p.m = m;
+  p.n = n;
+  p.k_bytes = k * Ops::kElemBytes;
+  p.tiles_m = (m + T::kBlockM - 1) / T::kBlockM;
+  p.tiles_n = (n + T::kBlockN - 1) / T::kBlockN;
+  p.x_aligned = rows_aligned_16(x, p.ldx_bytes);
+  p.w_aligned = rows_aligned_16(w, p.ldw_bytes);
+  // The 1-D grid holds at most 2^31 - 1 CTAs.
+  check_grid(op, m, n, p.tiles_m, p.tiles_n, INT32_MAX / p.tiles_n, INT32_MAX, T::kBlockM,
+             T::kBlockN);
+  return p;
+}
+
+// One CTA per output tile, 1-D grid (tile_coord() maps it).
+template <class Kernel, class... Args>
+void launch_mma_kernel(const char* op, Kernel kernel, const MmaOperandsArgs& p, cudaStream_t s,
+                       Args... args) {
+  using T = MmaTileSm80;
+  // Per call rather than once: the attribute is per device, and it is cheap.
+  const cudaError_t e =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+  if (e != cudaSuccess) fail_cuda(op, "reserving the GEMM's shared memory", cudaGetErrorString(e));
+  const dim3 grid(static_cast<unsigned>(p.tiles_m * p.tiles_n));
+  kernel<<<grid, T::kThreads, T::kSmemBytes, s>>>(p, args...);
+  check_launch(op);
+}
+
+}  // namespace h3s::cuda::gemm

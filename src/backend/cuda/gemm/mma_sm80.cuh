@@ -1,0 +1,69 @@
+// Thin inline-PTX wrappers for the mma.sync GEMMs: cp.async (global -> shared,
+// with zero-fill), ldmatrix, and the two tensor-core MMAs (bf16 -> fp32,
+// s8 -> s32). Nothing here knows a tile shape; gemm_traits.cuh does.
+#pragma once
+
+#include <cstdint>
+
+namespace h3s::cuda::gemm {
+
+// 32-bit shared-memory address of a generic pointer into shared memory (what
+// cp.async and ldmatrix take).
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Copy 16 bytes global -> shared asynchronously; when `valid` is false the
+// source size is 0, so the 16 shared bytes are zero-filled and `src` is never
+// read (it must still be a legal address to form). .cg: bypass L1, the tiles
+// are streamed once per CTA.
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// Wait until at most `kPending` committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Four 8x8 matrices of 16-bit elements (16 bytes per row) from shared memory;
+// lane l supplies the row address for matrix l / 8, row l % 8, and receives
+// register i of matrix i in the mma fragment layout (row l / 4, bytes
+// 4 * (l % 4) .. +3). Byte-level, so int8 tiles load through it unchanged.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// d += a * b for a 16x16 bf16 A fragment (row-major) and a 16x8 bf16 B
+// fragment (column-major, i.e. rows of the [N, K] weight), fp32 accumulate.
+__device__ __forceinline__ void mma_bf16_m16n8k16(float (&d)[4], const uint32_t (&a)[4],
+                                                  const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// d += a * b for 16x32 s8 A and 32x8 s8 B fragments, exact s32 accumulate
+// (no .satfinite: |acc| <= K * 128 * 128 stays far below 2^31 for K <= 2^17).
+__device__ __forceinline__ void mma_s8_m16n8k32(int32_t (&d)[4], const uint32_t (&a)[4],
+                                                const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+}  // namespace h3s::cuda::gemm

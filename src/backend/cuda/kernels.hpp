@@ -1,0 +1,93 @@
+// Entry points of the CUDA kernels (one family per folder), called by
+// CudaBackend. Plain C++ declarations so host code needs no CUDA headers.
+//
+// Conventions: device pointers; matrices row-major with an explicit row stride
+// in ELEMENTS; weights [N, K] row-major (checkpoint layout); bf16 passed as raw
+// uint16_t bits; all 64-bit sizes and offsets (a 300k-token sequence x 21504
+// features exceeds 2^31 elements); every launch on the given stream, no
+// allocation, no synchronisation.
+//
+// Row invariance (backend.hpp): output row r depends only on input row r.
+// No kernel chooses its algorithm, tile or split by the number of rows, and
+// every reduction over K runs in a fixed order.
+#pragma once
+
+#include <cstdint>
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace h3s::cuda {
+
+// ---- GEMMs (gemm/) ---------------------------------------------------------
+// y[m, n] = bf16(sum_k x[m, k] * w[n, k] (+ bias[n])), fp32 accumulation in a
+// fixed K order (no split-K).
+void gemm_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, const float* bias, uint16_t* y,
+               int64_t ldy, int64_t m, int64_t n, int64_t k, cudaStream_t s);
+// fp32 islands: y = x W^T (+ bias), fp32 in and out, fixed K order.
+void gemm_f32(const float* x, int64_t ldx, const float* w, const float* bias, float* y, int64_t ldy,
+              int64_t m, int64_t n, int64_t k, cudaStream_t s);
+// int8 x int8 -> exact int32, epilogue y = bf16((float(acc) * xs[m]) * ws[n]) (+ bias).
+void gemm_i8(const int8_t* xq, int64_t ldx, const float* xs, const int8_t* w, const float* ws,
+             const float* bias, uint16_t* y, int64_t ldy, int64_t m, int64_t n, int64_t k,
+             cudaStream_t s);
+
+// ---- int8 ConvRot activation quantiser (quant/) -----------------------------
+// Bit-exact with h3s::quantize_row_convrot (model/convrot.cpp) per row; k a
+// multiple of 256.
+enum class ActInput : uint8_t {
+  bf16,         // x: bf16 [m, k]
+  swiglu_f32,   // x: bf16 [m, 2k] = [gate | up]; act = silu(g) * u in fp32 (IEEE)
+  swiglu_bf16,  // same input; act = bf16(bf16(silu(g)) * u) (eager)
+};
+void quantize_convrot(const uint16_t* x, int64_t ldx, ActInput input, int8_t* q, int64_t ldq,
+                      float* scale, int64_t m, int64_t k, cudaStream_t s);
+
+// ---- norms (norm/) ----------------------------------------------------------
+// out = bf16((x * rstd) * gamma) then, where mod_row[r] >= 0,
+// bf16(bf16(h * bf16(1 + scale[row])) + shift[row]). mod_row: device int32 [m].
+void rms_norm_mod(const uint16_t* x, int64_t ldx, const uint16_t* gamma, float eps,
+                  const uint16_t* shift, const uint16_t* scale, int64_t ld_mod,
+                  const int32_t* mod_row, uint16_t* out, int64_t ldo, int64_t m, int64_t h,
+                  cudaStream_t s);
+// In place on t [m, heads * 128]: per head RMSNorm + split-half RoPE of the
+// first rot_dim dims with rope [m, rot_dim / 2, 2] (cos, sin) bf16 (row stride
+// ld_rope). Bit-exact with cpu::rms_rope_head.
+void qk_norm_rope(uint16_t* t, int64_t ldt, int64_t m, int64_t heads, const uint16_t* w,
+                  const uint16_t* rope, int64_t ld_rope, float eps, int64_t rot_dim,
+                  cudaStream_t s);
+
+// ---- attention (attention/) -------------------------------------------------
+// Consume keys [key_begin, key_end) (key_begin a multiple of 64) into the
+// online-softmax state of query rows q [rows, heads * 128] (row stride ldq).
+// K/V element (s, h, d) at k[s * kv_seq_stride + h * kv_head_stride + d].
+// State: m, l fp32 [rows, heads]; acc fp32 [rows, heads, 128]; read and
+// written in place, so consecutive calls over aligned key blocks repeat the
+// single-pass arithmetic.
+void attention_fwd(const uint16_t* q, int64_t ldq, int64_t rows, int64_t heads, const uint16_t* k,
+                   const uint16_t* v, int64_t kv_seq_stride, int64_t kv_head_stride,
+                   int64_t key_begin, int64_t key_end, float* m, float* l, float* acc,
+                   cudaStream_t s);
+// out = bf16(acc / l), [rows, heads * 128] with row stride ldo.
+void attention_finish(const float* l, const float* acc, uint16_t* out, int64_t ldo, int64_t rows,
+                      int64_t heads, cudaStream_t s);
+void attention_reset(float* m, float* l, float* acc, int64_t rows, int64_t heads, cudaStream_t s);
+
+// ---- elementwise (elementwise/) ---------------------------------------------
+// Per run row r (mod_row[r] >= 0): x = bf16(x + y * gate[mod_row[r]]); the
+// product rounds to fp32, then the sum, then one bf16 rounding.
+void gated_residual(uint16_t* x, int64_t ldx, const uint16_t* y, int64_t ldy, const uint16_t* gate,
+                    int64_t ld_gate, const int32_t* mod_row, int64_t m, int64_t h, cudaStream_t s);
+void add_residual(uint16_t* x, int64_t ldx, const uint16_t* y, int64_t ldy, int64_t m, int64_t h,
+                  cudaStream_t s);  // x = bf16(y + x)
+// y = SiLU(x) (bf16 or f32 by `f32`), x may equal y.
+void silu(const void* x, int64_t ldx, void* y, int64_t ldy, int64_t m, int64_t n, bool f32,
+          cudaStream_t s);
+// dtype conversion between bf16 and f32 (RNE), any direction including same.
+void convert(const void* x, bool x_f32, int64_t ldx, void* y, bool y_f32, int64_t ldy, int64_t m,
+             int64_t n, cudaStream_t s);
+void scale_f32(float* x, int64_t ldx, int64_t m, int64_t n, float alpha, cudaStream_t s);
+// eager bf16 SwiGLU: y[m, ffn] = bf16(bf16(silu(g)) * u) for f = [g | u].
+void swiglu_bf16(const uint16_t* f, int64_t ldf, uint16_t* y, int64_t ldy, int64_t m, int64_t ffn,
+                 cudaStream_t s);
+
+}  // namespace h3s::cuda

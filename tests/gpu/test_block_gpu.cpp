@@ -1,0 +1,148 @@
+// On the GPU: streamed == stock bit for bit for every weight format and chunk
+// sizes including 1, 64, 259 and short tails; kv_block on/off equal; the GPU
+// block against the CPU reference within a measured bf16 tolerance; and the
+// full forward stock vs streamed.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "exec/forward.hpp"
+#include "exec_fixture.hpp"
+#include "gpu_fixture.hpp"
+
+namespace h3s::test {
+namespace {
+
+// A block on the GPU: everything lives in one device arena.
+struct GpuBlock {
+  cuda::CudaMemory memory;
+  Arena arena{memory, 0};
+  std::unique_ptr<Backend> be = make_cuda_backend(arena);
+  const ModelWeights* w;
+  PackedLayout layout;
+  OwnedTensor adaln_in, mods, rope, x;
+  BlockContext ctx;
+
+  GpuBlock(const ModelWeights& weights, PackedLayout l) : w(&weights), layout(std::move(l)) {
+    const ModelConfig& c = w->config;
+    adaln_in = adaln_input(*be, arena, *w, layout.timesteps);
+    mods = adaln_project(*be, arena, w->blocks[0].adaln, adaln_in.view, "mods");
+    rope = arena.tensor(DType::bf16, {layout.seq_len, c.rope_dim / 2, 2}, "rope");
+    be->upload(rope_table(layout, w->rope_inv_freq, c.rope_dim).data(), rope.view);
+    x = arena.tensor(DType::bf16, {layout.seq_len, c.hidden}, "x");
+    ctx.config = &c;
+    ctx.layout = &layout;
+    ctx.rope = rope.view;
+    ctx.mods = split_block_mods(mods.view, c.hidden);
+  }
+  std::vector<uint16_t> run(const std::vector<uint16_t>& x0, const StreamChunks* c) {
+    be->upload(x0.data(), x.view);
+    const BlockView v = BlockView::dit(w->blocks[0], ctx);
+    if (c)
+      run_block_streamed(*be, arena, v, x.view, *c);
+    else
+      run_block_stock(*be, arena, v, x.view);
+    std::vector<uint16_t> out(x0.size());
+    be->download(x.view, out.data());
+    return out;
+  }
+};
+
+std::vector<uint16_t> random_x(int64_t n, uint64_t seed) {
+  Rng r(seed);
+  std::vector<uint16_t> x(static_cast<size_t>(n));
+  for (auto& v : x) v = f32_to_bf16(r.normal()).bits;
+  return x;
+}
+
+class GpuBlockExact : public ::testing::TestWithParam<WeightFormat> {
+ protected:
+  void SetUp() override { H3S_REQUIRE_GPU(); }
+};
+
+TEST_P(GpuBlockExact, StreamedEqualsStockBitForBit) {
+  const ModelWeights& w = weights_for(GetParam());
+  for (const auto& [text, audio, frames] :
+       {std::tuple<int64_t, int64_t, int64_t>{0, 0, 1}, {17, 11, 103}, {64, 20, 700}}) {
+    GpuBlock g(w, small_layout(w.config, text, audio, frames, true, true));
+    const int64_t seq = g.layout.seq_len;
+    const std::vector<uint16_t> x0 = random_x(seq * w.config.hidden, uint64_t(seq));
+    const std::vector<uint16_t> stock = g.run(x0, nullptr);
+    for (const StreamChunks& c :
+         {StreamChunks{1, 1, 1, 0, 0}, StreamChunks{64, 64, 64, 64, 0},
+          StreamChunks{259, 259, 259, 192, 0}, StreamChunks{97, 131, 61, 128, 7},
+          StreamChunks{seq, seq, seq, 0, 0}}) {
+      EXPECT_TRUE(bits_equal(stock, g.run(x0, &c)))
+          << fmt::format("seq {} q {} kv {} mlp {} kv_block {}", seq, c.q_chunk, c.kv_chunk,
+                         c.mlp_chunk, c.kv_block);
+    }
+    EXPECT_FALSE(bits_equal(x0, stock));
+  }
+}
+
+// The bf16 block on the GPU and the CPU differ only by reduction order and
+// bf16 rounding of intermediates: compare the block's update (out - x0).
+TEST_P(GpuBlockExact, MatchesTheCpuReferenceWithinTolerance) {
+  const ModelWeights& w = weights_for(GetParam());
+  const PackedLayout layout = small_layout(w.config, 20, 10, 300, false, false);
+  GpuBlock g(w, layout);
+  BlockHarness cpu(w, layout);
+  const std::vector<uint16_t> x0 = random_x(layout.seq_len * w.config.hidden, 5);
+  const std::vector<uint16_t> gpu = g.run(x0, nullptr);
+  std::vector<uint16_t> ref = x0;
+  run_block_stock(*cpu.be, cpu.arena, cpu.view(), cpu.tensor(ref));
+  double err = 0, mag = 0;
+  for (size_t i = 0; i < x0.size(); ++i) {
+    const double a = bf16_to_f32(bf16{gpu[i]}), b = bf16_to_f32(bf16{ref[i]});
+    const double d = b - bf16_to_f32(bf16{x0[i]});
+    err += (a - b) * (a - b);
+    mag += d * d;
+  }
+  const double rel = std::sqrt(err / mag);
+  std::cout << "gpu vs cpu block update rel-rms (" << format_name(GetParam()) << "): " << rel
+            << "\n";
+  // bf16 intermediates differ by an ulp here and there (2^-8 relative). The
+  // int8/W4A8 paths amplify that: a 1-ulp input difference can move a ConvRot
+  // quantisation level. Measured on the H200 (2026-11-30): bf16 0.0083,
+  // nvfp4 0.0078, int8 0.0242, w4a8 0.0243 (a 2e-2 bound failed for int8/w4a8).
+  const bool quantised = GetParam() == WeightFormat::int8 || GetParam() == WeightFormat::w4a8;
+  EXPECT_LT(rel, quantised ? 4e-2 : 1.5e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, GpuBlockExact,
+                         ::testing::Values(WeightFormat::bf16, WeightFormat::int8,
+                                           WeightFormat::w4a8, WeightFormat::nvfp4),
+                         [](const auto& p) { return std::string(format_name(p.param)); });
+
+TEST(GpuForward, StreamedEqualsStockBitForBit) {
+  H3S_REQUIRE_GPU();
+  for (WeightFormat f : {WeightFormat::int8, WeightFormat::bf16}) {
+    const ModelWeights& w = weights_for(f);
+    const PackedLayout l = small_layout(w.config, 23, 9, 331, true, true);
+    const ForwardInputs in = random_inputs(w.config, l, 3);
+    auto run = [&](const ExecOptions& o) {
+      cuda::CudaMemory mem;
+      Arena arena(mem, 0);
+      auto be = make_cuda_backend(arena);
+      return run_forward(*be, arena, w, l, in, o);
+    };
+    ExecOptions o;
+    o.q_chunk = 64;
+    o.kv_chunk = 100;
+    o.mlp_chunk = 77;
+    o.kv_block = 128;
+    o.final_layer_chunk = 50;
+    o.min_tokens = 0;
+    o.merge_tail_below = 0;
+    const ForwardOutputs a = run(ExecOptions::stock()), b = run(o);
+    ASSERT_EQ(a.video.size(), b.video.size());
+    EXPECT_EQ(std::memcmp(a.video.data(), b.video.data(), a.video.size() * 4), 0);
+    EXPECT_EQ(std::memcmp(a.audio.data(), b.audio.data(), a.audio.size() * 4), 0);
+    EXPECT_LT(b.peak_bytes, a.peak_bytes);
+  }
+}
+
+}  // namespace
+}  // namespace h3s::test
