@@ -41,6 +41,29 @@ size_t QuantLinear::weight_bytes() const {
          bias.size() * 4;
 }
 
+void QuantLinear::check_complete(const char* op) const {
+  const size_t nk = size_t(out * in);
+  bool ok = false;
+  switch (format) {
+    case WeightFormat::bf16:
+    case WeightFormat::nvfp4:  // dequantised to w_bf16 at load
+      ok = w_bf16.size() == nk;
+      break;
+    case WeightFormat::f32:
+      ok = w_f32.size() == nk;
+      break;
+    case WeightFormat::int8:
+    case WeightFormat::w4a8:  // decoded to w_i8 at load
+      ok = w_i8.size() == nk && w_scale.size() == size_t(out) && in % kConvRotGroup == 0;
+      break;
+  }
+  if (!ok)
+    fail(ErrorKind::invalid_argument, "{}: {} weight [{}, {}] is incomplete", op,
+         format_name(format), out, in);
+  if (has_bias() && int64_t(bias.size()) != out)
+    fail(ErrorKind::invalid_argument, "{}: bias has {} values, expected {}", op, bias.size(), out);
+}
+
 QuantLinear QuantLinear::from_f32(std::vector<float> w, int64_t out, int64_t in) {
   H3S_CHECK(int64_t(w.size()) == out * in);
   QuantLinear q;

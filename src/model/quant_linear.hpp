@@ -45,6 +45,9 @@ struct QuantLinear {
   std::vector<float> bias;          // empty, or [out] (bf16 biases held exactly in fp32)
 
   bool has_bias() const { return !bias.empty(); }
+  // Throws Error(invalid_argument) naming `op` when the arrays the format
+  // computes with are missing or the wrong size.
+  void check_complete(const char* op) const;
   size_t weight_bytes() const;
 
   // From a bf16 master weight [out, in] (bits). int8 and w4a8 rotate by the

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "backend/backend.hpp"
+#include "backend/op_checks.hpp"
 #include "core/thread_pool.hpp"
 
 namespace h3s::cpu {
@@ -46,9 +47,10 @@ class CpuBackend final : public Backend {
 
 // Argument checks shared by the CPU ops: one line naming the op, the operand
 // and expected vs found.
+// (backend/op_checks.hpp; dtype checks also require host memory).
 void expect_dtype(const Tensor& t, DType d, const char* op, const char* operand);
-void expect_rows(const Tensor& t, int64_t rows, const char* op, const char* operand);
-void expect_cols(const Tensor& t, int64_t cols, const char* op, const char* operand);
-void expect_unit_col_stride(const Tensor& t, const char* op, const char* operand);
+using checks::expect_cols;
+using checks::expect_rows;
+using checks::expect_unit_col_stride;
 
 }  // namespace h3s::cpu

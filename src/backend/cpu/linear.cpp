@@ -65,35 +65,11 @@ void linear_rows(ThreadPool& pool, int64_t rows, const RowLoader& load, const Qu
   }
 }
 
-void check_weight(const QuantLinear& w, const char* op) {
-  const size_t nk = size_t(w.out * w.in);
-  bool ok = false;
-  switch (w.format) {
-    case WeightFormat::bf16:
-    case WeightFormat::nvfp4:
-      ok = w.w_bf16.size() == nk;
-      break;
-    case WeightFormat::f32:
-      ok = w.w_f32.size() == nk;
-      break;
-    case WeightFormat::int8:
-    case WeightFormat::w4a8:
-      ok = w.w_i8.size() == nk && w.w_scale.size() == size_t(w.out) && w.in % kConvRotGroup == 0;
-      break;
-  }
-  if (!ok)
-    fail(ErrorKind::invalid_argument, "{}: {} weight [{}, {}] is incomplete", op,
-         format_name(w.format), w.out, w.in);
-  if (w.has_bias() && int64_t(w.bias.size()) != w.out)
-    fail(ErrorKind::invalid_argument, "{}: bias has {} values, expected {}", op, w.bias.size(),
-         w.out);
-}
-
 }  // namespace
 
 void CpuBackend::linear(const Tensor& x, const QuantLinear& w, const Tensor& y, RowRange features) {
   const char* op = "linear";
-  check_weight(w, op);
+  w.check_complete(op);
   if (features.size() == 0) features = {0, w.out};
   if (features.begin < 0 || features.end > w.out || features.begin > features.end)
     fail(ErrorKind::invalid_argument, "{}: features [{}, {}) outside the {} outputs", op,
@@ -120,7 +96,7 @@ void CpuBackend::linear(const Tensor& x, const QuantLinear& w, const Tensor& y, 
 
 void CpuBackend::swiglu_linear(const Tensor& f, const QuantLinear& w, const Tensor& y) {
   const char* op = "swiglu_linear";
-  check_weight(w, op);
+  w.check_complete(op);
   if (w.format == WeightFormat::f32)
     fail(ErrorKind::invalid_argument, "{}: fc2 weight must be bf16, int8 or w4a8", op);
   expect_dtype(f, DType::bf16, op, "f");

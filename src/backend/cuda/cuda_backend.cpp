@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "backend/cuda/elementwise/mod_rows.hpp"
+#include "backend/op_checks.hpp"
 #include "core/error.hpp"
 
 namespace h3s::cuda {
@@ -24,80 +25,22 @@ void check(cudaError_t e, const char* what) {
 // ---- argument checks: one line naming the op, the operand, expected vs found --
 
 void expect_device(const Tensor& t, const char* op, const char* operand) {
-  if (t.device != Device::cuda)
-    fail(ErrorKind::invalid_argument, "{}: {} must be device memory for the cuda backend", op,
-         operand);
+  checks::expect_device(t, Device::cuda, op, operand);
 }
-
 void expect_dtype(const Tensor& t, DType d, const char* op, const char* operand) {
-  if (t.dtype != d)
-    fail(ErrorKind::invalid_argument, "{}: {} must be {}, got {}", op, operand, dtype_name(d),
-         dtype_name(t.dtype));
-  expect_device(t, op, operand);
+  checks::expect_dtype(t, d, Device::cuda, op, operand);
 }
-
 void expect_float(const Tensor& t, const char* op, const char* operand) {
-  if (t.dtype != DType::bf16 && t.dtype != DType::f32)
-    fail(ErrorKind::invalid_argument, "{}: {} must be bf16 or f32, got {}", op, operand,
-         dtype_name(t.dtype));
-  expect_device(t, op, operand);
+  checks::expect_float(t, Device::cuda, op, operand);
 }
-
-void expect_rows(const Tensor& t, int64_t rows, const char* op, const char* operand) {
-  if (t.rows() != rows)
-    fail(ErrorKind::invalid_argument, "{}: {} has {} rows, expected {}", op, operand, t.rows(),
-         rows);
-}
-
-void expect_cols(const Tensor& t, int64_t cols, const char* op, const char* operand) {
-  if (t.cols() != cols)
-    fail(ErrorKind::invalid_argument, "{}: {} has {} columns, expected {}", op, operand, t.cols(),
-         cols);
-}
-
-void expect_unit_col_stride(const Tensor& t, const char* op, const char* operand) {
-  if (t.rank >= 2 && t.cols() > 1 && t.stride[1] != 1)
-    fail(ErrorKind::invalid_argument, "{}: {} must have unit column stride", op, operand);
-  if (t.rank > 2)
-    fail(ErrorKind::invalid_argument, "{}: {} must be a 2-D [rows, cols] view, got rank {}", op,
-         operand, t.rank);
-}
+using checks::expect_cols;
+using checks::expect_rows;
+using checks::expect_runs;
+using checks::expect_unit_col_stride;
 
 void expect_contiguous(const Tensor& t, const char* op, const char* operand) {
   if (!t.is_contiguous())
     fail(ErrorKind::invalid_argument, "{}: {} must be contiguous", op, operand);
-}
-
-void expect_runs(std::span<const ModRun> runs, int64_t rows, int64_t mod_rows, const char* op) {
-  for (const ModRun& r : runs)
-    if (r.begin < 0 || r.end > rows || r.begin > r.end || r.mod_row < 0 || r.mod_row >= mod_rows)
-      fail(ErrorKind::invalid_argument, "{}: run [{}, {}) row {} out of range", op, r.begin, r.end,
-           r.mod_row);
-}
-
-// The CPU's check_weight (backend/cpu/linear.cpp).
-void check_weight(const QuantLinear& w, const char* op) {
-  const size_t nk = size_t(w.out * w.in);
-  bool ok = false;
-  switch (w.format) {
-    case WeightFormat::bf16:
-    case WeightFormat::nvfp4:
-      ok = w.w_bf16.size() == nk;
-      break;
-    case WeightFormat::f32:
-      ok = w.w_f32.size() == nk;
-      break;
-    case WeightFormat::int8:
-    case WeightFormat::w4a8:
-      ok = w.w_i8.size() == nk && w.w_scale.size() == size_t(w.out) && w.in % kConvRotGroup == 0;
-      break;
-  }
-  if (!ok)
-    fail(ErrorKind::invalid_argument, "{}: {} weight [{}, {}] is incomplete", op,
-         format_name(w.format), w.out, w.in);
-  if (w.has_bias() && int64_t(w.bias.size()) != w.out)
-    fail(ErrorKind::invalid_argument, "{}: bias has {} values, expected {}", op, w.bias.size(),
-         w.out);
 }
 
 const void* host_array(const QuantLinear& w) {
@@ -375,7 +318,7 @@ void CudaBackend::quantized_linear(const uint16_t* x, int64_t ldx, ActInput inpu
 void CudaBackend::linear(const Tensor& x, const QuantLinear& w, const Tensor& y,
                          RowRange features) {
   const char* op = "linear";
-  check_weight(w, op);
+  w.check_complete(op);
   if (features.size() == 0) features = {0, w.out};
   if (features.begin < 0 || features.end > w.out || features.begin > features.end)
     fail(ErrorKind::invalid_argument, "{}: features [{}, {}) outside the {} outputs", op,
@@ -411,7 +354,7 @@ void CudaBackend::linear(const Tensor& x, const QuantLinear& w, const Tensor& y,
 
 void CudaBackend::swiglu_linear(const Tensor& f, const QuantLinear& w, const Tensor& y) {
   const char* op = "swiglu_linear";
-  check_weight(w, op);
+  w.check_complete(op);
   if (w.format == WeightFormat::f32)
     fail(ErrorKind::invalid_argument, "{}: fc2 weight must be bf16, int8 or w4a8", op);
   expect_dtype(f, DType::bf16, op, "f");

@@ -1,0 +1,22 @@
+// Argument checks shared by every backend: one line naming the op, the
+// operand and expected vs found (DESIGN.md invariant 5).
+#pragma once
+
+#include <span>
+
+#include "core/tensor.hpp"
+#include "model/packed_layout.hpp"
+
+namespace h3s::checks {
+
+void expect_device(const Tensor& t, Device d, const char* op, const char* operand);
+void expect_dtype(const Tensor& t, DType dt, Device d, const char* op, const char* operand);
+// bf16 or f32.
+void expect_float(const Tensor& t, Device d, const char* op, const char* operand);
+void expect_rows(const Tensor& t, int64_t rows, const char* op, const char* operand);
+void expect_cols(const Tensor& t, int64_t cols, const char* op, const char* operand);
+// A 2-D [rows, cols] view (rank <= 2) whose columns are adjacent.
+void expect_unit_col_stride(const Tensor& t, const char* op, const char* operand);
+void expect_runs(std::span<const ModRun> runs, int64_t rows, int64_t mod_rows, const char* op);
+
+}  // namespace h3s::checks
