@@ -110,3 +110,53 @@ TEST(Cli, HelpListsEveryControl) {
 }
 
 }  // namespace
+
+namespace {
+
+// Issue flow: make-checkpoint -> inspect -> demo --checkpoint, every format.
+TEST(CliCheckpoint, MakeInspectAndRunEveryFormat) {
+  const std::string dir = ::testing::TempDir();
+  for (const char* format : {"bf16", "int8", "w4a8", "nvfp4"}) {
+    const std::string file = dir + "/h3s_cli_tiny_" + format + ".safetensors";
+    Result r = run_cli(std::string("make-checkpoint --preset tiny --blocks 1 --format ") + format +
+                       " " + file);
+    ASSERT_EQ(r.code, 0) << r.out;
+    r = run_cli("inspect --json " + file, /*merge_stderr=*/false);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j.at("valid").get<bool>());
+    EXPECT_EQ(j.at("config").at("blocks"), 1);
+    EXPECT_EQ(j.at("config").at("hidden"), 512);
+    if (std::string(format) != "bf16") {
+      EXPECT_EQ(j.at("linear_formats").at(format).at("layers"), 8) << r.out;  // 1 block + 1 refiner
+    }
+    r = run_cli("demo --json --tokens 300 --threads 2 --checkpoint " + file, false);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const nlohmann::json d = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(d.at("bit_equal").get<bool>());
+    EXPECT_EQ(d.at("format"), format);
+    std::remove(file.c_str());
+  }
+}
+
+TEST(CliCheckpoint, InspectReportsTheFirstProblem) {
+  const std::string file = ::testing::TempDir() + "/h3s_cli_not_h3.safetensors";
+  {
+    FILE* f = std::fopen(file.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    const std::string header = R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+    const uint64_t n = header.size();
+    std::fwrite(&n, 8, 1, f);
+    std::fwrite(header.data(), 1, header.size(), f);
+    const float v = 1.0f;
+    std::fwrite(&v, 4, 1, f);
+    std::fclose(f);
+  }
+  const Result r = run_cli("inspect " + file);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("first problem"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("video_patch_proj.weight"), std::string::npos) << r.out;
+  std::remove(file.c_str());
+}
+
+}  // namespace
