@@ -1,6 +1,7 @@
 // Shared argument checks (see op_checks.hpp).
 #include "backend/op_checks.hpp"
 
+#include "backend/backend.hpp"
 #include "core/error.hpp"
 
 namespace h3s::checks {
@@ -56,6 +57,51 @@ void expect_runs(std::span<const ModRun> runs, int64_t rows, int64_t mod_rows, c
     if (r.begin < 0 || r.end > rows || r.begin > r.end || r.mod_row < 0 || r.mod_row >= mod_rows)
       fail(ErrorKind::invalid_argument, "{}: run [{}, {}) row {} out of range", op, r.begin, r.end,
            r.mod_row);
+}
+
+RowRange linear_args(const Tensor& x, const QuantLinear& w, const Tensor& y, RowRange features,
+                     Device d) {
+  const char* op = "linear";
+  w.check_complete(op);
+  if (features.size() == 0) features = {0, w.out};
+  if (features.begin < 0 || features.end > w.out || features.begin > features.end)
+    fail(ErrorKind::invalid_argument, "{}: features [{}, {}) outside the {} outputs", op,
+         features.begin, features.end, w.out);
+  const DType io = w.format == WeightFormat::f32 ? DType::f32 : DType::bf16;
+  expect_dtype(x, io, d, op, "x");
+  expect_dtype(y, io, d, op, "y");
+  expect_unit_col_stride(x, op, "x");
+  expect_unit_col_stride(y, op, "y");
+  expect_cols(x, w.in, op, "x");
+  expect_cols(y, features.size(), op, "y");
+  expect_rows(y, x.rows(), op, "y");
+  return features;
+}
+
+void rms_norm_mod_args(const Tensor& x, const Tensor& gamma, const ModTable* mod,
+                       std::span<const ModRun> runs, const Tensor& out, Device d) {
+  const char* op = "rms_norm_mod";
+  expect_dtype(x, DType::bf16, d, op, "x");
+  expect_dtype(out, DType::bf16, d, op, "out");
+  expect_dtype(gamma, DType::bf16, d, op, "gamma");
+  expect_unit_col_stride(x, op, "x");
+  expect_unit_col_stride(out, op, "out");
+  const int64_t rows = x.rows(), h = x.cols();
+  expect_rows(out, rows, op, "out");
+  expect_cols(out, h, op, "out");
+  if (gamma.numel() != h)
+    fail(ErrorKind::invalid_argument, "{}: gamma has {} values, expected {}", op, gamma.numel(), h);
+  if (!mod) return;
+  expect_dtype(mod->shift, DType::bf16, d, op, "shift");
+  expect_dtype(mod->scale, DType::bf16, d, op, "scale");
+  expect_cols(mod->shift, h, op, "shift");
+  expect_cols(mod->scale, h, op, "scale");
+  expect_unit_col_stride(mod->shift, op, "shift");
+  expect_unit_col_stride(mod->scale, op, "scale");
+  if (mod->shift.rows() != mod->scale.rows())
+    fail(ErrorKind::invalid_argument, "{}: shift has {} rows but scale has {}", op,
+         mod->shift.rows(), mod->scale.rows());
+  expect_runs(runs, rows, mod->shift.rows(), op);
 }
 
 }  // namespace h3s::checks

@@ -4,8 +4,14 @@
 
 #include <span>
 
+#include "core/chunk_plan.hpp"
 #include "core/tensor.hpp"
 #include "model/packed_layout.hpp"
+#include "model/quant_linear.hpp"
+
+namespace h3s {
+struct ModTable;
+}
 
 namespace h3s::checks {
 
@@ -18,5 +24,12 @@ void expect_cols(const Tensor& t, int64_t cols, const char* op, const char* oper
 // A 2-D [rows, cols] view (rank <= 2) whose columns are adjacent.
 void expect_unit_col_stride(const Tensor& t, const char* op, const char* operand);
 void expect_runs(std::span<const ModRun> runs, int64_t rows, int64_t mod_rows, const char* op);
+
+// The whole argument contract of an op (backend.hpp), identical on every backend.
+// linear: returns `features` with an empty range resolved to all outputs.
+RowRange linear_args(const Tensor& x, const QuantLinear& w, const Tensor& y, RowRange features,
+                     Device d);
+void rms_norm_mod_args(const Tensor& x, const Tensor& gamma, const ModTable* mod,
+                       std::span<const ModRun> runs, const Tensor& out, Device d);
 
 }  // namespace h3s::checks

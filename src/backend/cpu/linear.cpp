@@ -68,20 +68,8 @@ void linear_rows(ThreadPool& pool, int64_t rows, const RowLoader& load, const Qu
 }  // namespace
 
 void CpuBackend::linear(const Tensor& x, const QuantLinear& w, const Tensor& y, RowRange features) {
-  const char* op = "linear";
-  w.check_complete(op);
-  if (features.size() == 0) features = {0, w.out};
-  if (features.begin < 0 || features.end > w.out || features.begin > features.end)
-    fail(ErrorKind::invalid_argument, "{}: features [{}, {}) outside the {} outputs", op,
-         features.begin, features.end, w.out);
+  features = checks::linear_args(x, w, y, features, Device::host);
   const DType io = w.format == WeightFormat::f32 ? DType::f32 : DType::bf16;
-  expect_dtype(x, io, op, "x");
-  expect_dtype(y, io, op, "y");
-  expect_unit_col_stride(x, op, "x");
-  expect_unit_col_stride(y, op, "y");
-  expect_cols(x, w.in, op, "x");
-  expect_cols(y, features.size(), op, "y");
-  expect_rows(y, x.rows(), op, "y");
   const int64_t k = w.in;
   RowLoader load;
   if (io == DType::f32)

@@ -10,37 +10,13 @@ namespace h3s::cpu {
 
 void CpuBackend::rms_norm_mod(const Tensor& x, const Tensor& gamma, float eps, const ModTable* mod,
                               std::span<const ModRun> runs, const Tensor& out) {
-  const char* op = "rms_norm_mod";
-  expect_dtype(x, DType::bf16, op, "x");
-  expect_dtype(out, DType::bf16, op, "out");
-  expect_dtype(gamma, DType::bf16, op, "gamma");
-  expect_unit_col_stride(x, op, "x");
-  expect_unit_col_stride(out, op, "out");
+  checks::rms_norm_mod_args(x, gamma, mod, runs, out, Device::host);
   const int64_t rows = x.rows(), h = x.cols();
-  expect_rows(out, rows, op, "out");
-  expect_cols(out, h, op, "out");
-  if (gamma.numel() != h)
-    fail(ErrorKind::invalid_argument, "{}: gamma has {} values, expected {}", op, gamma.numel(), h);
   // Row -> mod row (or -1: no modulation).
   std::vector<int32_t> row_mod(static_cast<size_t>(rows), -1);
-  if (mod) {
-    expect_dtype(mod->shift, DType::bf16, op, "shift");
-    expect_dtype(mod->scale, DType::bf16, op, "scale");
-    expect_cols(mod->shift, h, op, "shift");
-    expect_cols(mod->scale, h, op, "scale");
-    expect_unit_col_stride(mod->shift, op, "shift");
-    expect_unit_col_stride(mod->scale, op, "scale");
-    if (mod->shift.rows() != mod->scale.rows())
-      fail(ErrorKind::invalid_argument, "{}: shift has {} rows but scale has {}", op,
-           mod->shift.rows(), mod->scale.rows());
-    for (const ModRun& r : runs) {
-      if (r.begin < 0 || r.end > rows || r.mod_row < 0 ||
-          r.mod_row >= std::min(mod->shift.rows(), mod->scale.rows()))
-        fail(ErrorKind::invalid_argument, "{}: run [{}, {}) row {} out of range", op, r.begin,
-             r.end, r.mod_row);
+  if (mod)
+    for (const ModRun& r : runs)
       for (int64_t i = r.begin; i < r.end; ++i) row_mod[size_t(i)] = r.mod_row;
-    }
-  }
   const uint16_t* g = gamma.ptr<uint16_t>();
   pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
     std::vector<float> v(static_cast<size_t>(h));

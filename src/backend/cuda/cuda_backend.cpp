@@ -227,31 +227,13 @@ Buffer CudaBackend::mod_rows(std::span<const ModRun> runs, int64_t rows) {
 void CudaBackend::rms_norm_mod(const Tensor& x, const Tensor& gamma, float eps, const ModTable* mod,
                                std::span<const ModRun> runs, const Tensor& out) {
   const char* op = "rms_norm_mod";
-  expect_dtype(x, DType::bf16, op, "x");
-  expect_dtype(out, DType::bf16, op, "out");
-  expect_dtype(gamma, DType::bf16, op, "gamma");
-  expect_unit_col_stride(x, op, "x");
-  expect_unit_col_stride(out, op, "out");
+  checks::rms_norm_mod_args(x, gamma, mod, runs, out, Device::cuda);
   const int64_t rows = x.rows(), h = x.cols();
-  expect_rows(out, rows, op, "out");
-  expect_cols(out, h, op, "out");
-  if (gamma.numel() != h)
-    fail(ErrorKind::invalid_argument, "{}: gamma has {} values, expected {}", op, gamma.numel(), h);
   expect_contiguous(gamma, op, "gamma");
   const uint16_t *shift = nullptr, *scale = nullptr;
   int64_t ld_mod = 0;
   Buffer row_mod;
   if (mod) {
-    expect_dtype(mod->shift, DType::bf16, op, "shift");
-    expect_dtype(mod->scale, DType::bf16, op, "scale");
-    expect_cols(mod->shift, h, op, "shift");
-    expect_cols(mod->scale, h, op, "scale");
-    expect_unit_col_stride(mod->shift, op, "shift");
-    expect_unit_col_stride(mod->scale, op, "scale");
-    if (mod->shift.rows() != mod->scale.rows())
-      fail(ErrorKind::invalid_argument, "{}: shift has {} rows but scale has {}", op,
-           mod->shift.rows(), mod->scale.rows());
-    expect_runs(runs, rows, mod->shift.rows(), op);
     if (mod->shift.rows() > 1 && mod->shift.stride[0] != mod->scale.stride[0])
       fail(ErrorKind::invalid_argument,
            "{}: shift and scale must share a row stride (got {} and {}); slice both from one "
@@ -317,20 +299,7 @@ void CudaBackend::quantized_linear(const uint16_t* x, int64_t ldx, ActInput inpu
 
 void CudaBackend::linear(const Tensor& x, const QuantLinear& w, const Tensor& y,
                          RowRange features) {
-  const char* op = "linear";
-  w.check_complete(op);
-  if (features.size() == 0) features = {0, w.out};
-  if (features.begin < 0 || features.end > w.out || features.begin > features.end)
-    fail(ErrorKind::invalid_argument, "{}: features [{}, {}) outside the {} outputs", op,
-         features.begin, features.end, w.out);
-  const DType io = w.format == WeightFormat::f32 ? DType::f32 : DType::bf16;
-  expect_dtype(x, io, op, "x");
-  expect_dtype(y, io, op, "y");
-  expect_unit_col_stride(x, op, "x");
-  expect_unit_col_stride(y, op, "y");
-  expect_cols(x, w.in, op, "x");
-  expect_cols(y, features.size(), op, "y");
-  expect_rows(y, x.rows(), op, "y");
+  features = checks::linear_args(x, w, y, features, Device::cuda);
   const int64_t m = x.rows(), n = features.size(), k = w.in, f0 = features.begin;
   if (m == 0 || n == 0) return;
   const DeviceWeights& d = weights(w);
