@@ -2,34 +2,38 @@
 # Runs ON the GPU machine, from the repo root, over .devbin/ (scripts/device-build.sh)
 # and .ext/torch_h3_block.py (the PyTorch anchor, carried). One call: GPU tests,
 # compute-sanitizer, block benchmark and the PyTorch reference; JSON under $OUT.
-#   usage: bash scripts/device-check.sh [tests|bench|all] [token list]
+#   usage: bash scripts/device-check.sh [tests|bench|all] [token list] [formats]
+# Every step has its own time limit and writes its output under $OUT as it
+# goes, so a step that overruns still leaves the others' results.
 set -uo pipefail
 mode=${1:-all}
 tokens=${2:-32768,131072,217088}
+formats=${3:-int8,bf16,w4a8}
 OUT=${OUT:-/tmp/h3s-out}
 mkdir -p "$OUT"
 bin=.devbin
+step() {  # step NAME SECONDS CMD...: run with a limit, tee to $OUT/NAME.txt
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name (limit ${limit}s) =="
+  local t0=$SECONDS
+  timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.txt" | tail -n 25
+  echo "$name: rc=${PIPESTATUS[0]} in $((SECONDS - t0)) s" | tee -a "$OUT/steps.txt"
+}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 if [ "$mode" != bench ]; then
-  echo "== GPU tests =="
-  $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json" 2>&1 | tail -n 60
-  echo "== compute-sanitizer memcheck (tiny forward) =="
-  compute-sanitizer --tool memcheck --error-exitcode 9 $bin/h3s demo --backend cuda \
-    --tokens 600 --json >"$OUT/memcheck.txt" 2>&1
-  echo "memcheck rc=$?"; tail -n 3 "$OUT/memcheck.txt"
-  echo "== compute-sanitizer racecheck (attention) =="
-  compute-sanitizer --tool racecheck --error-exitcode 9 $bin/h3s_tests_gpu \
-    --gtest_filter='GpuOps.AttentionBlockedEqualsSinglePassAndNearCpu' >"$OUT/racecheck.txt" 2>&1
-  echo "racecheck rc=$?"; tail -n 3 "$OUT/racecheck.txt"
+  step gpu_tests 240 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
+  step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 $bin/h3s demo \
+    --backend cuda --tokens 600 --json
+  step racecheck 180 compute-sanitizer --tool racecheck --error-exitcode 9 $bin/h3s_tests_gpu \
+    --gtest_filter='GpuOps.AttentionBlockedEqualsSinglePassAndNearCpu'
 fi
 if [ "$mode" != tests ]; then
-  echo "== h3s bench (one full-size H3 block) =="
-  for f in int8 bf16 w4a8; do
-    $bin/h3s bench --backend cuda --preset h3 --format "$f" --token-list "$tokens" --json \
-      --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384 | tee "$OUT/bench_$f.jsonl"
+  for f in ${formats//,/ }; do
+    step "bench_$f" 300 $bin/h3s bench --backend cuda --preset h3 --format "$f" \
+      --token-list "$tokens" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384
   done
   if [ -f .ext/torch_h3_block.py ]; then
-    echo "== PyTorch reference block (same run) =="
-    python3 .ext/torch_h3_block.py ${tokens//,/ } | tee "$OUT/torch_block.txt"
+    step torch_block 300 python3 .ext/torch_h3_block.py ${tokens//,/ }
   fi
 fi

@@ -22,10 +22,11 @@
 
 namespace h3s {
 
-// Keys are consumed in tiles of this many rows, counted from key 0. A K/V
-// block boundary must fall on a tile boundary so blocked consumption repeats
-// the single-pass arithmetic exactly (DESIGN.md invariant 2).
-inline constexpr int64_t kAttnKvTile = 64;
+// K/V blocks start on multiples of this many keys. Every backend consumes
+// keys in tiles counted from key 0 whose size divides it (CPU 128, CUDA wgmma
+// 128, CUDA mma.sync 64), so a block boundary is a tile boundary and blocked
+// consumption repeats the single-pass arithmetic exactly (DESIGN.md invariant 2).
+inline constexpr int64_t kAttnKvTile = 128;
 
 // One block's modulation rows: bf16 views [mod_rows, hidden] (row stride may
 // be wider: they are slices of the adaLN projection output).

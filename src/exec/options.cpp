@@ -1,6 +1,7 @@
 // ExecOptions validation.
 #include "exec/options.hpp"
 
+#include "backend/backend.hpp"
 #include "core/error.hpp"
 
 namespace h3s {
@@ -27,10 +28,10 @@ void ExecOptions::validate() const {
   range("kv_block", kv_block, 0);
   range("final_layer_chunk", final_layer_chunk, 0);
   range("merge_tail_below", merge_tail_below, 0);
-  if (kv_block % 64 != 0)
+  if (kv_block % kAttnKvTile != 0)
     fail(ErrorKind::invalid_argument,
-         "kv_block = {} must be 0 or a multiple of the 64-row attention tile (try {})", kv_block,
-         (kv_block + 63) / 64 * 64);
+         "kv_block = {} must be 0 or a multiple of the {}-row attention tile (try {})", kv_block,
+         kAttnKvTile, (kv_block + kAttnKvTile - 1) / kAttnKvTile * kAttnKvTile);
   if (kv_store != "bf16")
     fail(ErrorKind::invalid_argument,
          "kv_store '{}' is not available: only the exact 'bf16' store exists in this build",

@@ -52,10 +52,10 @@ TEST_P(Forward, StreamedEqualsStockBitForBit) {
   ASSERT_EQ(stock.stock_blocks, w.config.blocks);
   ASSERT_EQ(int64_t(stock.video.size()), 131 * w.config.video_features());
   ASSERT_EQ(int64_t(stock.audio.size()), 2 * 9 * w.config.audio_latent);
-  for (const ExecOptions& o : {streamed(37, 41, 43, 64, 19, FinalLayerGemm::exact),
+  for (const ExecOptions& o : {streamed(37, 41, 43, 128, 19, FinalLayerGemm::exact),
                                streamed(1, 173, 2, 128, 1, FinalLayerGemm::streamed),
                                streamed(64, 7, 0, 0, 0, FinalLayerGemm::exact),
-                               streamed(173, 1, 97, 192, 300, FinalLayerGemm::streamed)}) {
+                               streamed(173, 1, 97, 384, 300, FinalLayerGemm::streamed)}) {
     const ForwardOutputs s = forward(w, l, o);
     EXPECT_EQ(s.streamed_blocks, w.config.blocks);
     EXPECT_TRUE(same_bits(stock.video, s.video)) << "q " << o.q_chunk << " kv " << o.kv_chunk;
@@ -67,7 +67,7 @@ TEST_P(Forward, CurveTimeFormAndNoTrimAreExactToo) {
   const ModelWeights& w = weights_for(GetParam(), TimeForm::curve);
   const PackedLayout l = small_layout(w.config, 11, 6, 70, false, false);
   const ForwardOutputs stock = forward(w, l, ExecOptions::stock());
-  ExecOptions o = streamed(13, 17, 19, 64, 23, FinalLayerGemm::streamed);
+  ExecOptions o = streamed(13, 17, 19, 128, 23, FinalLayerGemm::streamed);
   o.trim_forward = false;
   const ForwardOutputs s = forward(w, l, o, 0, 1);
   EXPECT_TRUE(same_bits(stock.video, s.video));
@@ -104,7 +104,7 @@ TEST(ForwardMinTokens, ShortSequencesRunStock) {
 TEST(ForwardSelfCheck, LogsOneBitEqualLine) {
   const ModelWeights& w = weights_for(WeightFormat::int8);
   const PackedLayout l = small_layout(w.config, 10, 5, 90, true, true);
-  ExecOptions o = streamed(7, 11, 13, 64, 0, FinalLayerGemm::exact);
+  ExecOptions o = streamed(7, 11, 13, 128, 0, FinalLayerGemm::exact);
   o.self_check = true;
   const ForwardOutputs s = forward(w, l, o);
   ASSERT_EQ(s.log.size(), 1u);

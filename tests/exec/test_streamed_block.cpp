@@ -50,7 +50,7 @@ TEST_P(StreamedBlock, EqualsStockBitForBitOverRandomChunks) {
       c.q_chunk = pick_chunk(rng, seq);
       c.kv_chunk = pick_chunk(rng, seq);
       c.mlp_chunk = pick_chunk(rng, seq);
-      c.kv_block = 64 * rng.below(4);
+      c.kv_block = kAttnKvTile * rng.below(4);
       c.merge_tail_below = rng.below(2) ? 0 : 1 + rng.below(8);
       const std::vector<uint16_t> streamed = run(h, x0, &c);
       EXPECT_TRUE(bits_equal(stock, streamed))
@@ -66,7 +66,7 @@ TEST_P(StreamedBlock, OneRowChunksEverywhere) {
   const ModelWeights& w = weights_for(GetParam());
   BlockHarness h(w, small_layout(w.config, 7, 4, 60, true, true));
   const std::vector<uint16_t> x0 = h.random_x(7);
-  const StreamChunks ones{1, 1, 1, 64, 0};
+  const StreamChunks ones{1, 1, 1, 128, 0};
   EXPECT_TRUE(bits_equal(run(h, x0, nullptr), run(h, x0, &ones)));
 }
 
@@ -76,7 +76,7 @@ TEST_P(StreamedBlock, KvBlockOnOffEqual) {
   const std::vector<uint16_t> x0 = h.random_x(9);
   const StreamChunks off{100, 128, 77, 0, 0};
   const std::vector<uint16_t> ref = run(h, x0, &off);
-  for (int64_t kv_block : {64, 128, 192, 320, 384, 4096}) {
+  for (int64_t kv_block : {128, 256, 384, 640, 4096}) {
     const StreamChunks on{100, 128, 77, kv_block, 0};
     EXPECT_TRUE(bits_equal(ref, run(h, x0, &on))) << "kv_block " << kv_block;
   }
@@ -99,7 +99,7 @@ TEST_P(StreamedBlock, DeterministicAcrossRunsAndThreadCounts) {
   const ModelWeights& w = weights_for(GetParam());
   BlockHarness h(w, small_layout(w.config, 9, 5, 77, true, false));
   const std::vector<uint16_t> x0 = h.random_x(11);
-  const StreamChunks c{19, 23, 29, 64, 0};
+  const StreamChunks c{19, 23, 29, 128, 0};
   const std::vector<uint16_t> a = run(h, x0, &c);
   h.be = make_cpu_backend(1);
   EXPECT_TRUE(bits_equal(a, run(h, x0, &c)));

@@ -30,7 +30,7 @@ namespace {
 constexpr int64_t kHd = 128;            // the kernel's head dim
 constexpr int64_t kModelHidden = 7168;  // fused QKV rows of the model are 3 * 7168 wide
 constexpr int64_t kSeqs[] = {1, 63, 64, 65, 200, 1000, 4099};
-constexpr int64_t kKvBlocks[] = {64, 128, 192};
+constexpr int64_t kKvBlocks[] = {128, 256, 384};
 constexpr int64_t kRowChunks[] = {1, 7, 64, 259};
 // Relative RMS bound against both references. The output's own bf16 rounding
 // is ~1.7e-3 relative RMS (see OpsAttention.MatchesFp64SoftmaxReference); P
@@ -38,8 +38,8 @@ constexpr int64_t kRowChunks[] = {1, 7, 64, 259};
 constexpr double kRelRmsBound = 5e-3;
 constexpr uint16_t kSentinelBf16 = 0x7fc1;  // a NaN: reading it would poison the output
 constexpr int64_t kGuardRows = 3;           // state/output rows past `rows`, must stay unwritten
-static_assert(kAttnKvTile == 64,
-              "src/backend/cuda/attention/attn_fwd_traits.cuh restates kAttnKvTile as 64 "
+static_assert(kAttnKvTile == 128,
+              "src/backend/cuda/attention/attn_params.cuh restates kAttnKvTile as 128 "
               "(kEngineKvTile); change both");
 
 class GpuAttention : public ::testing::Test {
@@ -361,7 +361,7 @@ TEST_F(GpuAttention, ChainedKvBlocksBitExact) {
     for (int64_t block : kKvBlocks)
       expect_same_bits(run_gpu(p, 0, block), single,
                        p.label() + ": kv_block " + std::to_string(block) + " vs one pass");
-    expect_same_bits(run_gpu(p, 7, 64), single, p.label() + ": 7-row chunks x kv_block 64");
+    expect_same_bits(run_gpu(p, 7, 128), single, p.label() + ": 7-row chunks x kv_block 128");
   }
 }
 
@@ -379,14 +379,14 @@ TEST_F(GpuAttention, WideKvStrideSlice) {
   }
 }
 
-// A K/V block that does not start on a 64-key tile would change the tile
+// A K/V block that does not start on a 128-key boundary would change the tile
 // schedule: the entry point refuses it.
 TEST_F(GpuAttention, BlockOffTileBoundaryThrows) {
   const Problem p(4, 2, 200, store_layout(2, 200), 5500);
   DeviceBuffer<uint16_t> q(p.q), kv(p.kvbuf);
   DeviceBuffer<float> m(8), l(8), acc(8 * kHd);
   cuda::attention_reset(m.get(), l.get(), acc.get(), 4, 2, nullptr);
-  for (int64_t begin : {int64_t(1), int64_t(32), int64_t(65), int64_t(100)})
+  for (int64_t begin : {int64_t(1), int64_t(32), int64_t(64), int64_t(100)})
     EXPECT_THROW(cuda::attention_fwd(q.get(), p.ldq, 4, 2, kv.get() + p.kv.k_offset,
                                      kv.get() + p.kv.v_offset, p.kv.seq_stride, p.kv.head_stride,
                                      begin, 200, m.get(), l.get(), acc.get(), nullptr),

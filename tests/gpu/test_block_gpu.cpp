@@ -71,8 +71,8 @@ TEST_P(GpuBlockExact, StreamedEqualsStockBitForBit) {
     const std::vector<uint16_t> x0 = random_x(seq * w.config.hidden, uint64_t(seq));
     const std::vector<uint16_t> stock = g.run(x0, nullptr);
     for (const StreamChunks& c :
-         {StreamChunks{1, 1, 1, 0, 0}, StreamChunks{64, 64, 64, 64, 0},
-          StreamChunks{259, 259, 259, 192, 0}, StreamChunks{97, 131, 61, 128, 7},
+         {StreamChunks{1, 1, 1, 0, 0}, StreamChunks{64, 64, 64, 128, 0},
+          StreamChunks{259, 259, 259, 384, 0}, StreamChunks{97, 131, 61, 128, 7},
           StreamChunks{seq, seq, seq, 0, 0}}) {
       EXPECT_TRUE(bits_equal(stock, g.run(x0, &c)))
           << fmt::format("seq {} q {} kv {} mlp {} kv_block {}", seq, c.q_chunk, c.kv_chunk,

@@ -469,6 +469,28 @@ TEST_F(GpuOps, ResidualsConvertScaleCopyBitEqual) {
           gpu_->copy(as3(ds.view), as3(dd3.view));
           expect_same_bits(to_host(dd3, want3), want3, label + " copy 3-D");
         }
+        // The K/V store write: [m, heads, d] rows into [heads, m, d] storage
+        // (16-byte units for h = 96, 2-byte units for d = 91).
+        const int64_t heads = h % 4 == 0 ? 4 : 11, d = h / heads;
+        auto rows3 = [&](Tensor t) {
+          t.rank = 3;
+          t.shape = {m, heads, d, 0};
+          t.stride = {t.stride[0], d, 1, 0};
+          return t;
+        };
+        auto head_major = [&](Tensor t) {  // over a contiguous [heads * m * d] buffer
+          t.rank = 3;
+          t.shape = {m, heads, d, 0};
+          t.stride = {d, m * d, 1, 0};
+          return t;
+        };
+        Mat kv_want(DType::bf16, heads * m, d);
+        kv_want.fill_sentinel();
+        const Mat kv_init = kv_want;
+        cpu_->copy(rows3(x.view()), head_major(kv_want.view()));
+        DevMat dkv = to_device(kv_init);
+        gpu_->copy(rows3(ds.view), head_major(dkv.view));
+        expect_same_bits(to_host(dkv, kv_want), kv_want, label + " copy into head-major store");
       }
     }
 }

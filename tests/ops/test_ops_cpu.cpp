@@ -516,7 +516,7 @@ struct AttentionCase final : OpCase {
     qbuf.fill_normal(rng, 1.5f);
     kvbuf.fill_normal(rng, 1.0f);
     if (cancel) {
-      // Keys 2i and 2i+1 are equal (equal probabilities, in the same 64-key
+      // Keys 2i and 2i+1 are equal (equal probabilities, in the same key
       // tile), values opposite and large: the output is a small difference of
       // large fp32 sums, so it shows any change in the accumulation order.
       const KvView t = kv();
@@ -572,7 +572,7 @@ struct AttentionCase final : OpCase {
   const Mat& output() const override { return out; }
 };
 
-constexpr int64_t kSeqs[] = {1, 63, 64, 65, 200, 333};
+constexpr int64_t kSeqs[] = {1, 63, 64, 65, 129, 200, 333};
 
 // (a) query-row chunks and thread counts; (b) K/V consumed in tile-aligned
 // blocks with one carried state equals the single call, bit for bit.
@@ -584,7 +584,7 @@ TEST(OpsAttention, RowInvariantAndBlockedKvBitExact) {
         ++seed;
         AttentionCase single(m, s, 0, seed, cancel);
         const Mat whole = check_row_invariance(single, seed, cancel);
-        for (int64_t block : {int64_t(64), int64_t(128), int64_t(192)}) {
+        for (int64_t block : {int64_t(128), int64_t(256), int64_t(384)}) {
           AttentionCase blocked(m, s, block, seed, cancel);
           const Mat b = check_row_invariance(blocked, seed + uint64_t(block), true);
           expect_same_bits(b, whole, blocked.label() + " vs single K/V pass");

@@ -512,51 +512,22 @@ void CudaBackend::copy(const Tensor& x, const Tensor& y) {
     check(cudaMemcpyAsync(dst, src, width, cudaMemcpyDeviceToDevice, stream_), "copy");
     return;
   }
-  // One 2-D copy per index of the dimensions above the last two; dimension
-  // r-2 is the copy's height. A 3-D view whose two outer dimensions merge
-  // (stride[0] == shape[1] * stride[1] on both sides) is one 2-D copy.
-  std::array<int64_t, 4> shape = x.shape, xs = x.stride, ys = y.stride;
-  int rank = r;
-  if (rank == 3 && xs[0] == shape[1] * xs[1] && ys[0] == shape[1] * ys[1]) {
-    shape = {shape[0] * shape[1], shape[2], 0, 0};
-    xs = {xs[1], xs[2], 0, 0};
-    ys = {ys[1], ys[2], 0, 0};
-    rank = 2;
+  // Rank 2: one 2-D copy-engine transfer. Higher ranks (a K/V chunk into the
+  // [heads, seq, 128] store is rows x heads separate pieces): one kernel, as
+  // per-piece copy calls cost microseconds each.
+  if (r == 2 && size_t(x.stride[0]) * es >= width && size_t(y.stride[0]) * es >= width) {
+    const cudaError_t e =
+        cudaMemcpy2DAsync(dst, size_t(y.stride[0]) * es, src, size_t(x.stride[0]) * es, width,
+                          size_t(x.shape[0]), cudaMemcpyDeviceToDevice, stream_);
+    if (e != cudaErrorInvalidPitchValue) return check(e, "copy");
+    (void)cudaGetLastError();  // a pitch past the copy engine's limit: the kernel below
   }
-  const int64_t height = shape[size_t(rank - 2)];
-  const size_t spitch = size_t(xs[size_t(rank - 2)]) * es,
-               dpitch = size_t(ys[size_t(rank - 2)]) * es;
-  int64_t outer = 1;
-  for (int d = 0; d < rank - 2; ++d) outer *= shape[size_t(d)];
-  for (int64_t o = 0; o < outer; ++o) {
-    int64_t xo = 0, yo = 0, rem = o;
-    for (int d = rank - 3; d >= 0; --d) {
-      const int64_t i = rem % shape[size_t(d)];
-      rem /= shape[size_t(d)];
-      xo += i * xs[size_t(d)];
-      yo += i * ys[size_t(d)];
-    }
-    const char* s0 = src + xo * int64_t(es);
-    char* d0 = dst + yo * int64_t(es);
-    if (height == 1) {
-      check(cudaMemcpyAsync(d0, s0, width, cudaMemcpyDeviceToDevice, stream_), "copy");
-      continue;
-    }
-    cudaError_t e = cudaErrorInvalidPitchValue;
-    if (spitch >= width && dpitch >= width)
-      e = cudaMemcpy2DAsync(d0, dpitch, s0, spitch, width, size_t(height), cudaMemcpyDeviceToDevice,
-                            stream_);
-    if (e == cudaErrorInvalidPitchValue) {
-      (void)cudaGetLastError();
-      // Overlapping rows or a pitch past the copy engine's limit: row by row.
-      for (int64_t h = 0; h < height; ++h)
-        check(cudaMemcpyAsync(d0 + h * int64_t(dpitch), s0 + h * int64_t(spitch), width,
-                              cudaMemcpyDeviceToDevice, stream_),
-              "copy");
-      continue;
-    }
-    check(e, "copy");
+  std::array<int64_t, 4> xs{}, ys{};
+  for (int d = 0; d < r; ++d) {
+    xs[size_t(d)] = x.stride[size_t(d)] * int64_t(es);
+    ys[size_t(d)] = y.stride[size_t(d)] * int64_t(es);
   }
+  cuda::copy_strided(src, xs.data(), dst, ys.data(), x.shape.data(), r, int64_t(es), stream_);
 }
 
 void CudaBackend::upload(const void* host, const Tensor& dst) {

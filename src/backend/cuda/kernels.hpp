@@ -87,6 +87,11 @@ void convert(const void* x, bool x_f32, int64_t ldx, void* y, bool y_f32, int64_
              int64_t n, cudaStream_t s);
 void scale_f32(float* x, int64_t ldx, int64_t m, int64_t n, float alpha, cudaStream_t s);
 // eager bf16 SwiGLU: y[m, ffn] = bf16(bf16(silu(g)) * u) for f = [g | u].
+// y = x for views of rank 1..4 whose innermost dimension is unit-stride;
+// strides in BYTES, elem_bytes 1/2/4/8. One launch whatever the outer shape.
+void copy_strided(const void* x, const int64_t* x_stride_bytes, void* y,
+                  const int64_t* y_stride_bytes, const int64_t* shape, int rank,
+                  int64_t elem_bytes, cudaStream_t s);
 void swiglu_bf16(const uint16_t* f, int64_t ldf, uint16_t* y, int64_t ldy, int64_t m, int64_t ffn,
                  cudaStream_t s);
 

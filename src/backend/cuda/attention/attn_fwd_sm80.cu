@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -31,22 +32,6 @@ using Mma = T::Mma;
 
 constexpr float kSoftmaxScale = T::kSoftmaxScale;
 static_assert(kSoftmaxScale == 0.08838834764831845f, "1 / sqrt(128) as the CPU rounds it");
-
-struct FwdParams {
-  const uint16_t* q;
-  int64_t ldq;
-  int64_t rows;
-  int64_t heads;
-  const uint16_t* k;
-  const uint16_t* v;
-  int64_t kv_seq_stride;
-  int64_t kv_head_stride;
-  int64_t key_begin;
-  int64_t key_end;
-  float* m;
-  float* l;
-  float* acc;
-};
 
 // ---- PTX wrappers ------------------------------------------------------------
 
@@ -376,6 +361,23 @@ void check_launch(const char* kernel) {
                              " failed: " + cudaGetErrorString(e));
 }
 
+// The wgmma kernel runs on sm_90 (the sm_90a cubin); other devices take the
+// mma.sync kernel through the portable PTX. One choice per device, never per
+// call shape, so every call on a device runs the same arithmetic.
+// H3S_ATTN_SM80=1 forces the mma.sync kernel (for comparison runs).
+bool use_wgmma() {
+  static const bool wgmma = [] {
+    const char* force = std::getenv("H3S_ATTN_SM80");
+    if (force != nullptr && force[0] == '1') return false;
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    return major == 9 && minor == 0;
+  }();
+  return wgmma;
+}
+
 bool aligned(const void* ptr, size_t bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
 }
@@ -417,6 +419,7 @@ void attention_fwd(const uint16_t* q, int64_t ldq, int64_t rows, int64_t heads, 
 
   const attn::FwdParams p{q,         ldq,     rows, heads, k,  v, kv_seq_stride, kv_head_stride,
                           key_begin, key_end, m,    l,     acc};
+  if (attn::use_wgmma()) return attn::attention_fwd_sm90(p, s);
   // > 48 KiB of dynamic shared memory needs the opt-in (per device, so set
   // on every launch; it is a cheap attribute write).
   cudaFuncSetAttribute(attn::attn_fwd_bf16_m128n64_sm80,

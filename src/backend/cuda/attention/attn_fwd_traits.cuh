@@ -5,27 +5,17 @@
 // key tile and the K/V pipeline never depend on the number of query rows, so
 // a row's instruction sequence is the same whichever CTA row slot it lands in
 // or however many rows share the call. Keys are consumed in kBlockN-key tiles
-// counted from key 0; kBlockN equals the engine's kAttnKvTile (backend.hpp),
-// so a K/V block boundary (a multiple of 64) is a tile boundary and chained
+// counted from key 0; kBlockN divides the engine's kAttnKvTile (backend.hpp),
+// so a K/V block boundary (a multiple of 128) is a tile boundary and chained
 // calls repeat the single-pass arithmetic bit for bit.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/attention/attn_params.cuh"
+
 namespace h3s::cuda::attn {
-
-// backend.hpp's h3s::kAttnKvTile. That header cannot be compiled by nvcc
-// (fmt's consteval format strings), so the value is restated here; the GPU
-// test's chained-K/V check fails if the two ever disagree.
-inline constexpr int kEngineKvTile = 64;
-
-// sqrt for constants (Newton in double; std::sqrt is not constexpr in C++20).
-constexpr double constexpr_sqrt(double x) {
-  double y = x > 1.0 ? x : 1.0;
-  for (int i = 0; i < 64; ++i) y = 0.5 * (y + x / y);
-  return y;
-}
 
 // mma.sync.aligned.m16n8k16 (bf16 in, fp32 accumulate).
 struct Mma16816 {
@@ -38,12 +28,8 @@ struct Mma16816 {
 struct AttnFwdTraits {
   using Mma = Mma16816;
 
-  static constexpr int kHeadDim = 128;
-  // Scores are s = (q.k) * kSoftmaxScale in fp32, as in the CPU reference
-  // (1.0f / sqrt(float(head_dim)); same bits: 0x3db504f3 for 128). log2(e) is
-  // applied in the exponent (attn_state.cuh), not folded in here, so the
-  // state's m keeps the reference's natural-log units.
-  static constexpr float kSoftmaxScale = 1.0f / float(constexpr_sqrt(double(kHeadDim)));
+  static constexpr int kHeadDim = AttnScale::kHeadDim;
+  static constexpr float kSoftmaxScale = AttnScale::kSoftmaxScale;
   static constexpr int kWarps = 8;
   static constexpr int kThreads = kWarps * 32;
   // One warp owns one m16 slab of query rows, so Q stays in registers for the

@@ -1,0 +1,52 @@
+// What both attention forward kernels (attn_fwd_sm80.cu: mma.sync, any sm_80+;
+// attn_fwd_sm90.cu: wgmma, sm_90a) take, and the constants they must share so
+// that either one continues the other's state arithmetic.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace h3s::cuda::attn {
+
+// backend.hpp's h3s::kAttnKvTile (K/V blocks start on multiples of it). That
+// header cannot be compiled by nvcc (fmt's consteval format strings), so the
+// value is restated here; the GPU test's chained-K/V check fails if the two
+// ever disagree. Each kernel's key tile must divide it.
+inline constexpr int kEngineKvTile = 128;
+
+// sqrt for constants (Newton in double; std::sqrt is not constexpr in C++20).
+constexpr double constexpr_sqrt(double x) {
+  double y = x > 1.0 ? x : 1.0;
+  for (int i = 0; i < 64; ++i) y = 0.5 * (y + x / y);
+  return y;
+}
+
+struct AttnScale {
+  static constexpr int kHeadDim = 128;
+  // Scores are s = (q.k) * kSoftmaxScale in fp32, as in the CPU reference
+  // (1.0f / sqrt(float(head_dim)); bits 0x3db504f3 for 128). log2(e) is
+  // applied in the exponent (attn_state.cuh), so m stays in natural-log units.
+  static constexpr float kSoftmaxScale = 1.0f / float(constexpr_sqrt(double(kHeadDim)));
+};
+
+struct FwdParams {
+  const uint16_t* q;
+  int64_t ldq;
+  int64_t rows;
+  int64_t heads;
+  const uint16_t* k;
+  const uint16_t* v;
+  int64_t kv_seq_stride;
+  int64_t kv_head_stride;
+  int64_t key_begin;
+  int64_t key_end;
+  float* m;
+  float* l;
+  float* acc;
+};
+
+// The wgmma kernel (attn_fwd_sm90.cu); callers check the device first.
+void attention_fwd_sm90(const FwdParams& p, cudaStream_t s);
+
+}  // namespace h3s::cuda::attn
