@@ -7,7 +7,8 @@
 //  - w4a8 (`asym_w4a8_int8`): 4-bit codes [out, in/2] (even column in the LOW
 //    nibble), e4m3 group scales [out, in/16], fp32 per-channel scale [out],
 //    optional 16-entry codebook. Decoded once to int8 at load (`w_i8`) so the
-//    int8 GEMM serves both formats; the packed form is kept for writing files;
+//    CPU's int8 GEMM serves both formats; the packed form is kept for writing
+//    files and for the CUDA backend, whose gemm_w4a8 decodes in the kernel;
 //  - nvfp4: e2m1 codes [round16(out), round16(in)/2] (even column in the HIGH
 //    nibble), e4m3 block scales (one per 16 inputs) in cuBLAS's swizzled
 //    layout, fp32 global scale. Hopper and the CPU have no fp4 GEMM, so it is

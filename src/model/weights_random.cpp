@@ -1,5 +1,6 @@
 // Deterministic synthetic weights for the presets.
 #include <cmath>
+#include <future>
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -66,10 +67,15 @@ QuantLinear linear(uint64_t seed, int64_t out, int64_t in, WeightFormat f, float
   return QuantLinear::from_bf16(normal_bf16(seed, out * in, 0, std), out, in, f);
 }
 
+// Each tensor has its own seed, so building the large ones on separate
+// threads gives the same values (full-size quantised blocks take tens of
+// seconds on one core).
 AttnWeights attn(uint64_t s, const ModelConfig& c, WeightFormat f) {
   AttnWeights a;
-  a.qkv = linear(mix_seed(s, kQkv), c.qkv_out(), c.hidden, f);
+  auto qkv = std::async(std::launch::async,
+                        [&] { return linear(mix_seed(s, kQkv), c.qkv_out(), c.hidden, f); });
   a.out = linear(mix_seed(s, kOut), c.hidden, c.inner(), f);
+  a.qkv = qkv.get();
   a.q_norm = normal_bf16(mix_seed(s, kQn), c.head_dim, 1.0f, 0.1f);
   a.k_norm = normal_bf16(mix_seed(s, kKn), c.head_dim, 1.0f, 0.1f);
   return a;
@@ -77,8 +83,10 @@ AttnWeights attn(uint64_t s, const ModelConfig& c, WeightFormat f) {
 
 MlpWeights mlp(uint64_t s, const ModelConfig& c, WeightFormat f) {
   MlpWeights m;
-  m.fc1 = linear(mix_seed(s, kFc1), 2 * c.ffn, c.hidden, f);
+  auto fc1 = std::async(std::launch::async,
+                        [&] { return linear(mix_seed(s, kFc1), 2 * c.ffn, c.hidden, f); });
   m.fc2 = linear(mix_seed(s, kFc2), c.hidden, c.ffn, f);
+  m.fc1 = fc1.get();
   return m;
 }
 
@@ -147,8 +155,9 @@ ModelWeights ModelWeights::random(const ModelConfig& cfg, WeightFormat format, u
     BlockWeights b;
     b.norm1 = normal_bf16(mix_seed(s, kNorm1), c.hidden, 1.0f, 0.1f);
     b.norm2 = normal_bf16(mix_seed(s, kNorm2), c.hidden, 1.0f, 0.1f);
+    auto block_mlp = std::async(std::launch::async, [&] { return mlp(s, c, format); });
     b.attn = attn(s, c, format);
-    b.mlp = mlp(s, c, format);
+    b.mlp = block_mlp.get();
     // Small modulation so activations stay in a realistic range.
     b.adaln = linear(mix_seed(s, kAdaln), mod_out, c.time_dim, adaln_fmt, 0.3f);
     b.adaln.bias = bias_bf16(mix_seed(s, kAdalnB), mod_out, 0.05f);

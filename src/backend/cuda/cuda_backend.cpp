@@ -51,10 +51,24 @@ const void* host_array(const QuantLinear& w) {
     case WeightFormat::f32:
       return w.w_f32.data();
     case WeightFormat::int8:
-    case WeightFormat::w4a8:
       return w.w_i8.data();
+    case WeightFormat::w4a8:
+      return w.w4_codes.data();
   }
   return nullptr;
+}
+
+// The packed arrays gemm_w4a8 reads (check_complete covers the decoded w_i8
+// the CPU backend uses).
+void expect_packed_w4a8(const QuantLinear& w) {
+  const size_t nk = size_t(w.out * w.in);
+  if (w.w4_codes.size() != nk / 2 || w.w4_s_rel.size() != nk / size_t(kW4Group) ||
+      (!w.w4_codebook.empty() && w.w4_codebook.size() != 16))
+    fail(ErrorKind::invalid_argument,
+         "cuda backend: w4a8 weight [{}, {}] needs {} code bytes, {} group scales and an empty or "
+         "16-entry codebook (has {}, {}, {})",
+         w.out, w.in, nk / 2, nk / size_t(kW4Group), w.w4_codes.size(), w.w4_s_rel.size(),
+         w.w4_codebook.size());
 }
 
 // An elementwise operand as rows of contiguous columns: 2-D views as they
@@ -189,10 +203,21 @@ const DeviceWeights& CudaBackend::weights(const QuantLinear& w) {
         d.w_f32 = put(w.w_f32);
         break;
       case WeightFormat::int8:
-      case WeightFormat::w4a8:
         d.w_i8 = put(w.w_i8);
         d.w_scale = put(w.w_scale);
         break;
+      case WeightFormat::w4a8: {
+        // Packed, not the decoded w_i8: gemm_w4a8 decodes in the kernel.
+        expect_packed_w4a8(w);
+        std::vector<float> levels = w.w4_codebook;
+        if (levels.empty())
+          for (int c = 0; c < 16; ++c) levels.push_back(float(c - 8));
+        d.w4_codes = put(w.w4_codes);
+        d.w4_s_rel = put(w.w4_s_rel);
+        d.w4_levels = put(levels);  // staged before put returns: the local may go
+        d.w_scale = put(w.w_scale);
+        break;
+      }
     }
     d.bias = put(w.bias);
   } catch (...) {
@@ -293,8 +318,15 @@ void CudaBackend::quantized_linear(const uint16_t* x, int64_t ldx, ActInput inpu
   int8_t* q = static_cast<int8_t*>(xq.data());
   float* s = static_cast<float*>(xs.data());
   quantize_convrot(x, ldx, input, q, k, s, m, k, stream_);
-  gemm_i8(q, k, s, w.w_i8 + f0 * k, w.w_scale + f0, w.bias ? w.bias + f0 : nullptr,
-          y.ptr<uint16_t>(), y.stride[0], m, n, k, stream_);
+  const float* bias = w.bias ? w.bias + f0 : nullptr;
+  if (w.format == WeightFormat::w4a8) {
+    // Features [f0, f0 + n) are rows f0.. of every packed array.
+    gemm_w4a8(q, k, s, w.w4_codes + f0 * (k / 2), w.w4_s_rel + f0 * (k / kW4Group), w.w4_levels,
+              w.w_scale + f0, bias, y.ptr<uint16_t>(), y.stride[0], m, n, k, stream_);
+    return;
+  }
+  gemm_i8(q, k, s, w.w_i8 + f0 * k, w.w_scale + f0, bias, y.ptr<uint16_t>(), y.stride[0], m, n, k,
+          stream_);
 }
 
 void CudaBackend::linear(const Tensor& x, const QuantLinear& w, const Tensor& y,

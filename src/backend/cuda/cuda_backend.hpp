@@ -32,7 +32,10 @@ namespace h3s::cuda {
 
 // One QuantLinear on the device, in the form its GEMM reads: bf16 (bf16 and
 // nvfp4, which is dequantised at load), fp32 (f32), int8 + fp32 row scales
-// (int8 and decoded w4a8); bias as fp32. Pointers are into `blocks`.
+// (int8), packed w4a8 (codes, e4m3 group scales, the 16 levels and fp32 row
+// scales: gemm_w4a8 decodes them to int8 in the kernel, so the device holds
+// ~0.56 bytes per weight instead of 1); bias as fp32. Pointers are into
+// `blocks`.
 struct DeviceWeights {
   WeightFormat format = WeightFormat::bf16;
   int64_t out = 0, in = 0;
@@ -40,6 +43,9 @@ struct DeviceWeights {
   const uint16_t* w_bf16 = nullptr;
   const float* w_f32 = nullptr;
   const int8_t* w_i8 = nullptr;
+  const uint8_t* w4_codes = nullptr;  // [out, in / 2]
+  const uint8_t* w4_s_rel = nullptr;  // [out, in / 16]
+  const float* w4_levels = nullptr;   // [16]: the codebook, or code - 8
   const float* w_scale = nullptr;
   const float* bias = nullptr;
   std::vector<std::pair<void*, size_t>> blocks;
@@ -58,6 +64,12 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return "cuda"; }
   Device device() const override { return Device::cuda; }
   cudaStream_t stream() const { return stream_; }
+  // Queue every later op on `stream` (nullptr: the legacy default stream), for
+  // callers that run on whatever stream their framework has current (the
+  // Python module). Work already queued on the old stream is ordered before
+  // later work by an event, never a synchronisation. A stream the backend
+  // created itself is released. Defined in cuda_stream_switch.cpp.
+  void set_stream(cudaStream_t stream);
 
   void rms_norm_mod(const Tensor& x, const Tensor& gamma, float eps, const ModTable* mod,
                     std::span<const ModRun> runs, const Tensor& out) override;
@@ -92,7 +104,8 @@ class CudaBackend final : public Backend {
 
  private:
   // The int8 path: ConvRot-quantise rows of x (read as `input`) into scratch,
-  // then the exact int8 GEMM into y for output features [f0, f0 + n).
+  // then the exact int8 GEMM (gemm_i8, or gemm_w4a8 for packed w4a8) into y
+  // for output features [f0, f0 + n).
   void quantized_linear(const uint16_t* x, int64_t ldx, ActInput input, int64_t m,
                         const DeviceWeights& w, int64_t f0, int64_t n, const Tensor& y);
   // The device int32 [rows] row -> mod row index of `runs` (-1 elsewhere).

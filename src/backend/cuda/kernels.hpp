@@ -30,6 +30,14 @@ void gemm_f32(const float* x, int64_t ldx, const float* w, const float* bias, fl
 void gemm_i8(const int8_t* xq, int64_t ldx, const float* xs, const int8_t* w, const float* ws,
              const float* bias, uint16_t* y, int64_t ldy, int64_t m, int64_t n, int64_t k,
              cudaStream_t s);
+// gemm_i8 with W4A8 weights decoded to int8 inside the kernel: bit-identical
+// to gemm_i8 on decode_w4a8's weights (model/quant_linear.hpp). codes: [n, k/2]
+// 4-bit codes, even column in the low nibble; s_rel: e4m3 [n, k/16]; levels:
+// 16 fp32 (the codebook, or code - 8); weight rows contiguous (strides k/2 and
+// k/16 bytes); k a multiple of 32.
+void gemm_w4a8(const int8_t* xq, int64_t ldx, const float* xs, const uint8_t* w_codes,
+               const uint8_t* w_s_rel, const float* levels, const float* ws, const float* bias,
+               uint16_t* y, int64_t ldy, int64_t m, int64_t n, int64_t k, cudaStream_t s);
 
 // ---- int8 ConvRot activation quantiser (quant/) -----------------------------
 // Bit-exact with h3s::quantize_row_convrot (model/convrot.cpp) per row; k a
@@ -90,8 +98,8 @@ void scale_f32(float* x, int64_t ldx, int64_t m, int64_t n, float alpha, cudaStr
 // y = x for views of rank 1..4 whose innermost dimension is unit-stride;
 // strides in BYTES, elem_bytes 1/2/4/8. One launch whatever the outer shape.
 void copy_strided(const void* x, const int64_t* x_stride_bytes, void* y,
-                  const int64_t* y_stride_bytes, const int64_t* shape, int rank,
-                  int64_t elem_bytes, cudaStream_t s);
+                  const int64_t* y_stride_bytes, const int64_t* shape, int rank, int64_t elem_bytes,
+                  cudaStream_t s);
 void swiglu_bf16(const uint16_t* f, int64_t ldf, uint16_t* y, int64_t ldy, int64_t m, int64_t ffn,
                  cudaStream_t s);
 

@@ -45,18 +45,26 @@ MmaOperandsArgs make_mma_args(const char* op, const typename Ops::Elem* x, int64
   return p;
 }
 
-// One CTA per output tile, 1-D grid (tile_coord() maps it).
-template <class Kernel, class... Args>
-void launch_mma_kernel(const char* op, Kernel kernel, const MmaOperandsArgs& p, cudaStream_t s,
-                       Args... args) {
+// One CTA per output tile, 1-D grid (tile_coord() maps it), with smem_bytes
+// of dynamic shared memory; `params` is the kernel's first argument.
+template <class Kernel, class Params, class... Args>
+void launch_tiles(const char* op, Kernel kernel, int smem_bytes, int64_t tiles, cudaStream_t s,
+                  const Params& params, Args... args) {
   using T = MmaTileSm80;
   // Per call rather than once: the attribute is per device, and it is cheap.
   const cudaError_t e =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (e != cudaSuccess) fail_cuda(op, "reserving the GEMM's shared memory", cudaGetErrorString(e));
-  const dim3 grid(static_cast<unsigned>(p.tiles_m * p.tiles_n));
-  kernel<<<grid, T::kThreads, T::kSmemBytes, s>>>(p, args...);
+  const dim3 grid(static_cast<unsigned>(tiles));
+  kernel<<<grid, T::kThreads, smem_bytes, s>>>(params, args...);
   check_launch(op);
+}
+
+// The mma GEMMs that share mma_mainloop (gemm_bf16, gemm_i8).
+template <class Kernel, class... Args>
+void launch_mma_kernel(const char* op, Kernel kernel, const MmaOperandsArgs& p, cudaStream_t s,
+                       Args... args) {
+  launch_tiles(op, kernel, MmaTileSm80::kSmemBytes, p.tiles_m * p.tiles_n, s, p, args...);
 }
 
 }  // namespace h3s::cuda::gemm

@@ -1,7 +1,8 @@
 // The mma.sync mainloop shared by gemm_bf16 and gemm_i8: tile scheduling,
 // the cp.async multi-stage pipeline into XOR-swizzled shared tiles, and the
 // ldmatrix + mma steps. It leaves a CTA tile's accumulators in registers; each
-// .cu file owns its epilogue and launch.
+// .cu file owns its epilogue and launch. gemm_w4a8 runs its own K loop (it
+// decodes B between copy and mma) from the same TileLoader and mma_stage.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // Tile shapes of the GEMMs, in one place: the mma.sync tile shared by
-// gemm_bf16 and gemm_i8, the operand policies that tell them apart, and the
-// fp32 FFMA tile of gemm_f32.
+// gemm_bf16, gemm_i8 and gemm_w4a8, the operand policies that tell them
+// apart, gemm_w4a8's packed-weight layout, and the fp32 FFMA tile of gemm_f32.
 //
 // Row invariance (backend.hpp): every shape here is a compile-time constant,
 // never chosen from M (or N). An output element (m, n) is always the same
@@ -108,6 +108,68 @@ struct S8Operands {
 
 static_assert(Bf16Operands::kKMultiple * Bf16Operands::kElemBytes == MmaTileSm80::kMmaKBytes);
 static_assert(S8Operands::kKMultiple * S8Operands::kElemBytes == MmaTileSm80::kMmaKBytes);
+
+// ---- W4A8 weights decoded in the kernel (gemm_w4a8) -------------------------
+//
+// gemm_w4a8 is gemm_i8 with B arriving packed: per weight row, 4-bit codes
+// (two per byte, even column in the low nibble) and one e4m3 scale byte per
+// 16 columns. Each CTA decodes a K-tile of packed B into the same swizzled
+// int8 B tile gemm_i8 copies from memory, then runs gemm_i8's mma steps and
+// epilogue on it. The decode is one table look-up per weight: w8 depends only
+// on (scale byte, code), so a CTA first fills a 256 x 16 int8 table with
+// clamp(rne(level[code] * e4m3(byte)), -127, 127) and then selects from its
+// rows with byte permutes.
+struct W4A8TileSm80 {
+  using T = MmaTileSm80;
+  static constexpr int kGroup = 16;   // K columns per e4m3 scale
+  static constexpr int kLevels = 16;  // 4-bit codes
+  static constexpr int kScaleValues = 256;
+
+  // Packed bytes of one weight row per K-tile (128 int8 columns).
+  static constexpr int kCodeRowBytes = T::kBlockKBytes / 2;        // 64
+  static constexpr int kScaleRowBytes = T::kBlockKBytes / kGroup;  // 8
+  // Two threads per weight row, each owning half its K-tile: 32 code bytes
+  // (two cp.async chunks) and the 4 scale bytes of those 64 columns (one
+  // 4-byte cp.async). A thread decodes exactly the bytes it copied, so the
+  // decode needs only its own cp.async wait, no barrier.
+  static constexpr int kThreadsPerRow = T::kThreads / T::kBlockN;                    // 2
+  static constexpr int kCodeBytesPerThread = kCodeRowBytes / kThreadsPerRow;         // 32
+  static constexpr int kCodeChunksPerThread = kCodeBytesPerThread / T::kChunkBytes;  // 2
+  static constexpr int kScaleBytesPerThread = kScaleRowBytes / kThreadsPerRow;       // 4
+  static constexpr int kGroupsPerThread = kScaleBytesPerThread;                      // 4
+  // K (int8 columns) one thread decodes per K-tile, and the int8 chunks that
+  // makes in the decoded tile.
+  static constexpr int kColsPerThread = kGroupsPerThread * kGroup;                 // 64
+  static constexpr int kDecodedChunksPerThread = kColsPerThread / T::kChunkBytes;  // 4
+
+  // K must be whole 16-byte chunks of codes (32 columns = 2 groups), which is
+  // also whole s8 mma slices.
+  static constexpr int64_t kKMultiple = 2 * T::kChunkBytes;
+
+  // Shared memory: kStages x (A tile + packed B tile + scales), two decoded B
+  // tiles (one is filled while the other is read, so one barrier per K-tile
+  // suffices), and the decode table.
+  static constexpr int kTileBytesCodes = T::kBlockN * kCodeRowBytes;    // 8 KiB
+  static constexpr int kTileBytesScales = T::kBlockN * kScaleRowBytes;  // 1 KiB
+  static constexpr int kStageBytes = T::kTileBytesA + kTileBytesCodes + kTileBytesScales;
+  static constexpr int kDecodedTiles = 2;
+  static constexpr int kTableBytes = kScaleValues * kLevels;  // 4 KiB
+  static constexpr int kDecodedOffset = T::kStages * kStageBytes;
+  static constexpr int kTableOffset = kDecodedOffset + kDecodedTiles * T::kTileBytesB;
+  static constexpr int kSmemBytes = kTableOffset + kTableBytes;  // 111 KiB
+
+  static_assert(kThreadsPerRow * T::kBlockN == T::kThreads, "threads tile the packed rows");
+  static_assert(kCodeBytesPerThread % T::kChunkBytes == 0, "whole cp.async chunks of codes");
+  static_assert(kScaleBytesPerThread == 4, "one 4-byte cp.async of scales per thread");
+  static_assert(kColsPerThread == 2 * kCodeBytesPerThread, "two codes per byte");
+  static_assert(kGroup % 8 == 0, "a 32-bit code word (8 codes) lies in one group");
+  static_assert(kKMultiple % S8Operands::kKMultiple == 0, "whole s8 mma slices");
+  static_assert(kScaleValues % T::kThreads == 0, "every thread fills the same table rows");
+  static_assert(T::kTileBytesB == T::kBlockN * T::kBlockKBytes, "decoded B is gemm_i8's B tile");
+  // sm_90: 228 KiB of shared memory per SM, 1 KiB of it reserved per CTA.
+  static_assert(T::kMinCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024,
+                "two CTAs per SM, like gemm_i8");
+};
 
 // ---- fp32 FFMA tile (gemm_f32) ----------------------------------------------
 //

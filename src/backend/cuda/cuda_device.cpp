@@ -1,0 +1,46 @@
+// Device selection helpers (cuda_device.hpp).
+#include "backend/cuda/cuda_device.hpp"
+
+#include <cuda_runtime.h>
+
+#include "core/error.hpp"
+
+namespace h3s::cuda {
+
+// Defined in cuda_memory.cpp.
+[[noreturn]] void fail_cuda(const char* what, cudaError_t err);
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the non-sticky "no device / no driver" error
+    return 0;
+  }
+  return n;
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  const int n = device_count();
+  if (device < 0 || device >= n)
+    fail(ErrorKind::invalid_argument,
+         "cuda device {} does not exist: {} CUDA device(s) visible (use 0..{})", device, n, n - 1);
+  if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+  if (previous_ != device) {
+    const cudaError_t e = cudaSetDevice(device);
+    if (e != cudaSuccess) fail_cuda("cuda: set device", e);
+  } else {
+    previous_ = -1;  // nothing to restore
+  }
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) (void)cudaSetDevice(previous_);
+}
+
+void copy_to_host(void* host, const void* device_ptr, size_t bytes) {
+  if (bytes == 0) return;
+  const cudaError_t e = cudaMemcpy(host, device_ptr, bytes, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) fail_cuda("cuda: copy weights to host", e);
+}
+
+}  // namespace h3s::cuda

@@ -1,0 +1,31 @@
+// Which GPU the CUDA backend works on, for hosts (the Python module) whose
+// framework may have another device current.
+#pragma once
+
+#include <cstddef>
+
+namespace h3s::cuda {
+
+// Number of visible CUDA devices; 0 when there is no driver or no device
+// (never throws: "is there a GPU" is a question, not an error).
+int device_count();
+
+// Makes `device` the current device for this host thread while the guard
+// lives and restores the previous one after. Throws Error(invalid_argument)
+// naming the device and the count when it does not exist.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+// Synchronous device -> host copy (weights handed over on the GPU are copied
+// to the engine's host copy at load).
+void copy_to_host(void* host, const void* device_ptr, size_t bytes);
+
+}  // namespace h3s::cuda
