@@ -2,8 +2,9 @@
 # Build h3stream from nothing and run every CPU test (the CUDA backend and its
 # GPU tests are compiled when nvcc is present; without a GPU they skip): the release suite, the
 # same suite under AddressSanitizer + UndefinedBehaviorSanitizer, the style
-# check, a smoke run of the micro-benchmarks and a 30 s libFuzzer smoke run of
-# the checkpoint parsers (scripts/fuzz.sh). Used by CI (.ci/run).
+# check, a smoke run of the micro-benchmarks, a 30 s libFuzzer smoke run of
+# the checkpoint parsers (scripts/fuzz.sh) and the Python package: `pip install .`
+# then pytest (scripts/python-test.sh). Used by CI (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
@@ -37,3 +38,8 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 
 echo "== fuzz smoke (30 s) =="
 bash scripts/fuzz.sh 30
+
+echo "== Python module: pip install . + pytest (tests/python) =="
+# A CPU-only wheel (H3S_PYTHON_CUDA=ON adds the CUDA backend): the CUDA code was
+# compiled by the release build above.
+bash scripts/python-test.sh

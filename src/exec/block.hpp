@@ -31,7 +31,13 @@ struct BlockView {
   static BlockView refiner(const RefinerBlockWeights& w, const ModelConfig& cfg);
 };
 
-void run_block_stock(Backend& backend, Arena& arena, const BlockView& block, const Tensor& x);
+// Which phases one block call runs: all, or only the attention half
+// (x += gate_msa * attn(...)) for callers that keep the model's own MLP (the
+// ComfyUI node's mlp_chunk = 0, through the Python module's phases="attn").
+enum class BlockPhases : uint8_t { all, attn_only };
+
+void run_block_stock(Backend& backend, Arena& arena, const BlockView& block, const Tensor& x,
+                     BlockPhases phases = BlockPhases::all);
 
 // Chunk sizes of one streamed execution (0 = whole sequence for that phase).
 struct StreamChunks {
@@ -42,6 +48,6 @@ struct StreamChunks {
 };
 
 void run_block_streamed(Backend& backend, Arena& arena, const BlockView& block, const Tensor& x,
-                        const StreamChunks& chunks);
+                        const StreamChunks& chunks, BlockPhases phases = BlockPhases::all);
 
 }  // namespace h3s

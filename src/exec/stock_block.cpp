@@ -5,7 +5,8 @@
 
 namespace h3s {
 
-void run_block_stock(Backend& be, Arena& arena, const BlockView& b, const Tensor& x) {
+void run_block_stock(Backend& be, Arena& arena, const BlockView& b, const Tensor& x,
+                     BlockPhases phases) {
   const int64_t seq = x.rows(), inner = b.heads * b.head_dim;
   const RowRange all{0, seq};
   const auto mark = [&](Phase p) {
@@ -45,6 +46,7 @@ void run_block_stock(Backend& be, Arena& arena, const BlockView& b, const Tensor
   steps::attn_out(be, arena, b, x, all, attn.view);
   attn.reset();
 
+  if (phases == BlockPhases::attn_only) return;
   mark(Phase::mlp);
   steps::mlp(be, arena, b, x, all);
 }

@@ -15,7 +15,7 @@
 namespace h3s {
 
 void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, const Tensor& x,
-                        const StreamChunks& c) {
+                        const StreamChunks& c, BlockPhases phases) {
   const int64_t seq = x.rows(), inner = b.heads * b.head_dim;
   const auto mark = [&](Phase p) {
     if (b.block_index >= 0) arena.mark(b.block_index, p);
@@ -54,6 +54,7 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, const Ten
   }
   store.reset();  // K/V are dead once every query chunk has attended
 
+  if (phases == BlockPhases::attn_only) return;
   mark(Phase::mlp);
   for (const RowRange& r : ChunkPlan::fixed(seq, c.mlp_chunk, c.merge_tail_below).chunks)
     steps::mlp(be, arena, b, x, r);

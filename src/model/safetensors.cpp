@@ -235,6 +235,38 @@ SafetensorsFile SafetensorsFile::from_bytes(std::vector<std::byte> bytes, std::s
   return f;  // moving a vector keeps its buffer, so the entries' pointers stay valid
 }
 
+SafetensorsFile SafetensorsFile::from_entries(std::vector<TensorEntry> entries,
+                                              std::map<std::string, std::string> metadata,
+                                              std::string name) {
+  SafetensorsFile f;
+  f.path_ = std::move(name);
+  for (TensorEntry& e : entries) {
+    const std::optional<size_t> elem = safetensors_dtype_size(e.dtype);
+    if (e.name.empty() || e.name == kMetadataKey)
+      fail(ErrorKind::bad_input, "{}: invalid tensor name '{}'", f.path_, e.name);
+    if (!elem)
+      fail(ErrorKind::bad_input, "{}: tensor '{}' has unknown dtype '{}'", f.path_, e.name,
+           e.dtype);
+    if (std::any_of(e.shape.begin(), e.shape.end(), [](int64_t d) { return d < 0; }))
+      fail(ErrorKind::bad_input, "{}: tensor '{}' has a negative dimension in shape {}", f.path_,
+           e.name, format_shape(e.shape));
+    const std::optional<size_t> need = byte_count(e.shape, *elem);
+    if (need != e.bytes)
+      fail(ErrorKind::bad_input, "{}: tensor '{}' has {} bytes but shape {} x {} needs {}", f.path_,
+           e.name, e.bytes, format_shape(e.shape), e.dtype,
+           need ? std::to_string(*need) : std::string("more than 2^64"));
+    if (e.bytes != 0 && e.data == nullptr)
+      fail(ErrorKind::bad_input, "{}: tensor '{}' has {} bytes but no data", f.path_, e.name,
+           e.bytes);
+    e.elem_size = *elem;
+    const std::string key = e.name;
+    if (!f.entries_.try_emplace(key, std::move(e)).second)  // moves `e` only on success
+      fail(ErrorKind::bad_input, "{}: tensor '{}' given twice", f.path_, key);
+  }
+  f.metadata_ = std::move(metadata);
+  return f;
+}
+
 void SafetensorsFile::parse(const std::byte* base, size_t file_bytes) {
   const std::string& path = path_;
   check_file_length(path, file_bytes);

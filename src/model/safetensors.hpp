@@ -54,6 +54,15 @@ class SafetensorsFile {
   // ownership of `bytes` and validates them exactly as open() validates a
   // file; `name` stands in for the path in messages and path().
   static SafetensorsFile from_bytes(std::vector<std::byte> bytes, std::string name);
+  // The same reader over tensors that already sit in memory (a framework's
+  // state dict handed over by the Python module), so they go through the very
+  // loader and checks a file does. The entries' data is BORROWED: it must stay
+  // alive and unchanged while the reader is used. Each entry is validated as
+  // a header entry is (known dtype, element size, bytes == product(shape) x
+  // element size, a name given once); `name` stands in for the path.
+  static SafetensorsFile from_entries(std::vector<TensorEntry> entries,
+                                      std::map<std::string, std::string> metadata,
+                                      std::string name);
 
   SafetensorsFile(SafetensorsFile&& o) noexcept;
   SafetensorsFile& operator=(SafetensorsFile&& o) noexcept;

@@ -1,0 +1,34 @@
+"""h3stream: exact token-chunked ("streamed") MiniMax-H3 DiT blocks.
+
+A streamed block is bit-identical to the whole-sequence ("stock") block for
+every weight format and chunk size. Tensors cross into the native engine
+through DLPack (torch, numpy, anything with ``__dlpack__``) without copies;
+nothing here links against libtorch.
+
+    import h3stream
+    eng = h3stream.Engine.from_checkpoint("h3_int8.safetensors", backend="cuda")
+    eng.run_block(0, x, t_emb, mod_segments, h3stream.rope_from_comfy(rope_freqs),
+                  options=h3stream.Options(q_chunk=8192))
+"""
+
+from ._load import native as _native
+from .engine import Engine
+from .rope import rope_from_comfy
+
+Options = _native.Options
+make_checkpoint = _native.make_checkpoint
+__version__ = _native.__version__
+
+
+def has_cuda() -> bool:
+    """True when the native module has the CUDA backend and a GPU is visible."""
+    return bool(_native.cuda_built()) and _native.cuda_device_count() > 0
+
+
+def cuda_built() -> bool:
+    """True when the native module was built with the CUDA backend."""
+    return bool(_native.cuda_built())
+
+
+__all__ = ["Engine", "Options", "rope_from_comfy", "make_checkpoint", "has_cuda", "cuda_built",
+           "__version__"]

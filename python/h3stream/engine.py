@@ -1,0 +1,182 @@
+"""Engine: one model's weights on one backend, running single DiT blocks."""
+
+import sys
+
+from ._load import native as _native
+
+# torch dtypes DLPack cannot carry everywhere: handed over as raw bytes
+# (uint8 views) with their safetensors name.
+_BYTE_VIEW_DTYPES = {"torch.float8_e4m3fn": "F8_E4M3", "torch.float8_e5m2": "F8_E5M2"}
+
+
+def _is_torch(a):
+    return type(a).__module__.startswith("torch") and hasattr(a, "detach")
+
+
+def _dlpack_ready(name, a):
+    """(safetensors dtype name or "", array) for the native loader."""
+    if _is_torch(a):
+        a = a.detach()
+        if not a.is_contiguous():
+            a = a.contiguous()
+        dtype = _BYTE_VIEW_DTYPES.get(str(a.dtype), "")
+        if dtype:
+            a = a.view(sys.modules["torch"].uint8)
+        return dtype, a
+    if hasattr(a, "__dlpack__") or hasattr(a, "__array_interface__"):
+        if hasattr(a, "flags") and not a.flags["C_CONTIGUOUS"]:  # numpy
+            import numpy as np
+
+            a = np.ascontiguousarray(a)
+        return "", a
+    raise TypeError(
+        f"tensors['{name}']: {type(a).__name__} is not an array (expected a torch tensor, a "
+        "numpy array or another object with __dlpack__)"
+    )
+
+
+def _detached(a):
+    # torch refuses to export tensors that require grad; detach() shares memory.
+    return a.detach() if _is_torch(a) and a.requires_grad else a
+
+
+def _stream_handle(stream, x):
+    """The cudaStream_t to run on, as an int (0: the legacy default stream)."""
+    if stream is None:
+        # The caller's stream: torch's current stream on x's device.
+        if _is_torch(x) and x.device.type == "cuda" and "torch" in sys.modules:
+            return int(sys.modules["torch"].cuda.current_stream(x.device).cuda_stream)
+        return 0
+    if hasattr(stream, "cuda_stream"):  # torch.cuda.Stream
+        return int(stream.cuda_stream)
+    if isinstance(stream, int) and stream >= 0:
+        return stream
+    raise TypeError(
+        f"stream: {stream!r} is not a CUDA stream (pass an int cudaStream_t, a "
+        "torch.cuda.Stream or None)"
+    )
+
+
+def _runs(mod_runs):
+    try:
+        return [(int(a), int(b), int(r)) for a, b, r in mod_runs]
+    except (TypeError, ValueError) as e:
+        raise TypeError(
+            "mod_runs: expected a list of (begin, end, mod_row) integer triples, like "
+            f"ComfyUI's mod_segments ({e})"
+        ) from None
+
+
+class Engine:
+    """One H3 model's weights (the engine's own host copy) on one backend.
+
+    Build with :meth:`from_checkpoint` or :meth:`from_tensors`; run blocks with
+    :meth:`run_block`. Calls are serialised; the GIL is released while a block
+    runs.
+    """
+
+    def __init__(self, native_engine):
+        self._e = native_engine
+
+    @classmethod
+    def from_checkpoint(cls, path, backend="cpu", device=0, memory_budget=0, threads=0):
+        """Load a ComfyUI-format H3 safetensors file (bf16, int8 ConvRot, W4A8, NVFP4).
+
+        backend: "cpu" or "cuda"; device: the GPU index for "cuda";
+        memory_budget: activation arena budget in bytes (0 = unlimited);
+        threads: CPU worker threads (0 = all).
+        """
+        return cls(_native._Engine.from_checkpoint(str(path), backend, device, memory_budget, threads))
+
+    @classmethod
+    def from_tensors(cls, tensors, metadata=None, backend="cpu", device=0, memory_budget=0, threads=0):
+        """Build from a state dict: keys exactly as in a ComfyUI H3 safetensors file.
+
+        A common "model.diffusion_model." prefix is allowed. Values are torch
+        tensors (CPU or CUDA), numpy arrays or any DLPack array; quantised
+        layers bring their companion tensors (int8: weight_scale and
+        comfy_quant; W4A8: weight_s_rel, weight_s_channel, ...), or describe
+        them in metadata["_quantization_metadata"] like a file header. The
+        same per-layer format detection and checks as a file apply. The
+        engine keeps its own copy of the weights: inputs are only read (CUDA
+        tensors are copied to host memory first) and may be freed afterwards.
+        """
+        entries = []
+        for name, value in tensors.items():
+            dtype, array = _dlpack_ready(name, value)
+            entries.append((str(name), dtype, array))
+        md = {str(k): str(v) for k, v in (metadata or {}).items()}
+        return cls(_native._Engine.from_arrays(entries, md, backend, device, memory_budget, threads))
+
+    @property
+    def config(self):
+        """The model's shape: hidden, heads, blocks, time_dim, rope_dim, time_form, format, ..."""
+        return self._e.config
+
+    @property
+    def backend(self):
+        """"cpu" or "cuda"."""
+        return self._e.backend
+
+    @property
+    def device(self):
+        """The GPU index of a "cuda" engine."""
+        return self._e.device
+
+    @property
+    def last_self_check(self):
+        """The line of the last run_block with options.self_check, or None."""
+        return self._e.last_self_check
+
+    def run_block(self, index, x, t_emb, mod_runs, rope, *, mode="streamed", options=None,
+                  stream=None, phases="all"):
+        """Run DiT block ``index`` in place on ``x``, exactly ComfyUI's
+        ``DiTBlock.forward(x, t_emb, mod_segments, rope_freqs)``.
+
+        x: bf16 [S, hidden], contiguous, on the engine's device; updated in
+        place (its memory is used directly, never copied).
+        t_emb: [M, time_dim] as ComfyUI passes it to the block: bf16 (full
+        time form; SiLU and the adaLN linear are applied here) or fp32 (curve
+        form). mod_runs: ComfyUI's mod_segments, (begin, end, mod_row) covering
+        [0, S) in order. rope: bf16 [S, rope_dim/2, 2] (cos, sin); see
+        rope_from_comfy. mode: "streamed" or "stock" (bit-identical results).
+        options: Options (default Options()); min_tokens is the caller's to
+        honour. stream: cudaStream_t as int, a torch.cuda.Stream, or None for
+        torch's current stream on x's device (CPU: ignored). phases: "all", or
+        "attn" for the attention half only (x += gate_msa * attn(...); the
+        caller runs the model's own MLP).
+        Wrong dtypes raise TypeError; wrong shapes, devices, contiguity and
+        option values raise ValueError naming the argument.
+        """
+        self._e.run_block(index, _detached(x), _detached(t_emb), _runs(mod_runs), _detached(rope),
+                          mode=mode, options=options, stream=_stream_handle(stream, x),
+                          phases=phases)
+
+    def self_check(self, index, x, t_emb, mod_runs, rope, *, options=None, stream=None):
+        """FEATURES.md self_check on one block: stock vs streamed variants (full, q_only,
+        kv_only, mlp_only, none) on copies of x. Returns {"line", "all_equal", "variants"}."""
+        return self._e.self_check(index, _detached(x), _detached(t_emb), _runs(mod_runs),
+                                  _detached(rope), options=options,
+                                  stream=_stream_handle(stream, x))
+
+    def ledger(self):
+        """The arena's phase ledger since the last reset: one dict per (block, phase) with
+        allocated_at_start, allocated (at its end), peak and reserved bytes."""
+        return self._e.ledger()
+
+    def reset_ledger(self):
+        """Clear the ledger and restart the arena peak."""
+        self._e.reset_ledger()
+
+    def arena_peak(self):
+        """Highest activation bytes live since construction or reset_ledger()."""
+        return self._e.arena_peak()
+
+    def arena_allocated(self):
+        """Activation bytes live now (0 between calls)."""
+        return self._e.arena_allocated()
+
+    def __repr__(self):
+        c = self.config
+        return (f"h3stream.Engine({c['name']}, {c['format']}, {c['blocks']} blocks, "
+                f"hidden {c['hidden']}, backend {self.backend})")

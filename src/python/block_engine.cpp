@@ -1,0 +1,176 @@
+// BlockEngine: argument checks, the block's modulation from t_emb, and the
+// stock / streamed executors on caller-owned memory.
+#include "python/block_engine.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.hpp"
+#include "exec/block.hpp"
+#include "exec/block_context.hpp"
+#include "exec/time_embed.hpp"
+
+namespace h3s::py {
+
+namespace {
+
+std::string shape_of(const Tensor& t) {
+  std::vector<int64_t> s(t.shape.begin(), t.shape.begin() + t.rank);
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
+
+std::string_view device_name(Device d) {
+  return d == Device::cuda ? "cuda" : "cpu";
+}
+
+// One tensor argument: dtype, device, exact shape, contiguity.
+void expect_tensor(const Tensor& t, const char* arg, std::initializer_list<DType> dtypes,
+                   Device device, std::initializer_list<int64_t> shape) {
+  bool dtype_ok = false;
+  std::string expected;
+  for (DType d : dtypes) {
+    dtype_ok |= t.dtype == d;
+    expected += (expected.empty() ? "" : " or ") + std::string(dtype_name(d));
+  }
+  if (!dtype_ok)
+    fail(ErrorKind::invalid_argument, "{}: dtype {} is not accepted, expected {}", arg,
+         dtype_name(t.dtype), expected);
+  if (t.device != device)
+    fail(ErrorKind::invalid_argument,
+         "{}: is on {} but this engine runs on {}: move it there (or build the engine with "
+         "backend='{}')",
+         arg, device_name(t.device), device_name(device), device_name(t.device));
+  const std::vector<int64_t> want(shape);
+  const std::vector<int64_t> got(t.shape.begin(), t.shape.begin() + t.rank);
+  if (got != want)
+    fail(ErrorKind::invalid_argument, "{}: shape {} is not the expected [{}]", arg, shape_of(t),
+         fmt::join(want, ", "));
+  if (!t.is_contiguous())
+    fail(ErrorKind::invalid_argument, "{}: must be contiguous (call .contiguous() first)", arg);
+}
+
+}  // namespace
+
+BlockEngine::BlockEngine(ModelWeights weights, const std::string& backend, int device,
+                         size_t budget_bytes, int threads)
+    : weights_(std::move(weights)), backend_(backend, device, budget_bytes, threads) {}
+
+void BlockEngine::check_call(const BlockCall& c) const {
+  const ModelConfig& cfg = config();
+  if (c.index < 0 || c.index >= cfg.blocks)
+    fail(ErrorKind::invalid_argument, "index: block {} does not exist, the model has blocks 0..{}",
+         c.index, cfg.blocks - 1);
+  const Device dev = device_kind();
+  if (c.x.rank != 2)
+    fail(ErrorKind::invalid_argument, "x: shape {} is not [tokens, hidden = {}]", shape_of(c.x),
+         cfg.hidden);
+  const int64_t seq = c.x.shape[0];
+  if (seq < 1) fail(ErrorKind::invalid_argument, "x: has no rows (shape {})", shape_of(c.x));
+  expect_tensor(c.x, "x", {DType::bf16}, dev, {seq, cfg.hidden});
+  if (c.t_emb.rank != 2 || c.t_emb.shape[0] < 1)
+    fail(ErrorKind::invalid_argument, "t_emb: shape {} is not [timesteps >= 1, time_dim = {}]",
+         shape_of(c.t_emb), cfg.time_dim);
+  const int64_t timesteps = c.t_emb.shape[0];
+  // The full form hands the block bf16(t_emb); the curve form its fp32 lerp.
+  const DType t_dtype = cfg.time_form == TimeForm::curve ? DType::f32 : DType::bf16;
+  expect_tensor(c.t_emb, "t_emb", {t_dtype}, dev, {timesteps, cfg.time_dim});
+  expect_tensor(c.rope, "rope", {DType::bf16}, dev, {seq, cfg.rope_dim / 2, 2});
+  const int64_t mod_rows = timesteps * ModelConfig::kModalities;
+  if (c.runs.empty())
+    fail(ErrorKind::invalid_argument,
+         "mod_runs: empty, expected (begin, end, mod_row) runs "
+         "covering rows [0, {})",
+         seq);
+  int64_t next = 0;
+  for (size_t i = 0; i < c.runs.size(); ++i) {
+    const ModRun& r = c.runs[i];
+    if (r.begin != next || r.end <= r.begin || r.end > seq)
+      fail(ErrorKind::invalid_argument,
+           "mod_runs[{}] = ({}, {}, {}): runs must cover rows [0, {}) in order without gaps or "
+           "empty runs; this one should start at {}",
+           i, r.begin, r.end, r.mod_row, seq, next);
+    if (r.mod_row < 0 || r.mod_row >= mod_rows)
+      fail(ErrorKind::invalid_argument,
+           "mod_runs[{}] = ({}, {}, {}): mod_row must be in 0..{} (3 rows per t_emb row)", i,
+           r.begin, r.end, r.mod_row, mod_rows - 1);
+    next = r.end;
+  }
+  if (next != seq)
+    fail(ErrorKind::invalid_argument, "mod_runs: cover rows [0, {}) but x has {} rows", next, seq);
+  c.options.validate();
+}
+
+template <class Run>
+void BlockEngine::with_block(const BlockCall& c, Run&& run) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  check_call(c);
+  const ModelConfig& cfg = config();
+  const EngineBackend::CallScope scope(backend_, c.stream);
+  Backend& be = backend_.ops();
+  Arena& arena = backend_.arena();
+  const BlockWeights& w = weights_.blocks[size_t(c.index)];
+  const int block = int(c.index);
+
+  // AdalnProj: the full form applies SiLU (in bf16) before the bf16 linear;
+  // the curve form feeds its fp32 lerp straight into the fp32 linear.
+  arena.mark(block, Phase::setup);
+  OwnedTensor mods;
+  if (cfg.time_form == TimeForm::full) {
+    OwnedTensor act =
+        arena.tensor(DType::bf16, {c.t_emb.rows(), cfg.time_dim}, "adaln input SiLU(t_emb)");
+    be.silu(c.t_emb, act.view);
+    mods = adaln_project(be, arena, w.adaln, act.view, "block modulation");
+  } else {
+    mods = adaln_project(be, arena, w.adaln, c.t_emb, "block modulation");
+  }
+  PackedLayout layout;  // only the mod runs matter to a block
+  layout.seq_len = c.x.rows();
+  layout.mod_runs = c.runs;
+  BlockContext ctx;
+  ctx.config = &cfg;
+  ctx.layout = &layout;
+  ctx.rope = c.rope;
+  ctx.mods = split_block_mods(mods.view, cfg.hidden);
+  ctx.block_index = block;
+  run(be, arena, BlockView::dit(w, ctx));
+}
+
+void BlockEngine::run_block(const BlockCall& c) {
+  with_block(c, [&](Backend& be, Arena& arena, const BlockView& view) {
+    if (c.mode == ExecMode::stock)
+      run_block_stock(be, arena, view, c.x, c.phases);
+    else
+      run_block_streamed(be, arena, view, c.x, StreamChunks::from(c.options), c.phases);
+  });
+}
+
+SelfCheckResult BlockEngine::self_check(const BlockCall& c) {
+  SelfCheckResult r;
+  with_block(c, [&](Backend& be, Arena& arena, const BlockView& view) {
+    r = self_check_block(be, arena, view, c.x, c.options);
+  });
+  return r;
+}
+
+std::vector<LedgerEntry> BlockEngine::ledger() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return backend_.arena().ledger();
+}
+
+void BlockEngine::reset_ledger() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  backend_.arena().clear_ledger();
+  backend_.arena().reset_peak();
+}
+
+size_t BlockEngine::arena_peak() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return backend_.arena().peak();
+}
+
+size_t BlockEngine::arena_allocated() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return backend_.arena().allocated();
+}
+
+}  // namespace h3s::py

@@ -1,0 +1,70 @@
+// BlockEngine: what the Python module drives. It owns one model's weights
+// (its own host copy), one backend and its activation arena, and runs single
+// DiT blocks on caller-owned tensors exactly as ComfyUI's
+// DiTBlock.forward(x, t_emb, mod_segments, rope_freqs) does, stock or
+// streamed. No Python or nanobind types here: the binding (py_engine.cpp)
+// turns DLPack arrays into Tensor views and calls this.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "exec/block.hpp"
+#include "exec/options.hpp"
+#include "exec/self_check.hpp"
+#include "model/weights.hpp"
+#include "python/engine_backend.hpp"
+
+namespace h3s::py {
+
+// One block call. x is updated in place; nothing is copied in or out.
+struct BlockCall {
+  int64_t index = 0;         // DiT block, 0 .. blocks-1
+  Tensor x;                  // bf16 [S, hidden], contiguous, on the engine's device
+  Tensor t_emb;              // [M, time_dim]: bf16 (full form) or f32 (curve form)
+  std::vector<ModRun> runs;  // ComfyUI's mod_segments: cover [0, S) in order, rows < 3 M
+  Tensor rope;               // bf16 [S, rope_dim / 2, 2] (cos, sin)
+  ExecMode mode = ExecMode::streamed;
+  ExecOptions options;
+  uintptr_t stream = 0;                   // cudaStream_t of the caller (0: legacy default stream)
+  BlockPhases phases = BlockPhases::all;  // attn_only: the attention half
+};
+
+class BlockEngine {
+ public:
+  BlockEngine(ModelWeights weights, const std::string& backend, int device, size_t budget_bytes,
+              int threads);
+
+  const ModelWeights& weights() const { return weights_; }
+  const ModelConfig& config() const { return weights_.config; }
+  const std::string& backend_name() const { return backend_.name(); }
+  Device device_kind() const { return backend_.device_kind(); }
+  int device() const { return backend_.device(); }
+
+  // Validates every argument (Error(invalid_argument) naming it, expected vs
+  // found), computes the block's modulation from t_emb (SiLU + adaLN linear
+  // like AdalnProj), then runs the block in place on call.x.
+  void run_block(const BlockCall& call);
+  // The FEATURES.md self_check on this block and input: stock vs streamed
+  // variants side by side on copies; call.x is not modified.
+  SelfCheckResult self_check(const BlockCall& call);
+
+  std::vector<LedgerEntry> ledger() const;
+  void reset_ledger();  // clears the ledger and restarts the peak
+  size_t arena_peak() const;
+  size_t arena_allocated() const;
+
+ private:
+  void check_call(const BlockCall& call) const;
+  template <class Run>
+  void with_block(const BlockCall& call, Run&& run);
+
+  ModelWeights weights_;
+  EngineBackend backend_;
+  mutable std::mutex mutex_;  // one call at a time: the backend and arena are not thread-safe
+};
+
+}  // namespace h3s::py

@@ -1,0 +1,105 @@
+// EngineBackend: CPU or CUDA, and the per-call device/stream scope.
+#include "python/engine_backend.hpp"
+
+#include "core/error.hpp"
+#ifdef H3S_HAVE_CUDA
+#include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_device.hpp"
+#include "backend/cuda/cuda_memory.hpp"
+#endif
+
+namespace h3s::py {
+
+bool cuda_built() {
+#ifdef H3S_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_device_count() {
+#ifdef H3S_HAVE_CUDA
+  return cuda::device_count();
+#else
+  return 0;
+#endif
+}
+
+void copy_cuda_to_host(int device, void* host, const void* device_ptr, size_t bytes) {
+#ifdef H3S_HAVE_CUDA
+  const cuda::DeviceGuard on(device);
+  cuda::copy_to_host(host, device_ptr, bytes);
+#else
+  (void)device, (void)host, (void)device_ptr, (void)bytes;
+  fail(ErrorKind::invalid_argument,
+       "a CUDA tensor was given but this h3stream was built without the CUDA backend: pass CPU "
+       "tensors, or rebuild with nvcc on PATH");
+#endif
+}
+
+struct EngineBackend::CallScope::DeviceScope {
+#ifdef H3S_HAVE_CUDA
+  explicit DeviceScope(int device) : guard(device) {}
+  cuda::DeviceGuard guard;
+#endif
+};
+
+EngineBackend::CallScope::CallScope(EngineBackend& b, uintptr_t stream) {
+#ifdef H3S_HAVE_CUDA
+  if (b.device_kind() == Device::cuda) {
+    device_ = std::make_unique<DeviceScope>(b.device_);
+    static_cast<cuda::CudaBackend&>(*b.backend_).set_stream(reinterpret_cast<cudaStream_t>(stream));
+  }
+#else
+  (void)b, (void)stream;
+#endif
+}
+
+EngineBackend::CallScope::~CallScope() = default;
+
+EngineBackend::EngineBackend(const std::string& name, int device, size_t budget_bytes, int threads)
+    : name_(name), device_(device) {
+  if (name == "cpu") {
+    memory_ = std::make_unique<HostMemory>();
+    arena_ = std::make_unique<Arena>(*memory_, budget_bytes);
+    backend_ = make_cpu_backend(threads);
+    return;
+  }
+  if (name == "cuda") {
+#ifdef H3S_HAVE_CUDA
+    const cuda::DeviceGuard on(device);
+    // Plain cudaMalloc/cudaFree arena, the configuration measured on the H200
+    // (tools/h3s/backend_select.cpp says why the stream-ordered one is not yet
+    // the default). The backend starts on its own stream; each call moves it
+    // onto the caller's (CallScope).
+    memory_ = std::make_unique<cuda::CudaMemory>();
+    arena_ = std::make_unique<Arena>(*memory_, budget_bytes);
+    backend_ = make_cuda_backend(*arena_);
+    return;
+#else
+    fail(ErrorKind::invalid_argument,
+         "backend 'cuda': this h3stream was built without the CUDA backend (build it with nvcc "
+         "on PATH and H3S_CUDA not OFF), or use backend='cpu'");
+#endif
+  }
+  fail(ErrorKind::invalid_argument, "backend '{}' is not valid: use 'cpu' or 'cuda'", name);
+}
+
+EngineBackend::~EngineBackend() {
+#ifdef H3S_HAVE_CUDA
+  // The CUDA backend frees its weights and stream on the engine's device.
+  std::unique_ptr<cuda::DeviceGuard> on;
+  if (backend_ && backend_->device() == Device::cuda) {
+    try {
+      on = std::make_unique<cuda::DeviceGuard>(device_);
+    } catch (const Error&) {  // the device vanished: free what can be freed
+    }
+  }
+#endif
+  backend_.reset();
+  arena_.reset();
+  memory_.reset();
+}
+
+}  // namespace h3s::py

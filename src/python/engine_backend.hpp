@@ -1,0 +1,62 @@
+// The backend of one Python-facing engine: its memory, arena and ops, plus
+// the per-call switch to the engine's GPU and the caller's CUDA stream. The
+// only file of the module that knows whether the CUDA backend was built.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/backend.hpp"
+
+namespace h3s::py {
+
+// True when this build has the CUDA backend (a GPU may still be missing).
+bool cuda_built();
+// Visible CUDA devices; 0 without the CUDA backend, a driver or a device.
+int cuda_device_count();
+// Synchronous device -> host copy on `device`; throws without the CUDA backend.
+void copy_cuda_to_host(int device, void* host, const void* device_ptr, size_t bytes);
+
+class EngineBackend {
+ public:
+  // name: "cpu" or "cuda". budget_bytes: the activation arena's budget (0 =
+  // unlimited). threads: CPU worker threads (<= 0: every hardware thread).
+  // Throws Error(invalid_argument) naming a bad name or device and the fix.
+  EngineBackend(const std::string& name, int device, size_t budget_bytes, int threads);
+  ~EngineBackend();
+  EngineBackend(const EngineBackend&) = delete;
+  EngineBackend& operator=(const EngineBackend&) = delete;
+
+  const std::string& name() const { return name_; }
+  Device device_kind() const { return backend_->device(); }
+  int device() const { return device_; }
+  Backend& ops() { return *backend_; }
+  Arena& arena() { return *arena_; }
+  const Arena& arena() const { return *arena_; }
+
+  // While alive: the engine's GPU is current and every op goes to `stream`
+  // (a cudaStream_t as an integer; 0 = the legacy default stream). A no-op on
+  // the CPU backend. Nothing here synchronises the device.
+  class CallScope {
+   public:
+    CallScope(EngineBackend& b, uintptr_t stream);
+    ~CallScope();
+    CallScope(const CallScope&) = delete;
+    CallScope& operator=(const CallScope&) = delete;
+
+   private:
+    struct DeviceScope;
+    std::unique_ptr<DeviceScope> device_;
+  };
+
+ private:
+  std::string name_;
+  int device_ = 0;
+  std::unique_ptr<MemoryResource> memory_;
+  std::unique_ptr<Arena> arena_;
+  std::unique_ptr<Backend> backend_;
+};
+
+}  // namespace h3s::py

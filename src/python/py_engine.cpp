@@ -1,0 +1,233 @@
+// _Engine: BlockEngine for Python. Arrays arrive as DLPack views (no copy);
+// checks that Python callers need as TypeError (dtype) happen here, the rest
+// in BlockEngine (ValueError naming the argument).
+#include <fmt/format.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <limits>
+#include <memory>
+
+#include "core/arena.hpp"
+#include "model/checkpoint.hpp"
+#include "model/quant_linear.hpp"
+#include "python/bindings.hpp"
+#include "python/block_engine.hpp"
+#include "python/weights_from_arrays.hpp"
+
+namespace h3s::py {
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+using Run = std::tuple<int64_t, int64_t, int64_t>;
+using Entry = std::tuple<std::string, std::string, ReadArray>;
+
+// Engine state the Python side reads besides BlockEngine itself.
+struct PyEngine {
+  std::unique_ptr<BlockEngine> engine;
+  std::optional<std::string> last_self_check;
+};
+
+std::unique_ptr<PyEngine> make(ModelWeights w, const std::string& backend, int device,
+                               size_t memory_budget, int threads) {
+  auto e = std::make_unique<PyEngine>();
+  e->engine = std::make_unique<BlockEngine>(std::move(w), backend, device, memory_budget, threads);
+  return e;
+}
+
+ExecMode parse_mode(const std::string& mode) {
+  if (mode == "streamed") return ExecMode::streamed;
+  if (mode == "stock") return ExecMode::stock;
+  throw nb::value_error(
+      fmt::format("mode '{}' is not valid: use 'streamed' or 'stock'", mode).c_str());
+}
+
+BlockPhases parse_phases(const std::string& phases) {
+  if (phases == "all") return BlockPhases::all;
+  if (phases == "attn") return BlockPhases::attn_only;
+  throw nb::value_error(
+      fmt::format("phases '{}' is not valid: use 'all' or 'attn'", phases).c_str());
+}
+
+// A CUDA array must sit on the engine's GPU, not only on "a" GPU.
+template <class Array>
+void expect_engine_gpu(const BlockEngine& e, const Array& a, const char* arg) {
+  if (a.device_type() == nb::device::cuda::value && e.device_kind() == Device::cuda &&
+      a.device_id() != e.device())
+    throw nb::value_error(fmt::format("{}: is on {} but this engine runs on cuda:{}", arg,
+                                      device_label(a.device_type(), a.device_id()), e.device())
+                              .c_str());
+}
+
+template <class XArray>
+BlockCall make_call(const BlockEngine& e, int64_t index, const XArray& x, const ReadArray& t_emb,
+                    const std::vector<Run>& mod_runs, const ReadArray& rope,
+                    const std::string& mode, const std::optional<ExecOptions>& options,
+                    std::optional<uintptr_t> stream, const std::string& phases) {
+  BlockCall c;
+  c.index = index;
+  c.mode = parse_mode(mode);
+  c.phases = parse_phases(phases);
+  c.options = options.value_or(ExecOptions{});
+  c.stream = stream.value_or(0);
+  c.x = tensor_view(x, "x", {DType::bf16});
+  const bool curve = e.config().time_form == TimeForm::curve;
+  c.t_emb = tensor_view(t_emb, "t_emb", {curve ? DType::f32 : DType::bf16});
+  c.rope = tensor_view(rope, "rope", {DType::bf16});
+  expect_engine_gpu(e, x, "x");
+  expect_engine_gpu(e, t_emb, "t_emb");
+  expect_engine_gpu(e, rope, "rope");
+  c.runs.reserve(mod_runs.size());
+  for (const auto& [begin, end, row] : mod_runs) {
+    if (row < 0 || row > std::numeric_limits<int32_t>::max())
+      throw nb::value_error(fmt::format("mod_runs: mod_row {} is out of range", row).c_str());
+    c.runs.push_back({begin, end, int32_t(row)});
+  }
+  return c;
+}
+
+nb::dict config_dict(const BlockEngine& e) {
+  const ModelConfig& c = e.config();
+  nb::dict d;
+  d["name"] = c.name;
+  d["hidden"] = c.hidden;
+  d["heads"] = c.heads;
+  d["head_dim"] = c.head_dim;
+  d["inner"] = c.inner();
+  d["ffn"] = c.ffn;
+  d["blocks"] = c.blocks;
+  d["refiner_blocks"] = c.refiner_blocks;
+  d["text_dim"] = c.text_dim;
+  d["time_dim"] = c.time_dim;
+  d["time_form"] = std::string(c.time_form == TimeForm::curve ? "curve" : "full");
+  d["time_freq_dim"] = c.time_freq_dim;
+  d["time_hidden"] = c.time_hidden;
+  d["curve_grid"] = c.curve_grid;
+  d["rope_dim"] = c.rope_dim;
+  d["rope_freqs"] = c.rope_freqs;
+  d["video_latent"] = c.video_latent;
+  d["audio_latent"] = c.audio_latent;
+  d["eps"] = c.eps;
+  d["format"] = std::string(format_name(e.weights().format));
+  return d;
+}
+
+nb::list ledger_list(const BlockEngine& e) {
+  nb::list out;
+  for (const LedgerEntry& l : e.ledger()) {
+    nb::dict d;
+    d["block"] = l.block;
+    d["phase"] = std::string(phase_name(l.phase));
+    d["allocated_at_start"] = l.allocated_at_start;
+    d["allocated"] = l.allocated_at_end;
+    d["peak"] = l.peak;
+    // The arena caches nothing: what it holds from its memory is what is live.
+    d["reserved"] = l.allocated_at_end;
+    out.append(d);
+  }
+  return out;
+}
+
+nb::dict self_check_dict(const SelfCheckResult& r, int64_t tokens) {
+  nb::dict d;
+  d["line"] = r.line(tokens);
+  d["all_equal"] = r.all_equal();
+  nb::list variants;
+  for (const SelfCheckResult::Variant& v : r.variants) {
+    nb::dict vd;
+    vd["name"] = v.name;
+    vd["max_ulp"] = v.max_ulp;
+    vd["mean_ulp"] = v.mean_ulp;
+    variants.append(vd);
+  }
+  d["variants"] = variants;
+  return d;
+}
+
+}  // namespace
+
+void bind_engine(nb::module_& m) {
+  nb::class_<PyEngine> c(m, "_Engine", "Native engine; use h3stream.Engine.");
+  c.def_static(
+      "from_checkpoint",
+      [](const std::string& path, const std::string& backend, int device, size_t memory_budget,
+         int threads) {
+        ModelWeights w;
+        {
+          const nb::gil_scoped_release unlocked;
+          w = load_checkpoint(path);
+        }
+        return make(std::move(w), backend, device, memory_budget, threads);
+      },
+      "path"_a, "backend"_a = "cpu", "device"_a = 0, "memory_budget"_a = 0, "threads"_a = 0);
+  c.def_static(
+      "from_arrays",
+      [](const std::vector<Entry>& tensors, const std::map<std::string, std::string>& metadata,
+         const std::string& backend, int device, size_t memory_budget, int threads) {
+        std::vector<ArrayEntry> arrays;
+        arrays.reserve(tensors.size());
+        for (const auto& [name, dtype, array] : tensors) arrays.push_back({name, dtype, array});
+        ModelWeights w;
+        {
+          // The arrays stay referenced by `arrays` while unlocked.
+          const nb::gil_scoped_release unlocked;
+          w = load_weights_from_arrays(arrays, metadata);
+        }
+        return make(std::move(w), backend, device, memory_budget, threads);
+      },
+      "tensors"_a, "metadata"_a, "backend"_a = "cpu", "device"_a = 0, "memory_budget"_a = 0,
+      "threads"_a = 0);
+  c.def_prop_ro("config", [](const PyEngine& e) { return config_dict(*e.engine); });
+  c.def_prop_ro("backend", [](const PyEngine& e) { return e.engine->backend_name(); });
+  c.def_prop_ro("device", [](const PyEngine& e) { return e.engine->device(); });
+  c.def_prop_ro("last_self_check", [](const PyEngine& e) { return e.last_self_check; });
+  c.def(
+      "run_block",
+      [](PyEngine& e, int64_t index, WriteArray x, ReadArray t_emb, const std::vector<Run>& runs,
+         ReadArray rope, const std::string& mode, const std::optional<ExecOptions>& options,
+         std::optional<uintptr_t> stream, const std::string& phases) {
+        const BlockCall call =
+            make_call(*e.engine, index, x, t_emb, runs, rope, mode, options, stream, phases);
+        std::optional<std::string> line;
+        {
+          const nb::gil_scoped_release unlocked;
+          if (call.options.self_check) line = e.engine->self_check(call).line(call.x.rows());
+          e.engine->run_block(call);
+        }
+        if (line) e.last_self_check = line;
+      },
+      "index"_a, "x"_a.noconvert(), "t_emb"_a.noconvert(), "mod_runs"_a, "rope"_a.noconvert(),
+      nb::kw_only(), "mode"_a = "streamed", "options"_a = nb::none(), "stream"_a = nb::none(),
+      "phases"_a = "all");
+  c.def(
+      "self_check",
+      [](PyEngine& e, int64_t index, ReadArray x, ReadArray t_emb, const std::vector<Run>& runs,
+         ReadArray rope, const std::optional<ExecOptions>& options,
+         std::optional<uintptr_t> stream) {
+        // x is only read (the variants run on copies): a read-only view will do.
+        const BlockCall call =
+            make_call(*e.engine, index, x, t_emb, runs, rope, "streamed", options, stream, "all");
+        SelfCheckResult r;
+        {
+          const nb::gil_scoped_release unlocked;
+          r = e.engine->self_check(call);
+        }
+        return self_check_dict(r, call.x.rows());
+      },
+      "index"_a, "x"_a.noconvert(), "t_emb"_a.noconvert(), "mod_runs"_a, "rope"_a.noconvert(),
+      nb::kw_only(), "options"_a = nb::none(), "stream"_a = nb::none());
+  c.def("ledger", [](const PyEngine& e) { return ledger_list(*e.engine); });
+  c.def("reset_ledger", [](PyEngine& e) { e.engine->reset_ledger(); });
+  c.def("arena_peak", [](const PyEngine& e) { return e.engine->arena_peak(); });
+  c.def("arena_allocated", [](const PyEngine& e) { return e.engine->arena_allocated(); });
+}
+
+}  // namespace h3s::py

@@ -1,0 +1,125 @@
+// Options: every control of FEATURES.md (ExecOptions), validated whenever it
+// is built or changed, so a bad value fails where it is set, naming the
+// control, the value and the range.
+#include <fmt/format.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include "exec/options.hpp"
+#include "python/bindings.hpp"
+
+namespace h3s::py {
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+// A property whose setter validates the whole set before keeping the value.
+template <class T>
+void field(nb::class_<ExecOptions>& c, const char* name, T ExecOptions::*member, const char* doc) {
+  c.def_prop_rw(
+      name, [member](const ExecOptions& o) { return o.*member; },
+      [member](ExecOptions& o, T v) {
+        ExecOptions changed = o;
+        changed.*member = std::move(v);
+        changed.validate();
+        o = std::move(changed);
+      },
+      doc);
+}
+
+std::string repr(const ExecOptions& o) {
+  return fmt::format(
+      "Options(q_chunk={}, kv_chunk={}, mlp_chunk={}, min_tokens={}, kv_block={}, "
+      "final_layer_chunk={}, final_layer_gemm='{}', kv_store='{}', trim_forward={}, "
+      "self_check={}, merge_tail_below={})",
+      o.q_chunk, o.kv_chunk, o.mlp_chunk, o.min_tokens, o.kv_block, o.final_layer_chunk,
+      final_gemm_name(o.final_layer_gemm), o.kv_store, o.trim_forward ? "True" : "False",
+      o.self_check ? "True" : "False", o.merge_tail_below);
+}
+
+nb::dict to_dict(const ExecOptions& o) {
+  nb::dict d;
+  d["q_chunk"] = o.q_chunk;
+  d["kv_chunk"] = o.kv_chunk;
+  d["mlp_chunk"] = o.mlp_chunk;
+  d["min_tokens"] = o.min_tokens;
+  d["kv_block"] = o.kv_block;
+  d["final_layer_chunk"] = o.final_layer_chunk;
+  d["final_layer_gemm"] = std::string(final_gemm_name(o.final_layer_gemm));
+  d["kv_store"] = o.kv_store;
+  d["trim_forward"] = o.trim_forward;
+  d["self_check"] = o.self_check;
+  d["merge_tail_below"] = o.merge_tail_below;
+  return d;
+}
+
+}  // namespace
+
+void bind_options(nb::module_& m) {
+  const ExecOptions d;  // the reference node's defaults
+  nb::class_<ExecOptions> c(m, "Options",
+                            "Every control of the 'H3 Streamed Blocks' node (FEATURES.md). Bad "
+                            "values raise ValueError naming the control.");
+  c.def(
+      "__init__",
+      [](ExecOptions* self, int64_t q_chunk, int64_t kv_chunk, int64_t mlp_chunk,
+         int64_t min_tokens, int64_t kv_block, int64_t final_layer_chunk,
+         const std::string& final_layer_gemm, const std::string& kv_store, bool trim_forward,
+         bool self_check, int64_t merge_tail_below) {
+        ExecOptions o;
+        o.q_chunk = q_chunk;
+        o.kv_chunk = kv_chunk;
+        o.mlp_chunk = mlp_chunk;
+        o.min_tokens = min_tokens;
+        o.kv_block = kv_block;
+        o.final_layer_chunk = final_layer_chunk;
+        o.final_layer_gemm = parse_final_gemm(final_layer_gemm);
+        o.kv_store = kv_store;
+        o.trim_forward = trim_forward;
+        o.self_check = self_check;
+        o.merge_tail_below = merge_tail_below;
+        o.validate();  // before construction: a bad value leaves no half-built object
+        new (self) ExecOptions(std::move(o));
+      },
+      nb::kw_only(), "q_chunk"_a = d.q_chunk, "kv_chunk"_a = d.kv_chunk,
+      "mlp_chunk"_a = d.mlp_chunk, "min_tokens"_a = d.min_tokens, "kv_block"_a = d.kv_block,
+      "final_layer_chunk"_a = d.final_layer_chunk,
+      "final_layer_gemm"_a = std::string(final_gemm_name(d.final_layer_gemm)),
+      "kv_store"_a = d.kv_store, "trim_forward"_a = d.trim_forward, "self_check"_a = d.self_check,
+      "merge_tail_below"_a = d.merge_tail_below);
+  c.def_static("stock", &ExecOptions::stock,
+               "The stock path's options (whole sequence everywhere, ComfyUI-like).");
+  field(c, "q_chunk", &ExecOptions::q_chunk, "query rows per attention call (>= 1)");
+  field(c, "kv_chunk", &ExecOptions::kv_chunk, "rows per projection chunk building K/V (>= 1)");
+  field(c, "mlp_chunk", &ExecOptions::mlp_chunk,
+        "rows per MLP chunk (>= 0); 0 = the MLP over the whole sequence in one chunk");
+  field(c, "min_tokens", &ExecOptions::min_tokens,
+        "below this packed length the caller runs stock (>= 0; honoured by the caller)");
+  field(c, "kv_block", &ExecOptions::kv_block,
+        "K/V rows per attention pass (0 or a multiple of 64)");
+  field(c, "final_layer_chunk", &ExecOptions::final_layer_chunk,
+        "rows per output-head chunk (>= 0; the full forward only)");
+  field(c, "kv_store", &ExecOptions::kv_store, "K/V storage tier ('bf16', the exact store)");
+  field(c, "trim_forward", &ExecOptions::trim_forward,
+        "release embed buffers once packed (the full forward only)");
+  field(c, "self_check", &ExecOptions::self_check,
+        "run_block first compares stock and streamed on copies and keeps the line "
+        "(Engine.last_self_check)");
+  field(c, "merge_tail_below", &ExecOptions::merge_tail_below,
+        "kv/mlp tail chunks shorter than this merge into the previous one (>= 0)");
+  c.def_prop_rw(
+      "final_layer_gemm",
+      [](const ExecOptions& o) { return std::string(final_gemm_name(o.final_layer_gemm)); },
+      [](ExecOptions& o, const std::string& v) { o.final_layer_gemm = parse_final_gemm(v); },
+      "'exact' or 'streamed' (the full forward only)");
+  c.def("to_dict", &to_dict, "The controls as a dict (the keyword arguments of Options).");
+  c.def("__repr__", &repr);
+  c.def("__eq__", [](const ExecOptions& a, const ExecOptions& b) { return repr(a) == repr(b); });
+  c.def("__copy__", [](const ExecOptions& o) { return o; });
+  c.def(
+      "__deepcopy__", [](const ExecOptions& o, nb::handle) { return o; }, "memo"_a);
+}
+
+}  // namespace h3s::py

@@ -1,0 +1,60 @@
+"""Options: every control, validated where it is set, errors naming it."""
+
+import copy
+
+import pytest
+
+import h3stream
+
+
+def test_defaults_are_the_reference_nodes():
+    o = h3stream.Options()
+    assert o.to_dict() == {
+        "q_chunk": 16384, "kv_chunk": 16384, "mlp_chunk": 16384, "min_tokens": 32768,
+        "kv_block": 0, "final_layer_chunk": 16384, "final_layer_gemm": "exact",
+        "kv_store": "bf16", "trim_forward": True, "self_check": False, "merge_tail_below": 512,
+    }
+
+
+def test_round_trip_through_dict_and_copy():
+    o = h3stream.Options(q_chunk=3, kv_chunk=5, mlp_chunk=0, min_tokens=0, kv_block=256,
+                         final_layer_chunk=7, final_layer_gemm="streamed", trim_forward=False,
+                         self_check=True, merge_tail_below=0)
+    assert h3stream.Options(**o.to_dict()) == o
+    c = copy.copy(o)
+    c.q_chunk = 9
+    assert o.q_chunk == 3 and c.q_chunk == 9
+    assert "q_chunk=3" in repr(o)
+
+
+@pytest.mark.parametrize("control,value,message", [
+    ("q_chunk", 0, r"q_chunk = 0 is out of range: it must be >= 1"),
+    ("kv_chunk", -1, r"kv_chunk = -1 is out of range: it must be >= 1"),
+    ("mlp_chunk", -5, r"mlp_chunk = -5 is out of range: it must be >= 0"),
+    ("min_tokens", -1, r"min_tokens = -1 is out of range"),
+    ("kv_block", 100, r"kv_block = 100 must be 0 or a multiple of"),
+    ("final_layer_chunk", -2, r"final_layer_chunk = -2 is out of range"),
+    ("merge_tail_below", -1, r"merge_tail_below = -1 is out of range"),
+    ("kv_store", "kvi8r", r"kv_store 'kvi8r' is not available"),
+    ("final_layer_gemm", "fast", r"final_layer_gemm 'fast' is not valid: use exact or streamed"),
+])
+def test_bad_values_name_the_control(control, value, message):
+    with pytest.raises(ValueError, match=message):
+        h3stream.Options(**{control: value})
+    o = h3stream.Options()
+    before = o.to_dict()
+    with pytest.raises(ValueError, match=message):
+        setattr(o, control, value)
+    assert o.to_dict() == before, "a refused value must not be kept"
+
+
+def test_keywords_only_and_types():
+    with pytest.raises(TypeError):
+        h3stream.Options(1024)
+    with pytest.raises(TypeError):
+        h3stream.Options(q_chunk="big")
+
+
+def test_stock_options():
+    s = h3stream.Options.stock()
+    assert s.final_layer_chunk == 0 and s.trim_forward is False
