@@ -23,6 +23,9 @@ step() {  # step NAME SECONDS CMD...: run with a limit, tee to $OUT/NAME.txt
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 if [ "$mode" != bench ]; then
   step gpu_tests 240 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
+  # The mma.sync attention kernel (other GPUs) through the same checks.
+  step gpu_tests_attn_sm80 120 env H3S_ATTN_SM80=1 $bin/h3s_tests_gpu \
+    --gtest_filter='GpuAttention.*:GpuOps.Attention*:*GpuBlock*:GpuForward.*'
   step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 $bin/h3s demo \
     --backend cuda --tokens 600 --json
   step racecheck 180 compute-sanitizer --tool racecheck --error-exitcode 9 $bin/h3s_tests_gpu \

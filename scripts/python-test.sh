@@ -61,3 +61,9 @@ py=$(cd "$(dirname "$py")" && pwd)/python
 cd tests/python
 "$py" -m pytest -q -p no:cacheprovider .
 step "pytest done"
+
+# The ComfyUI node pack's own tests (no ComfyUI needed: fakes of its model
+# classes and of h3stream where a test says so).
+cd ../..
+"$py" -m pytest -q -p no:cacheprovider integrations/comfyui/tests
+step "node pack pytest done"

@@ -20,6 +20,29 @@ make_checkpoint = _native.make_checkpoint
 __version__ = _native.__version__
 
 
+def convrot_quantize(x):
+    """The engine's int8 ConvRot activation quantiser over the rows of ``x``
+    (bf16 [M, K], K a multiple of 256; a torch tensor, CUDA tensors are copied
+    to host, or any DLPack array in host memory). Returns ``(q, scale)``: int8
+    [M, K] and float32 [M] torch tensors (numpy arrays for non-torch input),
+    bit-exact with comfy-kitchen's CUDA quantiser."""
+    try:
+        import torch  # only to allocate outputs like the input; never required
+    except ImportError:
+        torch = None
+    if torch is not None and isinstance(x, torch.Tensor):
+        xc = x.detach().contiguous().cpu()
+        q = torch.empty(xc.shape, dtype=torch.int8)
+        scale = torch.empty(xc.shape[:1], dtype=torch.float32)
+    else:
+        import numpy as np
+        xc = x
+        q = np.empty(tuple(x.shape), dtype=np.int8)
+        scale = np.empty(tuple(x.shape[:1]), dtype=np.float32)
+    _native.convrot_quantize(xc, q, scale)
+    return q, scale
+
+
 def has_cuda() -> bool:
     """True when the native module has the CUDA backend and a GPU is visible."""
     return bool(_native.cuda_built()) and _native.cuda_device_count() > 0
@@ -30,5 +53,5 @@ def cuda_built() -> bool:
     return bool(_native.cuda_built())
 
 
-__all__ = ["Engine", "Options", "rope_from_comfy", "make_checkpoint", "has_cuda", "cuda_built",
-           "__version__"]
+__all__ = ["Engine", "Options", "rope_from_comfy", "make_checkpoint", "convrot_quantize",
+           "has_cuda", "cuda_built", "__version__"]

@@ -124,6 +124,18 @@ class Engine:
         return self._e.device
 
     @property
+    def resident_weights(self):
+        """True (default): each block's weights stay on the GPU after its first call.
+        False: they leave after every call and are uploaded again from the engine's host
+        copy, so the engine adds at most one block of weights to the VRAM of a host (such
+        as ComfyUI) that keeps its own copy of the model resident."""
+        return self._e.resident_weights
+
+    @resident_weights.setter
+    def resident_weights(self, value):
+        self._e.resident_weights = bool(value)
+
+    @property
     def last_self_check(self):
         """The line of the last run_block with options.self_check, or None."""
         return self._e.last_self_check

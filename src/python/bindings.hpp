@@ -9,5 +9,6 @@ void bind_errors(nanobind::module_& m);      // py_errors.cpp: h3s::Error -> Val
 void bind_options(nanobind::module_& m);     // py_options.cpp: Options (ExecOptions)
 void bind_engine(nanobind::module_& m);      // py_engine.cpp: _Engine (BlockEngine)
 void bind_checkpoint(nanobind::module_& m);  // py_checkpoint.cpp: make_checkpoint
+void bind_quant(nanobind::module_& m);       // py_quant.cpp: convrot_quantize
 
 }  // namespace h3s::py

@@ -133,6 +133,19 @@ void BlockEngine::with_block(const BlockCall& c, Run&& run) {
   ctx.mods = split_block_mods(mods.view, cfg.hidden);
   ctx.block_index = block;
   run(be, arena, BlockView::dit(w, ctx));
+  mods.reset();
+  if (!resident_weights_)
+    backend_.release_weights({&w.attn.qkv, &w.attn.out, &w.mlp.fc1, &w.mlp.fc2, &w.adaln});
+}
+
+void BlockEngine::set_resident_weights(bool resident) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  resident_weights_ = resident;
+}
+
+bool BlockEngine::resident_weights() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return resident_weights_;
 }
 
 void BlockEngine::run_block(const BlockCall& c) {

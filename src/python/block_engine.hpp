@@ -57,6 +57,14 @@ class BlockEngine {
   size_t arena_peak() const;
   size_t arena_allocated() const;
 
+  // false: a block's layers leave the GPU after each call (re-uploaded from
+  // the engine's host copy on the next one), so the engine adds at most one
+  // block of weights to the VRAM of a host (ComfyUI) that keeps its own copy
+  // resident; costs one host -> device copy of the block per call. true (the
+  // default): every block stays resident after its first call.
+  void set_resident_weights(bool resident);
+  bool resident_weights() const;
+
  private:
   void check_call(const BlockCall& call) const;
   template <class Run>
@@ -64,6 +72,7 @@ class BlockEngine {
 
   ModelWeights weights_;
   EngineBackend backend_;
+  bool resident_weights_ = true;
   mutable std::mutex mutex_;  // one call at a time: the backend and arena are not thread-safe
 };
 

@@ -58,6 +58,17 @@ EngineBackend::CallScope::CallScope(EngineBackend& b, uintptr_t stream) {
 
 EngineBackend::CallScope::~CallScope() = default;
 
+void EngineBackend::release_weights(std::initializer_list<const QuantLinear*> layers) {
+#ifdef H3S_HAVE_CUDA
+  if (device_kind() != Device::cuda) return;
+  const cuda::DeviceGuard on(device_);
+  // evict frees with cudaFree, which waits for queued kernels that read them.
+  for (const QuantLinear* w : layers) static_cast<cuda::CudaBackend&>(*backend_).evict(*w);
+#else
+  (void)layers;
+#endif
+}
+
 EngineBackend::EngineBackend(const std::string& name, int device, size_t budget_bytes, int threads)
     : name_(name), device_(device) {
   if (name == "cpu") {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -35,6 +36,9 @@ class EngineBackend {
   Backend& ops() { return *backend_; }
   Arena& arena() { return *arena_; }
   const Arena& arena() const { return *arena_; }
+  // Drops the device copies of these layers (CUDA; a no-op on the CPU, which
+  // reads the host weights directly). The next use uploads them again.
+  void release_weights(std::initializer_list<const QuantLinear*> layers);
 
   // While alive: the engine's GPU is current and every op goes to `stream`
   // (a cudaStream_t as an integer; 0 = the legacy default stream). A no-op on

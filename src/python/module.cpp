@@ -16,4 +16,5 @@ NB_MODULE(_h3stream, m) {
   h3s::py::bind_options(m);
   h3s::py::bind_engine(m);
   h3s::py::bind_checkpoint(m);
+  h3s::py::bind_quant(m);
 }

@@ -189,6 +189,11 @@ void bind_engine(nb::module_& m) {
   c.def_prop_ro("backend", [](const PyEngine& e) { return e.engine->backend_name(); });
   c.def_prop_ro("device", [](const PyEngine& e) { return e.engine->device(); });
   c.def_prop_ro("last_self_check", [](const PyEngine& e) { return e.last_self_check; });
+  c.def_prop_rw(
+      "resident_weights", [](const PyEngine& e) { return e.engine->resident_weights(); },
+      [](PyEngine& e, bool v) { e.engine->set_resident_weights(v); },
+      "False: each block's layers leave the GPU after its call (at most one block of weights "
+      "added to the host's VRAM; one host -> device copy per call).");
   c.def(
       "run_block",
       [](PyEngine& e, int64_t index, WriteArray x, ReadArray t_emb, const std::vector<Run>& runs,

@@ -4,19 +4,102 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_memory.hpp"
+#include "core/arena.hpp"
 
 namespace h3s::test {
 
 inline bool cuda_device_present() {
   int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return n > 0;
 }
 
 #define H3S_REQUIRE_GPU()                                                      \
   do {                                                                         \
     if (!::h3s::test::cuda_device_present()) GTEST_SKIP() << "no CUDA device"; \
   } while (0)
+
+// ---- device helpers ----------------------------------------------------------
+
+inline void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// Every kernel launch is followed by this: launch errors and faults surface
+// at the call that caused them.
+inline void sync_check(const char* what) {
+  cuda_check(cudaGetLastError(), what);
+  cuda_check(cudaDeviceSynchronize(), what);
+}
+
+// A device array of n elements plus `offset` leading bytes, so get() can sit
+// off its natural alignment (the kernels' byte-gather paths). Constructed
+// from a host vector (uploaded) or from a count (zero-filled).
+template <class T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(const std::vector<T>& host, size_t offset = 0)
+      : n_(host.size()), offset_(offset) {
+    cuda_check(cudaMalloc(&raw_, std::max<size_t>(n_ * sizeof(T) + offset, 1)), "cudaMalloc");
+    upload(host);
+  }
+  explicit DeviceArray(size_t n) : DeviceArray(std::vector<T>(n)) {}
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { cudaFree(raw_); }
+
+  T* get() const { return reinterpret_cast<T*>(static_cast<char*>(raw_) + offset_); }
+  size_t size() const { return n_; }
+  void upload(const std::vector<T>& host) {
+    cuda_check(cudaMemcpy(get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
+               "upload");
+  }
+  std::vector<T> download() const {
+    std::vector<T> host(n_);
+    cuda_check(cudaMemcpy(host.data(), get(), n_ * sizeof(T), cudaMemcpyDeviceToHost), "download");
+    return host;
+  }
+  // Fill with a byte pattern, so unwritten outputs are caught by comparisons.
+  void fill_bytes(int v) { cuda_check(cudaMemset(get(), v, n_ * sizeof(T)), "cudaMemset"); }
+
+ private:
+  void* raw_ = nullptr;
+  size_t n_ = 0, offset_ = 0;
+};
+
+// ---- backend fixture -----------------------------------------------------------
+
+// A CudaBackend on an unbudgeted device arena, and a 4-thread CPU backend to
+// compare against. Skips without a device; synchronizes after each test.
+class GpuBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    H3S_REQUIRE_GPU();
+    memory_ = std::make_unique<cuda::CudaMemory>();
+    arena_ = std::make_unique<Arena>(*memory_, 0);
+    gpu_ = std::make_unique<cuda::CudaBackend>(*arena_);
+    cpu_ = make_cpu_backend(4);
+  }
+  void TearDown() override {
+    if (gpu_) gpu_->synchronize();
+  }
+
+  std::unique_ptr<cuda::CudaMemory> memory_;
+  std::unique_ptr<Arena> arena_;
+  std::unique_ptr<cuda::CudaBackend> gpu_;
+  std::unique_ptr<Backend> cpu_;
+};
 
 }  // namespace h3s::test

@@ -23,6 +23,7 @@
 #include "core/dtype.hpp"
 #include "core/rng.hpp"
 #include "core/tensor.hpp"
+#include "gpu_fixture.hpp"
 
 namespace h3s {
 namespace {
@@ -44,44 +45,11 @@ static_assert(kAttnKvTile == 128,
 
 class GpuAttention : public ::testing::Test {
  protected:
-  void SetUp() override {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "no CUDA device";
-  }
+  void SetUp() override { H3S_REQUIRE_GPU(); }
 };
 
-// ---- device helpers ----------------------------------------------------------
-
-void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-template <class T>
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t n) : n_(n) {
-    void* p = nullptr;
-    cuda_check(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)), "cudaMalloc");
-    p_ = static_cast<T*>(p);
-  }
-  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) {
-    cuda_check(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), "upload");
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { cudaFree(p_); }
-  T* get() const { return p_; }
-  std::vector<T> download() const {
-    std::vector<T> host(n_);
-    cuda_check(cudaMemcpy(host.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "download");
-    return host;
-  }
-  void fill_bytes(int v) { cuda_check(cudaMemset(p_, v, n_ * sizeof(T)), "cudaMemset"); }
-
- private:
-  T* p_ = nullptr;
-  size_t n_ = 0;
-};
+using test::cuda_check;
+using test::DeviceArray;
 
 // ---- problems ------------------------------------------------------------------
 
@@ -174,10 +142,10 @@ bool bits_equal(const void* a, const void* b, size_t bytes) {
 GpuResult run_gpu(const Problem& p, int64_t row_chunk, int64_t kv_block) {
   const int64_t rows = p.rows, heads = p.heads, ldo = p.ldo;
   const int64_t alloc_rows = rows + kGuardRows;
-  DeviceBuffer<uint16_t> q(p.q), kv(p.kvbuf);
-  DeviceBuffer<float> m(size_t(alloc_rows * heads)), l(size_t(alloc_rows * heads)),
+  DeviceArray<uint16_t> q(p.q), kv(p.kvbuf);
+  DeviceArray<float> m(size_t(alloc_rows * heads)), l(size_t(alloc_rows * heads)),
       acc(size_t(alloc_rows * heads * kHd));
-  DeviceBuffer<uint16_t> out(size_t(alloc_rows * ldo));
+  DeviceArray<uint16_t> out(size_t(alloc_rows * ldo));
   for (auto* b : {&m, &l, &acc}) b->fill_bytes(0xff);  // NaN bits
   out.fill_bytes(0xff);
 
@@ -383,8 +351,8 @@ TEST_F(GpuAttention, WideKvStrideSlice) {
 // schedule: the entry point refuses it.
 TEST_F(GpuAttention, BlockOffTileBoundaryThrows) {
   const Problem p(4, 2, 200, store_layout(2, 200), 5500);
-  DeviceBuffer<uint16_t> q(p.q), kv(p.kvbuf);
-  DeviceBuffer<float> m(8), l(8), acc(8 * kHd);
+  DeviceArray<uint16_t> q(p.q), kv(p.kvbuf);
+  DeviceArray<float> m(8), l(8), acc(8 * kHd);
   cuda::attention_reset(m.get(), l.get(), acc.get(), 4, 2, nullptr);
   for (int64_t begin : {int64_t(1), int64_t(32), int64_t(64), int64_t(100)})
     EXPECT_THROW(cuda::attention_fwd(q.get(), p.ldq, 4, 2, kv.get() + p.kv.k_offset,

@@ -20,56 +20,15 @@
 #include "backend/cuda/kernels.hpp"
 #include "core/dtype.hpp"
 #include "core/tensor.hpp"
+#include "gpu_fixture.hpp"
 #include "model/quant_linear.hpp"
 #include "model/safetensors.hpp"
 
 namespace h3s {
 namespace {
 
-// ---- device helpers ----------------------------------------------------------
-
-void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-// Every kernel launch is followed by this: launch errors and faults surface
-// at the call that caused them.
-void sync_check(const char* what) {
-  cuda_check(cudaGetLastError(), what);
-  cuda_check(cudaDeviceSynchronize(), what);
-}
-
-template <class T>
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t n) : n_(n) {
-    void* p = nullptr;
-    cuda_check(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)), "cudaMalloc");
-    p_ = static_cast<T*>(p);
-  }
-  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { cudaFree(p_); }
-
-  T* get() const { return p_; }
-  size_t size() const { return n_; }
-  void upload(const std::vector<T>& host) {
-    cuda_check(cudaMemcpy(p_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-               "upload");
-  }
-  std::vector<T> download() const {
-    std::vector<T> host(n_);
-    cuda_check(cudaMemcpy(host.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "download");
-    return host;
-  }
-  // Fill with a byte pattern, so unwritten outputs are caught by comparisons.
-  void fill_bytes(int v) { cuda_check(cudaMemset(p_, v, n_ * sizeof(T)), "cudaMemset"); }
-
- private:
-  T* p_ = nullptr;
-  size_t n_ = 0;
-};
+using test::DeviceArray;
+using test::sync_check;
 
 // ---- host data ----------------------------------------------------------------
 
@@ -152,8 +111,8 @@ struct Bf16Problem {
   int64_t m, n, k, ldx;
   std::vector<uint16_t> hx, hw;
   std::vector<float> hbias;
-  DeviceBuffer<uint16_t> x, w;
-  DeviceBuffer<float> bias;
+  DeviceArray<uint16_t> x, w;
+  DeviceArray<float> bias;
   Bf16Problem(int64_t m_, int64_t n_, int64_t k_, int64_t ldx_, uint32_t seed)
       : m(m_),
         n(n_),
@@ -177,8 +136,8 @@ struct I8Problem {
   int64_t m, n, k, ldx;
   std::vector<int8_t> hx, hw;
   std::vector<float> hxs, hws, hbias;
-  DeviceBuffer<int8_t> x, w;
-  DeviceBuffer<float> xs, ws, bias;
+  DeviceArray<int8_t> x, w;
+  DeviceArray<float> xs, ws, bias;
   I8Problem(int64_t m_, int64_t n_, int64_t k_, int64_t ldx_, uint32_t seed)
       : m(m_),
         n(n_),
@@ -219,7 +178,7 @@ struct F32Problem {
   using Out = float;
   int64_t m, n, k, ldx;
   std::vector<float> hx, hw, hbias;
-  DeviceBuffer<float> x, w, bias;
+  DeviceArray<float> x, w, bias;
   F32Problem(int64_t m_, int64_t n_, int64_t k_, int64_t ldx_, uint32_t seed)
       : m(m_),
         n(n_),
@@ -267,7 +226,7 @@ void expect_row_invariant(const P& p, const std::vector<int64_t>& chunks) {
   using Out = typename P::Out;
   const int64_t ldy = p.n + 8;
   const size_t elems = size_t(p.m * ldy);
-  DeviceBuffer<Out> full(elems), part(elems);
+  DeviceArray<Out> full(elems), part(elems);
   full.fill_bytes(0x7f);
   p.run(0, p.m, full.get(), ldy);
   const std::vector<Out> want = full.download();
@@ -309,11 +268,7 @@ void row_invariance_suite() {
 
 class GpuGemm : public ::testing::Test {
  protected:
-  void SetUp() override {
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
-      GTEST_SKIP() << "no CUDA device";
-  }
+  void SetUp() override { H3S_REQUIRE_GPU(); }
 };
 
 TEST_F(GpuGemm, Bf16RowInvariant) {
@@ -349,7 +304,7 @@ TEST_F(GpuGemm, UnalignedRowsMatchAligned) {
     for (int64_t r = 0; r < m; ++r)
       std::copy_n(aligned.hx.begin() + r * k, k, odd.hx.begin() + r * (k + 1));
     odd.x.upload(odd.hx);
-    DeviceBuffer<uint16_t> ya(size_t(m * n)), yo(size_t(m * n));
+    DeviceArray<uint16_t> ya(size_t(m * n)), yo(size_t(m * n));
     aligned.run(0, m, ya.get(), n);
     odd.run(0, m, yo.get(), n);
     EXPECT_EQ(count_bit_diffs(yo.download(), ya.download(), m, n, n), 0);
@@ -361,7 +316,7 @@ TEST_F(GpuGemm, UnalignedRowsMatchAligned) {
     for (int64_t r = 0; r < m; ++r)
       std::copy_n(aligned.hx.begin() + r * k, k, odd.hx.begin() + r * (k + 3));
     odd.x.upload(odd.hx);
-    DeviceBuffer<uint16_t> ya(size_t(m * n)), yo(size_t(m * n));
+    DeviceArray<uint16_t> ya(size_t(m * n)), yo(size_t(m * n));
     aligned.run(0, m, ya.get(), n);
     odd.run(0, m, yo.get(), n);
     EXPECT_EQ(count_bit_diffs(yo.download(), ya.download(), m, n, n), 0);
@@ -375,7 +330,7 @@ TEST_F(GpuGemm, FeatureSlicesMatchFullProduct) {
   const int64_t m = 131, n = 768, k = 512, f0 = 5, f1 = n - 3, ldy = n;
   {
     Bf16Problem p(m, n, k, k, 41);
-    DeviceBuffer<uint16_t> full(size_t(m * ldy)), part(size_t(m * ldy));
+    DeviceArray<uint16_t> full(size_t(m * ldy)), part(size_t(m * ldy));
     p.run(0, m, full.get(), ldy);
     part.fill_bytes(0);
     cuda::gemm_bf16(p.x.get(), k, p.w.get() + f0 * k, p.bias.get() + f0, part.get() + f0, ldy, m,
@@ -389,7 +344,7 @@ TEST_F(GpuGemm, FeatureSlicesMatchFullProduct) {
   }
   {
     I8Problem p(m, n, k, k, 42);
-    DeviceBuffer<uint16_t> full(size_t(m * ldy)), part(size_t(m * ldy));
+    DeviceArray<uint16_t> full(size_t(m * ldy)), part(size_t(m * ldy));
     p.run(0, m, full.get(), ldy);
     part.fill_bytes(0);
     cuda::gemm_i8(p.x.get(), k, p.xs.get(), p.w.get() + f0 * k, p.ws.get() + f0, p.bias.get() + f0,
@@ -421,7 +376,7 @@ TEST_F(GpuGemm, I8MatchesInt32Reference) {
       std::fill_n(p.hx.begin() + c.k, c.k, int8_t(0));
       p.x.upload(p.hx);
     }
-    DeviceBuffer<uint16_t> y(size_t(c.m * c.n));
+    DeviceArray<uint16_t> y(size_t(c.m * c.n));
     p.run(0, c.m, y.get(), c.n, c.bias);
     std::string where;
     EXPECT_EQ(count_bit_diffs(y.download(), p.reference(c.bias), c.m, c.n, c.n, &where), 0)
@@ -437,17 +392,17 @@ TEST_F(GpuGemm, I8MatchesGolden) {
   const int64_t n = 768, k = 512;
   ASSERT_EQ(f.entry("weight").shape, (std::vector<int64_t>{n, k}));
   ASSERT_EQ(f.entry("weight_scale").shape, (std::vector<int64_t>{n, 1}));
-  const DeviceBuffer<int8_t> w(f.read_as<int8_t>("weight", "I8"));
-  const DeviceBuffer<float> ws(f.read_as<float>("weight_scale", "F32"));
+  const DeviceArray<int8_t> w(f.read_as<int8_t>("weight", "I8"));
+  const DeviceArray<float> ws(f.read_as<float>("weight_scale", "F32"));
   for (const int64_t m : {1, 5}) {
     const std::string c = fmt::format("M{}", m);
     SCOPED_TRACE(c);
-    const DeviceBuffer<int8_t> xq(f.read_as<int8_t>(c + ".xq", "I8"));
-    const DeviceBuffer<float> xs(f.read_as<float>(c + ".xs", "F32"));
+    const DeviceArray<int8_t> xq(f.read_as<int8_t>(c + ".xq", "I8"));
+    const DeviceArray<float> xs(f.read_as<float>(c + ".xs", "F32"));
     const std::vector<uint16_t> want = f.read_as<uint16_t>(c + ".out", "BF16");
     ASSERT_EQ(xq.size(), size_t(m * k));
     ASSERT_EQ(want.size(), size_t(m * n));
-    DeviceBuffer<uint16_t> y(size_t(m * n));
+    DeviceArray<uint16_t> y(size_t(m * n));
     cuda::gemm_i8(xq.get(), k, xs.get(), w.get(), ws.get(), nullptr, y.get(), n, m, n, k, nullptr);
     sync_check("gemm_i8 golden");
     std::string where;
@@ -471,7 +426,7 @@ TEST_F(GpuGemm, Bf16MatchesFp64) {
     SCOPED_TRACE("m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
                  " k=" + std::to_string(c.k) + " ldx=" + std::to_string(c.ldx));
     const Bf16Problem p(c.m, c.n, c.k, c.ldx, 61);
-    DeviceBuffer<uint16_t> y(size_t(c.m * c.n));
+    DeviceArray<uint16_t> y(size_t(c.m * c.n));
     p.run(0, c.m, y.get(), c.n, c.bias);
     // bf16 output rounding alone is ~2^-9 relative, RMS ~2^-9 / sqrt(3).
     EXPECT_LT(rel_rms(y.download(), fp64_reference(p, bf16_to_double, c.bias)), 4e-3);
@@ -492,7 +447,7 @@ TEST_F(GpuGemm, Bf16MatchesCpuBackend) {
   const Tensor yt = Tensor::contiguous(y_cpu.data(), DType::bf16, {m, n});
   make_cpu_backend(1)->linear(xt, q, yt);
 
-  DeviceBuffer<uint16_t> y(size_t(m * n));
+  DeviceArray<uint16_t> y(size_t(m * n));
   p.run(0, m, y.get(), n);
   std::vector<double> want(y_cpu.size());
   for (size_t i = 0; i < want.size(); ++i) want[i] = bf16_to_double(y_cpu[i]);
@@ -512,7 +467,7 @@ TEST_F(GpuGemm, F32MatchesFp64) {
     SCOPED_TRACE("m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
                  " k=" + std::to_string(c.k));
     const F32Problem p(c.m, c.n, c.k, c.ldx, 81);
-    DeviceBuffer<float> y(size_t(c.m * c.n));
+    DeviceArray<float> y(size_t(c.m * c.n));
     p.run(0, c.m, y.get(), c.n, c.bias);
     EXPECT_LT(rel_rms(y.download(), fp64_reference(
                                         p, [](float v) { return double(v); }, c.bias)),

@@ -32,46 +32,8 @@
 namespace h3s {
 namespace {
 
-void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-void sync_check(const char* what) {
-  cuda_check(cudaGetLastError(), what);
-  cuda_check(cudaDeviceSynchronize(), what);
-}
-
-// A device array of n elements plus `offset` leading bytes, so get() can sit
-// off its natural alignment (the kernels' byte-gather paths).
-template <class T>
-class DeviceArray {
- public:
-  explicit DeviceArray(const std::vector<T>& host, size_t offset = 0)
-      : n_(host.size()), offset_(offset) {
-    cuda_check(cudaMalloc(&raw_, std::max<size_t>(n_ * sizeof(T) + offset, 1)), "cudaMalloc");
-    upload(host);
-  }
-  explicit DeviceArray(size_t n) : DeviceArray(std::vector<T>(n)) {}
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() { cudaFree(raw_); }
-
-  T* get() const { return reinterpret_cast<T*>(static_cast<char*>(raw_) + offset_); }
-  void upload(const std::vector<T>& host) {
-    cuda_check(cudaMemcpy(get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-               "upload");
-  }
-  std::vector<T> download() const {
-    std::vector<T> host(n_);
-    cuda_check(cudaMemcpy(host.data(), get(), n_ * sizeof(T), cudaMemcpyDeviceToHost), "download");
-    return host;
-  }
-  void fill_bytes(int v) { cuda_check(cudaMemset(get(), v, n_ * sizeof(T)), "cudaMemset"); }
-
- private:
-  void* raw_ = nullptr;
-  size_t n_ = 0, offset_ = 0;
-};
+using test::DeviceArray;
+using test::sync_check;
 
 // Scale bytes as a checkpoint may hold them: mostly moderate positive e4m3
 // values, and some zeros, -0, subnormals, values up to 448 (which clamp) and
@@ -353,19 +315,8 @@ TEST_F(GpuGemmW4A8, DecodeEqualsDecodeW4a8ForEveryScaleAndCode) {
 
 // ---- CudaBackend: w4a8 layers through gemm_w4a8 ------------------------------
 
-class GpuW4A8Backend : public ::testing::Test {
+class GpuW4A8Backend : public test::GpuBackendTest {
  protected:
-  void SetUp() override {
-    H3S_REQUIRE_GPU();
-    memory_ = std::make_unique<cuda::CudaMemory>();
-    arena_ = std::make_unique<Arena>(*memory_, 0);
-    gpu_ = std::make_unique<cuda::CudaBackend>(*arena_);
-    cpu_ = make_cpu_backend(4);
-  }
-  void TearDown() override {
-    if (gpu_) gpu_->synchronize();
-  }
-
   // A bf16 host matrix [rows, cols] on the device.
   Buffer to_device(const std::vector<uint16_t>& h, int64_t rows, int64_t cols, Tensor* t) {
     Buffer b = arena_->allocate(h.size() * 2, "test matrix");
@@ -373,11 +324,6 @@ class GpuW4A8Backend : public ::testing::Test {
     gpu_->upload(h.data(), *t);
     return b;
   }
-
-  std::unique_ptr<cuda::CudaMemory> memory_;
-  std::unique_ptr<Arena> arena_;
-  std::unique_ptr<cuda::CudaBackend> gpu_;
-  std::unique_ptr<Backend> cpu_;
 };
 
 std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float sd) {

@@ -24,18 +24,8 @@
 namespace h3s::test {
 namespace {
 
-class GpuGolden : public ::testing::Test {
+class GpuGolden : public GpuBackendTest {
  protected:
-  void SetUp() override {
-    H3S_REQUIRE_GPU();
-    memory_ = std::make_unique<cuda::CudaMemory>();
-    arena_ = std::make_unique<Arena>(*memory_, 0);
-    gpu_ = std::make_unique<cuda::CudaBackend>(*arena_);
-  }
-  void TearDown() override {
-    if (gpu_) gpu_->synchronize();
-  }
-
   static SafetensorsFile open(const std::string& stem) {
     return SafetensorsFile::open(std::string(H3S_TEST_DATA_DIR) + "/golden/" + stem +
                                  ".safetensors");
@@ -52,10 +42,6 @@ class GpuGolden : public ::testing::Test {
     gpu_->download(d.view, out.data());
     return out;
   }
-
-  std::unique_ptr<cuda::CudaMemory> memory_;
-  std::unique_ptr<Arena> arena_;
-  std::unique_ptr<cuda::CudaBackend> gpu_;
 };
 
 // a + b through a stream (GCC 12 warns falsely on -O3 std::string +).

@@ -35,6 +35,7 @@
 #include "backend/cuda/cuda_memory.hpp"
 #include "backend/cuda/kernels.hpp"
 #include "core/arena.hpp"
+#include "gpu_fixture.hpp"
 #include "model/convrot.hpp"
 #include "model/quant_linear.hpp"
 #include "model/safetensors.hpp"
@@ -57,15 +58,6 @@ std::string cat(const A&... a) {
 void info(const std::string& line) {
   std::cout << "[   info   ] " << line << "\n";
   ::testing::Test::RecordProperty("info", line);
-}
-
-bool cuda_device_present() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return n > 0;
 }
 
 // Relative RMS error of got vs want over the valid elements.
@@ -134,19 +126,8 @@ constexpr DType dtype_of() {
   return DType::bf16;
 }
 
-class GpuOps : public ::testing::Test {
+class GpuOps : public GpuBackendTest {
  protected:
-  void SetUp() override {
-    if (!cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-    memory_ = std::make_unique<cuda::CudaMemory>();
-    arena_ = std::make_unique<Arena>(*memory_, 0);
-    gpu_ = std::make_unique<cuda::CudaBackend>(*arena_);
-    cpu_ = make_cpu_backend(4);
-  }
-  void TearDown() override {
-    if (gpu_) gpu_->synchronize();
-  }
-
   DevMat to_device(const Mat& m) {
     DevMat d;
     const int64_t n = m.rows() * m.stride();
@@ -181,11 +162,6 @@ class GpuOps : public ::testing::Test {
     gpu_->download(d.t, v.data());
     return v;
   }
-
-  std::unique_ptr<cuda::CudaMemory> memory_;
-  std::unique_ptr<Arena> arena_;
-  std::unique_ptr<cuda::CudaBackend> gpu_;
-  std::unique_ptr<Backend> cpu_;
 };
 
 // ---- the ConvRot quantiser -----------------------------------------------------------

@@ -21,6 +21,7 @@
 
 #include "backend/cuda/attention/attn_fwd_traits.cuh"
 #include "backend/cuda/attention/attn_state.cuh"
+#include "backend/cuda/gemm/mma_sm80.cuh"
 #include "backend/cuda/kernels.hpp"
 
 namespace h3s::cuda {
@@ -33,54 +34,23 @@ using Mma = T::Mma;
 constexpr float kSoftmaxScale = T::kSoftmaxScale;
 static_assert(kSoftmaxScale == 0.08838834764831845f, "1 / sqrt(128) as the CPU rounds it");
 
-// ---- PTX wrappers ------------------------------------------------------------
+// ---- PTX wrappers (gemm/mma_sm80.cuh) ---------------------------------------
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+using gemm::cp_async_16;
+using gemm::cp_async_commit;
+using gemm::cp_async_wait;
+using gemm::ldmatrix_x4;
+using gemm::ldmatrix_x4_trans;
+using gemm::smem_addr;
 
-// 16-byte global -> shared copy; valid = false writes 16 zero bytes and reads
-// nothing (src must still be a mapped address; callers pass an in-range one).
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
-  const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes)
-               : "memory");
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  return gemm::pack_bf16x2(lo, hi);
 }
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
 // c += a * b for one m16n8k16 tile (A row-major, B column-major).
 __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two fp32 -> packed bf16x2 (RNE), lo in the low half (the lower column).
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
+  const uint32_t b[2] = {b0, b1};
+  gemm::mma_bf16_m16n8k16(c, a, b);
 }
 
 // ---- shared-memory tiles -------------------------------------------------------

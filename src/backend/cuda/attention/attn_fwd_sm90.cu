@@ -81,12 +81,6 @@ __device__ __forceinline__ uint32_t tile_offset(int row, int c, uint32_t half_by
          uint32_t((hc ^ (row % wgmma::kAtomRows)) * 16);
 }
 
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
 __device__ __forceinline__ void load_q(uint32_t sq, const FwdParams& p, int64_t row0,
                                        int64_t head) {
   const uint16_t* base = p.q + row0 * p.ldq + head * T::kHeadDim;
@@ -237,10 +231,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_bf16_m128n128_sm90(co
     uint32_t pa[T::kPvSteps][4];
 #pragma unroll
     for (int kk = 0; kk < T::kPvSteps; ++kk) {
-      pa[kk][0] = sm90::pack_bf16(sc[2 * kk][0], sc[2 * kk][1]);
-      pa[kk][1] = sm90::pack_bf16(sc[2 * kk][2], sc[2 * kk][3]);
-      pa[kk][2] = sm90::pack_bf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
-      pa[kk][3] = sm90::pack_bf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+      pa[kk][0] = gemm::pack_bf16x2(sc[2 * kk][0], sc[2 * kk][1]);
+      pa[kk][1] = gemm::pack_bf16x2(sc[2 * kk][2], sc[2 * kk][3]);
+      pa[kk][2] = gemm::pack_bf16x2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
+      pa[kk][3] = gemm::pack_bf16x2(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
     }
 #pragma unroll
     for (int i = 0; i < T::kOBlocks * 4; ++i) wgmma::fence_operand(acc[i]);

@@ -1,6 +1,7 @@
-// Thin inline-PTX wrappers for the mma.sync GEMMs: cp.async (global -> shared,
-// with zero-fill), ldmatrix, and the two tensor-core MMAs (bf16 -> fp32,
-// s8 -> s32). Nothing here knows a tile shape; gemm_traits.cuh does.
+// Thin inline-PTX wrappers for the mma.sync GEMMs and the attention kernels:
+// cp.async (global -> shared, with zero-fill), ldmatrix (plain and
+// transposed), the two tensor-core MMAs (bf16 -> fp32, s8 -> s32) and the
+// fp32 -> bf16x2 pack. Nothing here knows a tile shape; the traits headers do.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +51,21 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
+}
+
+// The same with each 8x8 matrix transposed on the way (a row-major B operand,
+// e.g. attention's V tile [key][dim]).
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// Two fp32 -> packed bf16x2 (RNE), lo in the low half (the lower column).
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
 }
 
 // d += a * b for a 16x16 bf16 A fragment (row-major) and a 16x8 bf16 B

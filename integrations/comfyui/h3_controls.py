@@ -1,0 +1,140 @@
+"""The controls of "H3 Streamed Blocks": one table, the single source of names,
+defaults, ranges and tooltips (FEATURES.md "Controls"). Pure Python: the tests
+check it against FEATURES.md without ComfyUI, torch or the native module.
+
+What a control does *inside ComfyUI* is said in its tooltip, including where it
+has no effect here (the model's own _forward owns what the node cannot reach).
+"""
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+INT_MAX_CHUNK = 262144
+
+
+@dataclass(frozen=True)
+class Control:
+    name: str
+    kind: str  # "INT" | "BOOLEAN" | "COMBO"
+    default: object
+    tooltip: str
+    min: Optional[int] = None
+    max: Optional[int] = None
+    step: int = 1
+    choices: tuple = field(default_factory=tuple)
+
+    def comfy_input(self):
+        """The (type, options) pair of a ComfyUI V1 INPUT_TYPES entry."""
+        if self.kind == "COMBO":
+            return (list(self.choices), {"default": self.default, "tooltip": self.tooltip})
+        opts = {"default": self.default, "tooltip": self.tooltip}
+        if self.kind == "INT":
+            opts.update(min=self.min, max=self.max, step=self.step)
+        return (self.kind, opts)
+
+    def check(self, value):
+        """ValueError naming the control, the value and the range when out of range."""
+        if self.kind == "INT":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{self.name}: {value!r} is not an integer")
+            if not self.min <= value <= self.max:
+                raise ValueError(f"{self.name} = {value} is outside {self.min}..{self.max}")
+            if self.step > 1 and value % self.step:
+                raise ValueError(f"{self.name} = {value} must be a multiple of {self.step}")
+        elif self.kind == "BOOLEAN":
+            if not isinstance(value, bool):
+                raise ValueError(f"{self.name}: {value!r} is not a boolean")
+        elif value not in self.choices:
+            raise ValueError(f"{self.name} = {value!r} is not one of {', '.join(self.choices)}")
+        return value
+
+
+# Exactness words used below: "exact" = the streamed block is bit-identical to
+# h3stream's stock block (not to ComfyUI's PyTorch block, whose cuBLAS/flash
+# reduction orders differ by a few bf16 ulps; self_check measures that).
+CONTROLS = (
+    Control(
+        "q_chunk", "INT", 16384, min=1024, max=INT_MAX_CHUNK,
+        tooltip="Query rows per attention call (balanced chunks). Exact at any value: "
+        "the output is bit-identical to h3stream's stock block. Smaller = less memory for "
+        "Q and the attention output."),
+    Control(
+        "kv_chunk", "INT", 16384, min=1024, max=INT_MAX_CHUNK,
+        tooltip="Rows per QKV projection chunk while building the K/V store. Exact at any "
+        "value. The fused QKV [rows, 3*7168] of one chunk is the phase's peak."),
+    Control(
+        "mlp_chunk", "INT", 16384, min=0, max=INT_MAX_CHUNK,
+        tooltip="Rows per MLP chunk (norm2 -> fc1 -> SwiGLU -> fc2 -> gated residual). Exact "
+        "at any value. 0 = h3stream runs only the attention half and the model's own MLP "
+        "module runs the rest (composes with other MLP-chunking nodes; that half is "
+        "ComfyUI's arithmetic, not bit-identical to h3stream's stock)."),
+    Control(
+        "min_tokens", "INT", 32768, min=0, max=1048576,
+        tooltip="Below this packed sequence length the node calls ComfyUI's original block "
+        "(short clips gain nothing from streaming). 0 = always use h3stream."),
+    Control(
+        "kv_block", "INT", 0, min=0, max=INT_MAX_CHUNK, step=128,
+        tooltip="K/V rows attended per pass, the running softmax state carried between "
+        "passes; a multiple of the 128-key attention tile, so it is exact (bit-identical, unlike the "
+        "reference node's 1-ulp log-sum-exp combine). 0 = the whole K/V in one pass. It is "
+        "the block size of host-staged K/V once that store exists; today it saves nothing."),
+    Control(
+        "final_layer_chunk", "INT", 16384, min=0, max=INT_MAX_CHUNK,
+        tooltip="Rows per chunk through the output head (norm -> modulation -> fp32); stock "
+        "promotes the whole video span to fp32 at once (~10 GiB at 216k tokens, the "
+        "forward's peak). Runs ComfyUI's own final-layer modules chunk by chunk. 0 = the "
+        "model's own final layer."),
+    Control(
+        "final_layer_gemm", "COMBO", "exact", choices=("exact", "streamed"),
+        tooltip="With final_layer_chunk > 0. exact: chunks are normed/modulated/cast into "
+        "one fp32 buffer and the head GEMM runs once at full M, the same call as stock "
+        "(bit-equal to the model's own final layer). streamed: one head GEMM per chunk, no "
+        "full-span fp32 buffer; cuBLAS picks kernels by M, so the output can differ from "
+        "stock by ~1e-6 relative."),
+    Control(
+        "kv_store", "COMBO", "bf16", choices=("bf16",),
+        tooltip="K/V storage tier. bf16 = the exact resident store (2 bytes per element). "
+        "The approximate tiers (kvi8r, kvi8s, kvfp4s, kvmix) are not implemented yet and "
+        "are not offered."),
+    Control(
+        "trim_forward", "BOOLEAN", True,
+        tooltip="Release the patch-embed/row buffers once the packed sequence exists "
+        "(2.1-2.3 GiB at 216k tokens; same math). Applies to h3stream's own forward "
+        "(h3s run, the C++ API). Inside ComfyUI the model's _forward owns those buffers "
+        "and this node cannot reach them: no effect here."),
+    Control(
+        "self_check", "BOOLEAN", False,
+        tooltip="On block 0's first long call: run h3stream's stock block and its streamed "
+        "variants (full, q only, kv only, mlp only, none) on copies plus ComfyUI's own "
+        "block, and log one line: streamed vs h3stream stock (must be 0 ulp) and h3stream "
+        "vs ComfyUI (max/mean ulps). Costs about three extra block runs once."),
+    Control(
+        "exact_av_rows", "BOOLEAN", False,
+        tooltip="With the fp4/mixed K/V stores: attend text+audio query rows exactly over a "
+        "retained bf16 K/V. Only the exact bf16 store exists today, where every row is "
+        "already exact: no effect."),
+)
+
+BY_NAME = {c.name: c for c in CONTROLS}
+DEFAULTS = {c.name: c.default for c in CONTROLS}
+
+
+def checked(values):
+    """Every control's value (defaults filled in), each checked against its range."""
+    unknown = set(values) - set(BY_NAME)
+    if unknown:
+        raise ValueError(f"unknown control(s): {', '.join(sorted(unknown))}")
+    out = dict(DEFAULTS)
+    out.update(values)
+    for c in CONTROLS:
+        c.check(out[c.name])
+    return out
+
+
+def engine_options_kwargs(values):
+    """The keyword arguments of h3stream.Options for these control values (the
+    node-only controls exact_av_rows is dropped: the engine has no such option yet)."""
+    v = checked(values)
+    return {k: v[k] for k in ("q_chunk", "kv_chunk", "mlp_chunk", "min_tokens", "kv_block",
+                              "final_layer_chunk", "final_layer_gemm", "kv_store",
+                              "trim_forward", "self_check")}

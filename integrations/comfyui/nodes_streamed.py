@@ -1,0 +1,332 @@
+"""H3 Streamed Blocks: every MiniMax-H3 DiT block through h3stream's exact
+three-phase streamed block (K/V build, attention, MLP in row chunks).
+
+The node returns a clone of the model whose DiT blocks are replaced through
+transformer_options["patches_replace"]["dit"][("double_block", i)]. A
+replacement receives exactly what ComfyUI's DiTBlock.forward receives (x, t_emb,
+mod_segments, rope_freqs) and updates x in place like it. The weights are the
+ones ComfyUI holds (plain bf16/fp32 tensors or comfy-kitchen QuantizedTensors,
+read through the block modules' own state_dict(), i.e. the raw int8 data, scales
+and comfy_quant as in the file, not dequantised copies); h3stream keeps its own
+copy of them (one engine per model, shared by every node instance, rebuilt when
+ComfyUI patches the weights).
+"""
+
+import logging
+import threading
+import weakref
+
+from . import h3_controls, h3_native
+from .nodes_memory import PROBE_KEY
+
+log = logging.getLogger("h3stream.comfyui")
+_said = set()
+
+
+def say_once(key, line):
+    if key not in _said:
+        _said.add(key)
+        log.warning(f"[h3stream] {line}")
+
+
+# -- engines: one per (diffusion model, weights version, device) -------------
+_engines = {}
+_engines_lock = threading.Lock()
+
+
+def drop_engines():
+    """Forget every cached engine (their weight copies go with them). Returns how many."""
+    with _engines_lock:
+        n = len(_engines)
+        _engines.clear()
+    return n
+
+
+def _weights_version(base_model):
+    return getattr(base_model, "current_weight_patches_uuid", None)
+
+
+class _Run:
+    """What the block replacements of one node application share."""
+
+    def __init__(self, h3, model_patcher, values, mode):
+        self.h3 = h3
+        self.values = values
+        self.mode = mode
+        self.base_ref = weakref.ref(model_patcher.model)
+        opts = h3_controls.engine_options_kwargs(values)
+        opts["self_check"] = False  # the node runs self_check itself, once, on block 0
+        self.options = h3.Options(**opts)
+        self.self_check_pending = bool(values["self_check"])
+        self._rope_src = None  # weakref to the rope_freqs tensor the cached table came from
+        self._rope = None
+
+    @property
+    def base(self):
+        base = self.base_ref()
+        if base is None:
+            raise RuntimeError("h3stream: the model this node patched no longer exists")
+        return base
+
+    def engine_for(self, x):
+        """(engine, None) or (None, why) for a block input x."""
+        dev = x.device
+        if dev.type == "cuda":
+            if not self.h3.has_cuda():
+                return None, ("this h3stream build has no CUDA backend (or sees no GPU), the "
+                              "model runs on CUDA")
+            backend, index = "cuda", dev.index if dev.index is not None else 0
+        elif dev.type == "cpu":
+            backend, index = "cpu", 0
+        else:
+            return None, f"device {dev} is not supported (cpu or cuda)"
+        base = self.base
+        dm = base.diffusion_model
+        key = (id(dm), _weights_version(base), backend, index)
+        with _engines_lock:
+            hit = _engines.get(key)
+            if hit is not None and hit[0]() is dm:
+                return hit[1], None
+        try:
+            engine = self.h3.Engine.from_tensors(dm.state_dict(), backend=backend, device=index)
+            # ComfyUI keeps its own copy of the weights in VRAM: let each block's device
+            # copy go after its call, so the engine adds at most one block of weights.
+            if hasattr(engine, "resident_weights"):
+                engine.resident_weights = False
+        except Exception as e:
+            return None, f"h3stream cannot take this model's weights: {type(e).__name__}: {e}"
+        with _engines_lock:
+            for k in [k for k, (ref, _) in _engines.items() if k[0] == id(dm) or ref() is None]:
+                del _engines[k]  # an older weights version of this model, or a freed model
+            _engines[key] = (weakref.ref(dm), engine)
+        return engine, None
+
+    def rope(self, rope_freqs):
+        """h3stream's (cos, sin) table; computed once per forward (ComfyUI builds one
+        rope_freqs tensor per forward and hands the same object to every block)."""
+        if self._rope_src is None or self._rope_src() is not rope_freqs:
+            self._rope = self.h3.rope_from_comfy(rope_freqs)
+            self._rope_src = weakref.ref(rope_freqs)
+        return self._rope
+
+
+def _unsupported_block(block):
+    """Why ComfyUI must run this block itself (weights patched on the fly), or None."""
+    for name, mod in block.named_modules():
+        if len(getattr(mod, "weight_function", ()) or ()) or len(getattr(mod, "bias_function", ()) or ()):
+            return f"{name} has on-the-fly weight patches (LoRA in low-VRAM mode)"
+    return None
+
+
+def comfy_mlp_half(block, x, t_emb, mod_segments):
+    """The second half of ComfyUI's DiTBlock.forward, with the model's own modules:
+    x += gate_mlp * mlp(modulate(norm2(x)))."""
+    from comfy.ldm.minimax.model import _mod_gate, _mod_scale_shift
+
+    _sm, _cm, _gm, shift_mlp, scale_mlp, gate_mlp = block.adaln_proj(t_emb)
+    h = _mod_scale_shift(block.norm2(x), shift_mlp, scale_mlp, mod_segments)
+    return _mod_gate(x, gate_mlp, block.mlp(h), mod_segments)
+
+
+class StreamedBlock:
+    """The replacement of DiT block `index` (a ComfyUI patches_replace callable)."""
+
+    h3stream_wrapper = "streamed"
+
+    def __init__(self, index, run, prev=None):
+        self.index = index
+        self.run = run
+        self.prev = prev  # a replacement installed before this node (runs when we do not)
+        self.last_path = "comfy"
+
+    def _stock(self, args, extra):
+        self.last_path = "comfy"
+        if self.prev is not None:
+            return self.prev(args, extra)
+        return extra["original_block"](args)
+
+    def __call__(self, args, extra):
+        x = args["img"]
+        run = self.run
+        if x.shape[0] < run.values["min_tokens"]:
+            return self._stock(args, extra)
+        import torch
+
+        if x.dtype != torch.bfloat16 or not x.is_contiguous() or x.dim() != 2:
+            say_once(("dtype", str(x.dtype)),
+                     f"block input is {x.dtype} {list(x.shape)} (contiguous {x.is_contiguous()}); "
+                     "h3stream runs bf16 [S, hidden] only: ComfyUI's own blocks run instead")
+            return self._stock(args, extra)
+        block = run.base.diffusion_model.blocks[self.index]
+        why = _unsupported_block(block)
+        if why:
+            say_once(("block", why), f"block {self.index}: {why}: ComfyUI's own block runs instead")
+            return self._stock(args, extra)
+        engine, why = run.engine_for(x)
+        if engine is None:
+            say_once(("engine", why), f"{why}: ComfyUI's own blocks run instead")
+            return self._stock(args, extra)
+        t_emb, segs = args["t_emb"], args["mod_segments"]
+        rope = run.rope(args["rope_freqs"])
+        if run.self_check_pending and self.index == 0:
+            run.self_check_pending = False
+            self._self_check(engine, args, extra, rope)
+        to = args.get("transformer_options") or {}
+        probe = to.get(PROBE_KEY) if isinstance(to, dict) else None
+        if probe is not None:
+            engine.reset_ledger()
+        x = self._run(engine, block, x, t_emb, segs, rope, args, extra)
+        if x is None:
+            return self._stock(args, extra)
+        if probe is not None:
+            probe.engine_phases(self.index, engine.ledger())
+        self.last_path = "h3stream"
+        return {"img": x}
+
+    def _run(self, engine, block, x, t_emb, segs, rope, args=None, extra=None):
+        run = self.run
+        if run.values["mlp_chunk"] == 0:
+            try:
+                engine.run_block(self.index, x, t_emb, segs, rope, mode=run.mode,
+                                 options=run.options, phases="attn")
+            except NotImplementedError as e:
+                say_once(("attn-only",), f"mlp_chunk 0 needs the attention-only phase: {e}; "
+                         "ComfyUI's own blocks run instead")
+                return None
+            return comfy_mlp_half(block, x, t_emb, segs)
+        engine.run_block(self.index, x, t_emb, segs, rope, mode=run.mode, options=run.options)
+        return x
+
+    def _self_check(self, engine, args, extra, rope):
+        """One line: h3stream streamed vs h3stream stock (variants), and h3stream vs
+        ComfyUI's own block, on block 0's input."""
+        from .h3_compare import describe, rel_rms, ulp_diff
+
+        run = self.run
+        x = args["img"]
+        t_emb, segs = args["t_emb"], args["mod_segments"]
+        try:
+            ours = engine.self_check(self.index, x, t_emb, segs, rope, options=run.options)
+            mine = x.clone()
+            block = run.base.diffusion_model.blocks[self.index]
+            mine = self._run(engine, block, mine, t_emb, segs, rope)
+            ref_args = dict(args)
+            ref_args["img"] = x.clone()
+            ref = extra["original_block"](ref_args)["img"]
+            if mine is None:
+                vs = "n/a (attention-only phase unavailable)"
+            else:
+                d = ulp_diff(mine, ref)
+                d["rel_rms"] = rel_rms(mine, ref)
+                vs = describe(d)
+            del mine, ref, ref_args
+            variants = ", ".join(f"{v['name']} {v['max_ulp']}" for v in ours.get("variants", []))
+            verdict = "bit-equal" if ours.get("all_equal") else "DIFFERENT"
+            log.warning(f"[h3stream] self_check block 0, {x.shape[0]} tokens, {engine.backend}, "
+                        f"{engine.config.get('format')}: streamed vs h3stream stock {verdict} "
+                        f"(max ulp by variant: {variants}); h3stream vs ComfyUI block: {vs}")
+        except Exception as e:  # a check must never stop sampling
+            log.warning(f"[h3stream] self_check block 0 failed: {type(e).__name__}: {e}")
+
+
+# -- final layer chunking -------------------------------------------------------
+class ChunkedFinalLayer:
+    """Replaces FinalLayer.forward (an object patch on the instance attribute, so
+    the module tree and its state_dict are untouched): the model's own norm,
+    adaLN and heads, run over row chunks of the video and audio spans."""
+
+    def __init__(self, layer, chunk, gemm):
+        self.layer_ref = weakref.ref(layer)
+        self.chunk = int(chunk)
+        self.gemm = gemm
+
+    def __call__(self, x, t_emb, video_seg, audio_seg):
+        fl = self.layer_ref()
+        shift, scale = fl.adaln_proj(t_emb)
+        return (self._span(fl, fl.video_out, x, video_seg, shift, scale),
+                self._span(fl, fl.audio_out, x, audio_seg, shift, scale))
+
+    def _span(self, fl, head, x, seg, shift, scale):
+        import torch
+
+        a, b, row = seg
+        n = b - a
+        one_plus = 1.0 + scale[row]  # the stock expression, same operand order
+        sh = shift[row]
+
+        def modulated(lo, hi):
+            return fl.norm(x[a + lo:a + hi]) * one_plus + sh
+
+        if n <= self.chunk:
+            return head(modulated(0, n).to(torch.float32))
+        if self.gemm == "exact":  # fp32 span built chunk by chunk, then the stock GEMM
+            buf = torch.empty(n, x.shape[1], dtype=torch.float32, device=x.device)
+            for lo in range(0, n, self.chunk):
+                hi = min(lo + self.chunk, n)
+                buf[lo:hi] = modulated(lo, hi)
+            return head(buf)
+        out = None
+        for lo in range(0, n, self.chunk):
+            hi = min(lo + self.chunk, n)
+            y = head(modulated(lo, hi).to(torch.float32))
+            if out is None:
+                out = torch.empty(n, y.shape[1], dtype=y.dtype, device=y.device)
+            out[lo:hi] = y
+        return out
+
+
+def _is_h3(dm):
+    return all(hasattr(dm, a) for a in ("blocks", "final_layer", "video_patch_proj",
+                                        "audio_patch_proj", "rope"))
+
+
+def apply_streamed(model, values, mode="streamed", h3=None):
+    """A clone of `model` (a ComfyUI ModelPatcher) with every DiT block streamed.
+    mode="stock" runs h3stream's stock block instead (for the end-to-end check)."""
+    if h3 is None:
+        h3, why = h3_native.load()
+        if h3 is None:
+            raise RuntimeError(f"h3stream native module unavailable: {why}")
+    values = h3_controls.checked(values)
+    if mode not in ("streamed", "stock"):
+        raise ValueError(f"mode {mode!r}: use 'streamed' or 'stock'")
+    dm = model.model.diffusion_model
+    if not _is_h3(dm):
+        raise ValueError(f"H3 Streamed Blocks needs a MiniMax-H3 model, got {type(dm).__name__}")
+    m = model.clone()
+    run = _Run(h3, m, values, mode)
+    to = m.model_options.setdefault("transformer_options", {})
+    replace = to.get("patches_replace", {}).get("dit", {})
+    for i in range(len(dm.blocks)):
+        prev = replace.get(("double_block", i))
+        if getattr(prev, "h3stream_wrapper", None) == "probe":  # keep the probe outermost
+            patch = prev.rewrap(StreamedBlock(i, run, prev.inner))
+        else:
+            patch = StreamedBlock(i, run, prev)
+        m.set_model_patch_replace(patch, "dit", "double_block", i)
+    if values["final_layer_chunk"] > 0:
+        m.add_object_patch("diffusion_model.final_layer.forward",
+                           ChunkedFinalLayer(dm.final_layer, values["final_layer_chunk"],
+                                             values["final_layer_gemm"]))
+    return m
+
+
+class H3StreamedBlocks:
+    @classmethod
+    def INPUT_TYPES(cls):
+        req = {"model": ("MODEL", {"tooltip": "A MiniMax-H3 model (bf16, int8 ConvRot or W4A8 "
+                                              "checkpoint). The node returns a patched clone."})}
+        for c in h3_controls.CONTROLS:
+            req[c.name] = c.comfy_input()
+        return {"required": req}
+
+    RETURN_TYPES = ("MODEL",)
+    FUNCTION = "patch"
+    CATEGORY = "advanced/model/h3stream"
+    DESCRIPTION = ("Runs every MiniMax-H3 DiT block through h3stream's streamed block: K/V "
+                   "build, attention and MLP in row chunks, bit-identical to h3stream's stock "
+                   "(whole-sequence) block at any chunk size, with a fraction of the memory. "
+                   "Short sequences (below min_tokens) use ComfyUI's block.")
+
+    def patch(self, model, **controls):
+        return (apply_streamed(model, controls),)

@@ -1,0 +1,31 @@
+"""Tests of the node pack's pure-Python parts: no ComfyUI needed (a few fakes stand
+in for the ComfyUI objects the nodes touch), torch only where tensors are needed."""
+
+import importlib.util
+import os
+import sys
+
+import pytest
+
+PACK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(PACK))
+
+
+def load_pack(name="h3s_comfyui_pack"):
+    """Import the pack the way ComfyUI's load_custom_node does (spec from __init__.py)."""
+    for k in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
+        del sys.modules[k]
+    spec = importlib.util.spec_from_file_location(name, os.path.join(PACK, "__init__.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def features_md():
+    for p in (os.path.join(REPO, "shared", "FEATURES.md"),
+              os.path.join(os.path.dirname(REPO), "shared", "FEATURES.md"),
+              "/work/shared/FEATURES.md"):
+        if os.path.exists(p):
+            return p
+    return None

@@ -1,0 +1,88 @@
+"""The node's controls are FEATURES.md's: same names, defaults, ranges; honest tooltips."""
+
+import importlib.util
+import os
+import re
+import sys
+
+import pytest
+
+from conftest import PACK, features_md
+
+
+def _controls():
+    spec = importlib.util.spec_from_file_location("h3_controls_t", os.path.join(PACK, "h3_controls.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["h3_controls_t"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _features_rows():
+    path = features_md()
+    if path is None:
+        pytest.skip("FEATURES.md (shared/) not found beside the repository")
+    text = open(path).read()
+    section = text.split("## Controls", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0] not in ("name", "") and not set(cells[0]) <= set("-"):
+            rows[cells[0]] = cells[1]
+    return rows
+
+
+def test_every_features_control_is_a_node_control_with_its_default_and_range():
+    ctl = _controls()
+    rows = _features_rows()
+    assert set(rows) - {"model"} == set(ctl.BY_NAME), "node controls differ from FEATURES.md"
+    for name, spec in rows.items():
+        if name == "model":
+            continue
+        c = ctl.BY_NAME[name]
+        m = re.match(r"int (\d+), (\d+)\.\.(\d+)", spec)
+        if m:
+            assert c.kind == "INT"
+            assert (c.default, c.min, c.max) == tuple(int(v) for v in m.groups()), name
+            continue
+        m = re.match(r"bool (true|false)", spec)
+        if m:
+            assert c.kind == "BOOLEAN" and c.default == (m.group(1) == "true"), name
+            continue
+        # a choice: "exact / streamed", "bf16 (exact) / kvi8r / ..."
+        choices = [re.sub(r"\s*\(.*\)", "", s).strip() for s in spec.split("/")]
+        assert c.kind == "COMBO" and c.default == choices[0], name
+        assert set(c.choices) <= set(choices), name
+
+
+def test_only_implemented_kv_tiers_are_offered():
+    ctl = _controls()
+    assert ctl.BY_NAME["kv_store"].choices == ("bf16",)
+
+
+def test_tooltips_are_there_and_say_where_a_control_does_nothing_here():
+    ctl = _controls()
+    for c in ctl.CONTROLS:
+        assert len(c.tooltip) > 40, c.name
+    assert "no effect here" in ctl.BY_NAME["trim_forward"].tooltip
+    assert "no effect" in ctl.BY_NAME["exact_av_rows"].tooltip
+    assert "Exact" in ctl.BY_NAME["q_chunk"].tooltip
+
+
+def test_comfy_inputs_and_checks():
+    ctl = _controls()
+    t, o = ctl.BY_NAME["q_chunk"].comfy_input()
+    assert t == "INT" and o == {"default": 16384, "min": 1024, "max": 262144, "step": 1,
+                                "tooltip": ctl.BY_NAME["q_chunk"].tooltip}
+    t, o = ctl.BY_NAME["final_layer_gemm"].comfy_input()
+    assert t == ["exact", "streamed"] and o["default"] == "exact"
+    assert ctl.checked({})["mlp_chunk"] == 16384
+    for bad, msg in (({"q_chunk": 512}, "q_chunk = 512 is outside 1024..262144"),
+                     ({"kv_block": 100}, "multiple of 128"),
+                     ({"kv_store": "kvi8r"}, "not one of bf16"),
+                     ({"self_check": 1}, "not a boolean"),
+                     ({"qchunk": 1}, "unknown control")):
+        with pytest.raises(ValueError, match=msg):
+            ctl.checked(bad)
+    kw = ctl.engine_options_kwargs({"mlp_chunk": 0})
+    assert kw["mlp_chunk"] == 0 and "exact_av_rows" not in kw

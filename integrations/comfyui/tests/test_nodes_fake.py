@@ -1,0 +1,350 @@
+"""The node logic against fakes of ComfyUI's ModelPatcher / H3 model and of the
+h3stream module: which path each block takes, the engine cache, self_check's one
+line, mlp_chunk 0, the probe's chaining and ledger files, the chunked final layer.
+The real module and ComfyUI are exercised by scripts/comfyui_e2e.py."""
+
+import copy
+import json
+import logging
+import sys
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+from conftest import load_pack  # noqa: E402
+
+S_HIDDEN = 16
+
+
+# -- fakes of ComfyUI ---------------------------------------------------------------
+def _install_fake_patcher_extension():
+    pe = types.ModuleType("comfy.patcher_extension")
+
+    class WrappersMP:
+        OUTER_SAMPLE = "outer_sample"
+        DIFFUSION_MODEL = "diffusion_model"
+
+    def add_wrapper_with_key(kind, key, fn, opts, is_model_options=False):
+        to = opts.setdefault("transformer_options", {}) if is_model_options else opts
+        to.setdefault("wrappers", {}).setdefault(kind, {}).setdefault(key, []).append(fn)
+
+    pe.WrappersMP = WrappersMP
+    pe.add_wrapper_with_key = add_wrapper_with_key
+    comfy = sys.modules.get("comfy") or types.ModuleType("comfy")
+    comfy.patcher_extension = pe
+    sys.modules["comfy"] = comfy
+    sys.modules["comfy.patcher_extension"] = pe
+
+
+class FakeBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm2 = nn.Identity()
+        self.lin = nn.Linear(4, 4)
+
+
+class FakeFinal(nn.Module):
+    """ComfyUI's FinalLayer, same expressions (bf16 norm/adaLN, fp32 heads)."""
+
+    def __init__(self, hidden=S_HIDDEN):
+        super().__init__()
+        self.norm = nn.RMSNorm(hidden, eps=1e-5, dtype=torch.bfloat16)
+        self.ada = nn.Linear(8, 2 * hidden, dtype=torch.bfloat16)
+        self.video_out = nn.Linear(hidden, 12, dtype=torch.float32)
+        self.audio_out = nn.Linear(hidden, 5, dtype=torch.float32)
+
+    def adaln_proj(self, t_emb):
+        return self.ada(t_emb).chunk(2, dim=-1)
+
+    def forward(self, x, t_emb, video_seg, audio_seg):
+        shift, scale = self.adaln_proj(t_emb)
+        va, vb, vrow = video_seg
+        aa, ab, arow = audio_seg
+        hv = (self.norm(x[va:vb]) * (1.0 + scale[vrow]) + shift[vrow]).to(torch.float32)
+        ha = (self.norm(x[aa:ab]) * (1.0 + scale[arow]) + shift[arow]).to(torch.float32)
+        return self.video_out(hv), self.audio_out(ha)
+
+
+class FakeDM(nn.Module):
+    def __init__(self, blocks=2):
+        super().__init__()
+        self.blocks = nn.ModuleList(FakeBlock() for _ in range(blocks))
+        self.final_layer = FakeFinal()
+        self.video_patch_proj = nn.Linear(2, 2)
+        self.audio_patch_proj = nn.Linear(2, 2)
+        self.rope = nn.Module()
+
+
+class FakeBase:
+    def __init__(self):
+        self.diffusion_model = FakeDM()
+        self.current_weight_patches_uuid = "w1"
+
+
+class FakePatcher:
+    def __init__(self, model=None, options=None):
+        self.model = model or FakeBase()
+        self.model_options = options if options is not None else {"transformer_options": {}}
+        self.object_patches = {}
+
+    def clone(self):
+        def dl(o):
+            if isinstance(o, dict):
+                return {k: dl(v) for k, v in o.items()}
+            if isinstance(o, list):
+                return [dl(v) for v in o]
+            return o
+        n = FakePatcher(self.model, dl(self.model_options))
+        n.object_patches = dict(self.object_patches)
+        return n
+
+    def set_model_patch_replace(self, patch, name, block_name, number):
+        to = self.model_options["transformer_options"]
+        to.setdefault("patches_replace", {}).setdefault(name, {})[(block_name, number)] = patch
+
+    def add_object_patch(self, name, obj):
+        self.object_patches[name] = obj
+
+
+def fake_forward(patcher, S=64, recorder=None):
+    """The block loop of MiniMaxH3Model._forward; ComfyUI's block doubles x in place."""
+    to = patcher.model_options["transformer_options"]
+    x = torch.full((S, S_HIDDEN), 1.0, dtype=torch.bfloat16)
+    rope = torch.randn(1, S, 1, 48, 2, 2).to(torch.bfloat16)
+    t_emb = torch.randn(1, 8, dtype=torch.bfloat16)
+    segs = [(0, S, 0)]
+    wrappers = to.get("wrappers", {}).get("diffusion_model", {})
+    calls = []
+    for fns in wrappers.values():
+        for fn in fns:
+            calls.append(fn)
+
+    def body():
+        nonlocal x
+        for i in range(len(patcher.model.diffusion_model.blocks)):
+            rep = to.get("patches_replace", {}).get("dit", {}).get(("double_block", i))
+
+            def original(args):
+                return {"img": args["img"].mul_(2)}
+            args = {"img": x, "t_emb": t_emb, "mod_segments": segs, "rope_freqs": rope,
+                    "transformer_options": to}
+            x = rep(args, {"original_block": original})["img"] if rep else original(args)["img"]
+        return x
+
+    if calls:
+        return calls[0](lambda xx, *a, **k: body(), [x], None, None)
+    return body()
+
+
+# -- a fake h3stream -------------------------------------------------------------------
+def make_fake_h3(attn_only=True):
+    h3 = types.SimpleNamespace()
+    h3.built = []
+
+    class Options:
+        def __init__(self, **kw):
+            self.kw = kw
+
+    class Engine:
+        backend = "cpu"
+        config = {"format": "bf16"}
+
+        def __init__(self):
+            self.calls = []
+            self.ledger_entries = []
+
+        @classmethod
+        def from_tensors(cls, sd, backend="cpu", device=0):
+            e = cls()
+            h3.built.append((backend, device, sorted(sd)[:1]))
+            return e
+
+        def run_block(self, index, x, t_emb, segs, rope, mode="streamed", options=None,
+                      phases="all"):
+            if phases == "attn" and not attn_only:
+                raise NotImplementedError("attention-only phase missing")
+            assert rope.shape == (x.shape[0], 48, 2) and rope.is_contiguous()
+            assert options.kw["self_check"] is False
+            self.calls.append((index, mode, phases, x.shape[0]))
+            x.add_(1)
+            self.ledger_entries = [{"block": index, "phase": p, "allocated_at_start": 0,
+                                    "allocated": 0, "peak": 1000 + index, "reserved": 0}
+                                   for p in ("kv", "attn", "mlp")]
+
+        def self_check(self, index, x, t_emb, segs, rope, options=None):
+            return {"line": "ok", "all_equal": True,
+                    "variants": [{"name": n, "max_ulp": 0, "mean_ulp": 0.0}
+                                 for n in ("full", "q_only", "kv_only", "mlp_only", "none")]}
+
+        def ledger(self):
+            return list(self.ledger_entries)
+
+        def reset_ledger(self):
+            self.ledger_entries = []
+
+    h3.Options = Options
+    h3.Engine = Engine
+    h3.has_cuda = lambda: False
+    h3.rope_from_comfy = lambda r: r[0, :, 0, :, :, 0].contiguous()
+    return h3
+
+
+@pytest.fixture
+def pack():
+    _install_fake_patcher_extension()
+    mod = load_pack()
+    import importlib
+
+    ns = importlib.import_module("h3s_comfyui_pack.nodes_streamed")
+    ns._said.clear()
+    ns.drop_engines()
+    return mod
+
+
+def streamed(pack):
+    return sys.modules["h3s_comfyui_pack.nodes_streamed"]
+
+
+def memory(pack):
+    return sys.modules["h3s_comfyui_pack.nodes_memory"]
+
+
+def test_short_sequences_run_comfyui_block(pack):
+    h3 = make_fake_h3()
+    m = streamed(pack).apply_streamed(FakePatcher(), {"min_tokens": 65}, h3=h3)
+    x = fake_forward(m, S=64)
+    assert torch.all(x == 4) and h3.built == []
+
+
+def test_long_sequences_run_h3stream_with_one_engine(pack):
+    h3 = make_fake_h3()
+    p = FakePatcher()
+    m = streamed(pack).apply_streamed(p, {"min_tokens": 0, "final_layer_chunk": 0}, h3=h3)
+    assert "diffusion_model.final_layer.forward" not in m.object_patches
+    x = fake_forward(m)
+    assert torch.all(x == 3) and len(h3.built) == 1
+    fake_forward(m)
+    assert len(h3.built) == 1  # cached
+    p.model.current_weight_patches_uuid = "w2"  # ComfyUI patched the weights (LoRA)
+    fake_forward(m)
+    assert len(h3.built) == 2
+    assert "model_options" not in p.__dict__.get("x", {})  # the input model is untouched
+    assert "patches_replace" not in p.model_options["transformer_options"]
+
+
+def test_stock_mode_and_previous_patch_is_kept_for_stock_calls(pack):
+    h3 = make_fake_h3()
+    p = FakePatcher()
+    seen = []
+
+    def other(args, extra):
+        seen.append(args["img"].shape[0])
+        return extra["original_block"](args)
+    p.set_model_patch_replace(other, "dit", "double_block", 0)
+    m = streamed(pack).apply_streamed(p, {"min_tokens": 100}, h3=h3, mode="stock")
+    fake_forward(m, S=64)
+    assert seen == [64]  # below min_tokens the earlier replacement runs
+    fake_forward(m, S=128)
+    eng = streamed(pack)._engines[next(iter(streamed(pack)._engines))][1]
+    assert [c[1] for c in eng.calls] == ["stock", "stock"]
+
+
+def test_self_check_logs_one_line_once(pack, caplog):
+    h3 = make_fake_h3()
+    m = streamed(pack).apply_streamed(FakePatcher(), {"min_tokens": 0, "self_check": True}, h3=h3)
+    with caplog.at_level(logging.INFO, logger="h3stream.comfyui"):
+        fake_forward(m)
+        fake_forward(m)
+    lines = [r.getMessage() for r in caplog.records if "self_check" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert "streamed vs h3stream stock bit-equal" in lines[0]
+    assert "h3stream vs ComfyUI block:" in lines[0] and "ulp" in lines[0]
+
+
+def test_mlp_chunk_zero_without_attention_only_phase_falls_back_once(pack, caplog):
+    h3 = make_fake_h3(attn_only=False)
+    m = streamed(pack).apply_streamed(FakePatcher(), {"min_tokens": 0, "mlp_chunk": 0}, h3=h3)
+    with caplog.at_level(logging.INFO, logger="h3stream.comfyui"):
+        x = fake_forward(m)
+        fake_forward(m)
+    assert torch.all(x == 4)
+    assert len([r for r in caplog.records if "attention-only" in r.getMessage()]) == 1
+
+
+def test_mlp_chunk_zero_runs_attention_then_the_models_mlp(pack, monkeypatch):
+    h3 = make_fake_h3(attn_only=True)
+    ns = streamed(pack)
+    monkeypatch.setattr(ns, "comfy_mlp_half", lambda block, x, t, s: x.mul_(10))
+    m = ns.apply_streamed(FakePatcher(), {"min_tokens": 0, "mlp_chunk": 0}, h3=h3)
+    x = fake_forward(m)
+    assert torch.all(x == 210)  # ((1 + 1) * 10 + 1) * 10
+    eng = ns._engines[next(iter(ns._engines))][1]
+    assert {c[2] for c in eng.calls} == {"attn"}
+
+
+def test_non_bf16_input_runs_comfyui(pack, caplog):
+    h3 = make_fake_h3()
+    m = streamed(pack).apply_streamed(FakePatcher(), {"min_tokens": 0}, h3=h3)
+    rep = m.model_options["transformer_options"]["patches_replace"]["dit"][("double_block", 0)]
+    x = torch.ones(8, S_HIDDEN)
+    out = rep({"img": x, "t_emb": None, "mod_segments": [], "rope_freqs": None},
+              {"original_block": lambda a: {"img": a["img"] * 2}})
+    assert torch.all(out["img"] == 2) and h3.built == []
+
+
+@pytest.mark.parametrize("order", ["probe_first", "streamed_first"])
+def test_probe_stays_outermost_and_writes_the_ledger(pack, tmp_path, order):
+    h3 = make_fake_h3()
+    ns, nm = streamed(pack), memory(pack)
+    p = FakePatcher()
+    if order == "probe_first":
+        pm, rec = nm.attach_probe(p, str(tmp_path), "probe")
+        m = ns.apply_streamed(pm, {"min_tokens": 0}, h3=h3)
+    else:
+        m0 = ns.apply_streamed(p, {"min_tokens": 0}, h3=h3)
+        m, rec = nm.attach_probe(m0, str(tmp_path), "probe")
+    rep = m.model_options["transformer_options"]["patches_replace"]["dit"]
+    for i in range(2):
+        assert isinstance(rep[("double_block", i)], nm.ProbeBlock)
+        assert isinstance(rep[("double_block", i)].inner, ns.StreamedBlock)
+    x = fake_forward(m)
+    assert torch.all(x == 3)
+    rec.flush(wait=True)
+    recs = [json.loads(l) for l in open(tmp_path / "probe.jsonl")]
+    phases = [(r["phase"], r.get("block")) for r in recs]
+    assert phases[0] == ("embed", None) and phases[-1] == ("forward", None)
+    assert ("block", 0) in phases and ("kv", 1) in phases and ("final", None) in phases
+    assert {r.get("path") for r in recs if r["phase"] == "block"} == {"h3stream"}
+    assert all(r["host_rss"] for r in recs if r["phase"] == "block")
+    html = (tmp_path / "probe.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and "<svg" in html
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 50])
+def test_chunked_final_layer_exact_is_bit_equal_to_stock(pack, chunk):
+    torch.manual_seed(0)
+    fl = FakeFinal()
+    x = torch.randn(100, S_HIDDEN).to(torch.bfloat16)
+    t = torch.randn(2, 8, dtype=torch.bfloat16)
+    segs = ((30, 100, 1), (10, 30, 0))
+    with torch.no_grad():
+        ref = fl(x, t, *segs)
+        got = streamed(pack).ChunkedFinalLayer(fl, chunk, "exact")(x, t, *segs)
+        approx = streamed(pack).ChunkedFinalLayer(fl, chunk, "streamed")(x, t, *segs)
+    for r, g, a in zip(ref, got, approx):
+        assert torch.equal(r, g)
+        torch.testing.assert_close(a, r, rtol=1e-5, atol=1e-5)
+
+
+def test_node_inputs_are_the_controls(pack):
+    ns = streamed(pack)
+    req = ns.H3StreamedBlocks.INPUT_TYPES()["required"]
+    ctl = sys.modules["h3s_comfyui_pack.h3_controls"]
+    assert list(req) == ["model"] + [c.name for c in ctl.CONTROLS]
+    with pytest.raises(ValueError, match="MiniMax-H3"):
+        p = FakePatcher()
+        del p.model.diffusion_model.final_layer
+        ns.apply_streamed(p, {}, h3=make_fake_h3())
