@@ -88,11 +88,12 @@ class _Run:
             if hit is not None and hit[0]() is dm:
                 return hit[1], None
         try:
+            # One host copy of the weights (Engine.lazy_blocks would avoid it, but handing a
+            # full-size block over per call costs ~2.4 s on the H200, docs/COMFYUI.md); on
+            # the GPU each block's device copy goes after its call, so h3stream adds at most
+            # one block of weights to the VRAM next to ComfyUI's resident model.
             engine = self.h3.Engine.from_tensors(dm.state_dict(), backend=backend, device=index)
-            # ComfyUI keeps its own copy of the weights in VRAM: let each block's device
-            # copy go after its call, so the engine adds at most one block of weights.
-            if hasattr(engine, "resident_weights"):
-                engine.resident_weights = False
+            engine.resident_weights = False
         except Exception as e:
             return None, f"h3stream cannot take this model's weights: {type(e).__name__}: {e}"
         with _engines_lock:

@@ -35,6 +35,14 @@ def _dlpack_ready(name, a):
     )
 
 
+def _entries(tensors):
+    out = []
+    for name, value in tensors.items():
+        dtype, array = _dlpack_ready(name, value)
+        out.append((str(name), dtype, array))
+    return out
+
+
 def _detached(a):
     # torch refuses to export tensors that require grad; detach() shares memory.
     return a.detach() if _is_torch(a) and a.requires_grad else a
@@ -89,7 +97,8 @@ class Engine:
         return cls(_native._Engine.from_checkpoint(str(path), backend, device, memory_budget, threads))
 
     @classmethod
-    def from_tensors(cls, tensors, metadata=None, backend="cpu", device=0, memory_budget=0, threads=0):
+    def from_tensors(cls, tensors, metadata=None, backend="cpu", device=0, memory_budget=0, threads=0,
+                     lazy_blocks=False):
         """Build from a state dict: keys exactly as in a ComfyUI H3 safetensors file.
 
         A common "model.diffusion_model." prefix is allowed. Values are torch
@@ -100,13 +109,31 @@ class Engine:
         same per-layer format detection and checks as a file apply. The
         engine keeps its own copy of the weights: inputs are only read (CUDA
         tensors are copied to host memory first) and may be freed afterwards.
+
+        lazy_blocks=True: the DiT blocks' tensors must be present (the config is
+        detected from them) but their data is neither read nor copied; hand each
+        block its weights with load_block() before run_block() and release them
+        with drop_block(), so the engine holds one block instead of a second
+        copy of the model.
         """
-        entries = []
-        for name, value in tensors.items():
-            dtype, array = _dlpack_ready(name, value)
-            entries.append((str(name), dtype, array))
         md = {str(k): str(v) for k, v in (metadata or {}).items()}
-        return cls(_native._Engine.from_arrays(entries, md, backend, device, memory_budget, threads))
+        return cls(_native._Engine.from_arrays(_entries(tensors), md, backend, device,
+                                               memory_budget, threads, bool(lazy_blocks)))
+
+    def load_block(self, index, tensors, metadata=None):
+        """Give DiT block ``index`` its weights: ``tensors`` holds that block's keys as in
+        the model (``blocks.<index>.attn.qkv_proj.weight``, ..., any common prefix), with the
+        same formats and checks as from_tensors. Replaces what the block had."""
+        md = {str(k): str(v) for k, v in (metadata or {}).items()}
+        self._e.load_block(int(index), _entries(tensors), md)
+
+    def drop_block(self, index):
+        """Free DiT block ``index``'s weights (host and device copies)."""
+        self._e.drop_block(int(index))
+
+    def block_loaded(self, index):
+        """True when DiT block ``index`` has weights to run with."""
+        return bool(self._e.block_loaded(int(index)))
 
     @property
     def config(self):

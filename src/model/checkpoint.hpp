@@ -44,10 +44,24 @@ struct CheckpointSummary {
 // Detects an H3 checkpoint and its config from the keys and shapes.
 ModelConfig detect_config(const SafetensorsFile& f, std::string* prefix = nullptr);
 
+struct LoadOptions {
+  // Leave every DiT block empty (their tensors are still detected and
+  // accepted, not read): for hosts that hand the engine one block's tensors
+  // per call (load_dit_block) instead of a second copy of the whole model.
+  bool skip_dit_blocks = false;
+};
+
 // Loads every weight, validating names, dtypes, shapes and scales; unknown or
 // missing tensors are errors naming the file and the tensor.
-ModelWeights load_checkpoint(const SafetensorsFile& f, CheckpointSummary* summary = nullptr);
+ModelWeights load_checkpoint(const SafetensorsFile& f, CheckpointSummary* summary = nullptr,
+                             const LoadOptions& options = {});
 ModelWeights load_checkpoint(const std::string& path, CheckpointSummary* summary = nullptr);
+
+// DiT block `index` of a model with config `cfg` from tensors named
+// "[prefix]blocks.<index>.*" (a file or a framework's block state dict with
+// the keys it has in the model), with the per-layer dispatch and checks of
+// load_checkpoint. Any other tensor in `f` is an error naming it.
+BlockWeights load_dit_block(const SafetensorsFile& f, const ModelConfig& cfg, int64_t index);
 
 // Writes `w` in ComfyUI's layout: quantised layers with their comfy_quant
 // tensors, plain layers in their dtypes, fp32 islands in F32.

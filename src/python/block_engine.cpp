@@ -60,6 +60,11 @@ void BlockEngine::check_call(const BlockCall& c) const {
   if (c.index < 0 || c.index >= cfg.blocks)
     fail(ErrorKind::invalid_argument, "index: block {} does not exist, the model has blocks 0..{}",
          c.index, cfg.blocks - 1);
+  if (weights_.blocks[size_t(c.index)].attn.qkv.out == 0)
+    fail(ErrorKind::invalid_argument,
+         "index: block {}'s weights are not loaded (a lazy engine): call load_block({}, "
+         "tensors) first",
+         c.index, c.index);
   const Device dev = device_kind();
   if (c.x.rank != 2)
     fail(ErrorKind::invalid_argument, "x: shape {} is not [tokens, hidden = {}]", shape_of(c.x),
@@ -136,6 +141,37 @@ void BlockEngine::with_block(const BlockCall& c, Run&& run) {
   mods.reset();
   if (!resident_weights_)
     backend_.release_weights({&w.attn.qkv, &w.attn.out, &w.mlp.fc1, &w.mlp.fc2, &w.adaln});
+}
+
+namespace {
+
+bool loaded(const BlockWeights& w) {
+  return w.attn.qkv.out > 0;  // an empty BlockWeights has 0 x 0 layers
+}
+
+}  // namespace
+
+void BlockEngine::load_block(int64_t index, BlockWeights weights) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (index < 0 || index >= config().blocks)
+    fail(ErrorKind::invalid_argument, "block index {} is out of range: the model has {} blocks",
+         index, config().blocks);
+  BlockWeights& w = weights_.blocks[size_t(index)];
+  // Device copies are keyed by the layers' addresses (which stay the same) and
+  // by the norm vectors' data pointers (which the new vectors may reuse):
+  // drop both before the host weights change.
+  backend_.release_weights({&w.attn.qkv, &w.attn.out, &w.mlp.fc1, &w.mlp.fc2, &w.adaln});
+  backend_.release_vectors({&w.norm1, &w.norm2, &w.attn.q_norm, &w.attn.k_norm});
+  w = std::move(weights);
+}
+
+void BlockEngine::drop_block(int64_t index) {
+  load_block(index, BlockWeights{});
+}
+
+bool BlockEngine::block_loaded(int64_t index) const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return index >= 0 && index < config().blocks && loaded(weights_.blocks[size_t(index)]);
 }
 
 void BlockEngine::set_resident_weights(bool resident) {

@@ -65,6 +65,13 @@ class BlockEngine {
   void set_resident_weights(bool resident);
   bool resident_weights() const;
 
+  // Lazy engines (built without the DiT blocks' data) take a block's weights
+  // per call: load_block replaces block `index` (its device copy is dropped
+  // first, so nothing stale is served), drop_block frees it (host and device).
+  void load_block(int64_t index, BlockWeights weights);
+  void drop_block(int64_t index);
+  bool block_loaded(int64_t index) const;
+
  private:
   void check_call(const BlockCall& call) const;
   template <class Run>

@@ -69,6 +69,17 @@ void EngineBackend::release_weights(std::initializer_list<const QuantLinear*> la
 #endif
 }
 
+void EngineBackend::release_vectors(std::initializer_list<const std::vector<uint16_t>*> vectors) {
+#ifdef H3S_HAVE_CUDA
+  if (device_kind() != Device::cuda) return;
+  const cuda::DeviceGuard on(device_);
+  for (const std::vector<uint16_t>* v : vectors)
+    static_cast<cuda::CudaBackend&>(*backend_).evict(*v);
+#else
+  (void)vectors;
+#endif
+}
+
 EngineBackend::EngineBackend(const std::string& name, int device, size_t budget_bytes, int threads)
     : name_(name), device_(device) {
   if (name == "cpu") {

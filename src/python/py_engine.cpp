@@ -171,7 +171,8 @@ void bind_engine(nb::module_& m) {
   c.def_static(
       "from_arrays",
       [](const std::vector<Entry>& tensors, const std::map<std::string, std::string>& metadata,
-         const std::string& backend, int device, size_t memory_budget, int threads) {
+         const std::string& backend, int device, size_t memory_budget, int threads,
+         bool lazy_blocks) {
         std::vector<ArrayEntry> arrays;
         arrays.reserve(tensors.size());
         for (const auto& [name, dtype, array] : tensors) arrays.push_back({name, dtype, array});
@@ -179,12 +180,27 @@ void bind_engine(nb::module_& m) {
         {
           // The arrays stay referenced by `arrays` while unlocked.
           const nb::gil_scoped_release unlocked;
-          w = load_weights_from_arrays(arrays, metadata);
+          w = load_weights_from_arrays(arrays, metadata, lazy_blocks);
         }
         return make(std::move(w), backend, device, memory_budget, threads);
       },
       "tensors"_a, "metadata"_a, "backend"_a = "cpu", "device"_a = 0, "memory_budget"_a = 0,
-      "threads"_a = 0);
+      "threads"_a = 0, "lazy_blocks"_a = false);
+  c.def(
+      "load_block",
+      [](PyEngine& e, int64_t index, const std::vector<Entry>& tensors,
+         const std::map<std::string, std::string>& metadata) {
+        std::vector<ArrayEntry> arrays;
+        arrays.reserve(tensors.size());
+        for (const auto& [name, dtype, array] : tensors) arrays.push_back({name, dtype, array});
+        const nb::gil_scoped_release unlocked;
+        e.engine->load_block(index,
+                             load_block_from_arrays(arrays, metadata, e.engine->config(), index));
+      },
+      "index"_a, "tensors"_a, "metadata"_a);
+  c.def("drop_block", [](PyEngine& e, int64_t index) { e.engine->drop_block(index); });
+  c.def("block_loaded",
+        [](const PyEngine& e, int64_t index) { return e.engine->block_loaded(index); });
   c.def_prop_ro("config", [](const PyEngine& e) { return config_dict(*e.engine); });
   c.def_prop_ro("backend", [](const PyEngine& e) { return e.engine->backend_name(); });
   c.def_prop_ro("device", [](const PyEngine& e) { return e.engine->device(); });

@@ -4,8 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cstddef>
 #include <memory>
+#include <string_view>
 
 #include "core/error.hpp"
 #include "model/checkpoint.hpp"
@@ -28,11 +30,37 @@ bool c_contiguous(const ReadArray& a) {
 
 }  // namespace
 
-ModelWeights load_weights_from_arrays(const std::vector<ArrayEntry>& arrays,
-                                      const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// A DiT block's tensor data ("...blocks.<n>.<layer>", not the token refiner's
+// blocks and not a comfy_quant config, which detection reads).
+bool dit_block_data(const std::string& name) {
+  constexpr std::string_view kStem = "blocks.", kRefiner = "token_refiner.",
+                             kQuant = ".comfy_quant";
+  if (name.size() >= kQuant.size() &&
+      name.compare(name.size() - kQuant.size(), kQuant.size(), kQuant) == 0)
+    return false;
+  for (size_t at = name.find(kStem); at != std::string::npos; at = name.find(kStem, at + 1)) {
+    const bool boundary = at == 0 || name[at - 1] == '.';
+    const bool refiner =
+        at >= kRefiner.size() && name.compare(at - kRefiner.size(), kRefiner.size(), kRefiner) == 0;
+    size_t end = at + kStem.size();
+    while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+    if (boundary && !refiner && end > at + kStem.size() && end < name.size() && name[end] == '.')
+      return true;
+  }
+  return false;
+}
+
+// The arrays as a SafetensorsFile over their memory. CUDA arrays are copied
+// to host (kept alive in `host_copies`) unless `skip_block_data` says their
+// data is never read (lazy blocks: only names, dtypes and shapes matter).
+SafetensorsFile arrays_file(const std::vector<ArrayEntry>& arrays,
+                            const std::map<std::string, std::string>& metadata,
+                            bool skip_block_data,
+                            std::vector<std::unique_ptr<std::byte[]>>& host_copies) {
   std::vector<TensorEntry> entries;
   entries.reserve(arrays.size());
-  std::vector<std::unique_ptr<std::byte[]>> host_copies;  // of CUDA arrays, alive for the load
   for (const ArrayEntry& in : arrays) {
     const ReadArray& a = in.array;
     TensorEntry e;
@@ -61,8 +89,8 @@ ModelWeights load_weights_from_arrays(const std::vector<ArrayEntry>& arrays,
       fail(ErrorKind::bad_input, "{}: tensor '{}' is not contiguous: pass .contiguous() arrays",
            kSource, in.name);
     const int dev = a.device_type();
-    if (dev == nb::device::cpu::value) {
-      e.data = static_cast<const std::byte*>(a.data());
+    if (dev == nb::device::cpu::value || (skip_block_data && dit_block_data(in.name))) {
+      e.data = static_cast<const std::byte*>(a.data());  // CUDA here: never dereferenced
     } else if (dev == nb::device::cuda::value) {
       auto copy = std::make_unique<std::byte[]>(e.bytes ? e.bytes : 1);
       copy_cuda_to_host(a.device_id(), copy.get(), a.data(), e.bytes);
@@ -74,8 +102,27 @@ ModelWeights load_weights_from_arrays(const std::vector<ArrayEntry>& arrays,
     }
     entries.push_back(std::move(e));
   }
-  const SafetensorsFile f = SafetensorsFile::from_entries(std::move(entries), metadata, kSource);
-  return load_checkpoint(f);
+  return SafetensorsFile::from_entries(std::move(entries), metadata, kSource);
+}
+
+}  // namespace
+
+ModelWeights load_weights_from_arrays(const std::vector<ArrayEntry>& arrays,
+                                      const std::map<std::string, std::string>& metadata,
+                                      bool lazy_blocks) {
+  std::vector<std::unique_ptr<std::byte[]>> host_copies;  // alive for the load
+  const SafetensorsFile f = arrays_file(arrays, metadata, lazy_blocks, host_copies);
+  LoadOptions options;
+  options.skip_dit_blocks = lazy_blocks;
+  return load_checkpoint(f, nullptr, options);
+}
+
+BlockWeights load_block_from_arrays(const std::vector<ArrayEntry>& arrays,
+                                    const std::map<std::string, std::string>& metadata,
+                                    const ModelConfig& config, int64_t index) {
+  std::vector<std::unique_ptr<std::byte[]>> host_copies;
+  const SafetensorsFile f = arrays_file(arrays, metadata, false, host_copies);
+  return load_dit_block(f, config, index);
 }
 
 }  // namespace h3s::py

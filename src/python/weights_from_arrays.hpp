@@ -22,7 +22,16 @@ struct ArrayEntry {
 // The engine keeps its own copy: CPU arrays are read in place during the
 // load, CUDA arrays are first copied to host memory (synchronously) on their
 // device. Throws Error(bad_input) naming the tensor and what is wrong.
+// lazy_blocks: the DiT blocks stay empty (their tensors must be there, for
+// detection, but their data is neither read nor copied); load_block_from_arrays
+// fills one block per call.
 ModelWeights load_weights_from_arrays(const std::vector<ArrayEntry>& arrays,
-                                      const std::map<std::string, std::string>& metadata);
+                                      const std::map<std::string, std::string>& metadata,
+                                      bool lazy_blocks = false);
+// DiT block `index` from that block's tensors (its keys as in the model,
+// "[prefix]blocks.<index>.*"), checked like a checkpoint's.
+BlockWeights load_block_from_arrays(const std::vector<ArrayEntry>& arrays,
+                                    const std::map<std::string, std::string>& metadata,
+                                    const ModelConfig& config, int64_t index);
 
 }  // namespace h3s::py

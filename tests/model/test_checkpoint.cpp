@@ -222,6 +222,55 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(TimeForm::full, TimeForm::curve)),
     [](const auto& p) { return param_name(std::get<0>(p.param), std::get<1>(p.param)); });
 
+// ---- 1b. lazy blocks: the model without its DiT blocks, then one block ------
+
+TEST_P(CheckpointRoundTrip, SkippedBlocksThenOneBlockLoadIdentically) {
+  const auto [format, form] = GetParam();
+  const ModelWeights w = ModelWeights::random(config_for(form), format, 4243);
+  ASSERT_GE(w.config.blocks, 2);
+  TempDir dir;
+  const std::string path = dir.file("lazy.safetensors");
+  write_checkpoint(w, path);
+  const SafetensorsFile f = SafetensorsFile::open(path);
+  LoadOptions skip;
+  skip.skip_dit_blocks = true;
+  const ModelWeights lazy = load_checkpoint(f, nullptr, skip);
+  ASSERT_EQ(lazy.blocks.size(), w.blocks.size());
+  for (const BlockWeights& b : lazy.blocks) EXPECT_EQ(b.attn.qkv.out, 0);  // left empty
+  EXPECT_EQ(format_name(lazy.format), format_name(format));
+  expect_same_linear(w.final_layer.video_out, lazy.final_layer.video_out, "final video_out");
+
+  // Block 1 alone, from a file holding only that block's tensors (prefixed, as
+  // a framework's state dict of the whole model would name them).
+  std::vector<Owned> only;
+  for (Owned& o : read_entries(f))
+    if (o.name.rfind("blocks.1.", 0) == 0) {
+      o.name = "model.diffusion_model." + o.name;
+      only.push_back(std::move(o));
+    }
+  const std::string one = dir.file("block1.safetensors");
+  write_entries(one, only, {});
+  const BlockWeights b1 = load_dit_block(SafetensorsFile::open(one), lazy.config, 1);
+  expect_same_linear(w.blocks[1].attn.qkv, b1.attn.qkv, "blocks.1 qkv");
+  expect_same_linear(w.blocks[1].mlp.fc2, b1.mlp.fc2, "blocks.1 fc2");
+  expect_same_linear(w.blocks[1].adaln, b1.adaln, "blocks.1 adaln");
+  EXPECT_TRUE(same_bits(w.blocks[1].norm2, b1.norm2));
+
+  // The wrong index, or a stray tensor, is refused naming the problem.
+  try {
+    (void)load_dit_block(SafetensorsFile::open(one), lazy.config, 0);
+    FAIL() << "block 1's tensors were accepted as block 0";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no tensor of block 0"), std::string::npos) << e.what();
+  }
+  try {
+    (void)load_dit_block(f, lazy.config, 1);  // the whole file: other blocks are strays
+    FAIL() << "a file with other blocks' tensors was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not part of DiT block 1"), std::string::npos) << e.what();
+  }
+}
+
 // ---- 2. header `_quantization_metadata` instead of comfy_quant tensors -------
 
 TEST(CheckpointHeaderQuant, Int8FromQuantizationMetadataLoadsIdentically) {

@@ -153,6 +153,7 @@ def make_fake_h3(attn_only=True):
         config = {"format": "bf16"}
 
         def __init__(self):
+            self.resident_weights = True
             self.calls = []
             self.ledger_entries = []
 

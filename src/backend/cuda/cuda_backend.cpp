@@ -141,6 +141,13 @@ void CudaBackend::evict(const QuantLinear& w) {
   weights_.erase(it);
 }
 
+void CudaBackend::evict(const std::vector<uint16_t>& v) {
+  const auto it = small_weights_.find(v.data());
+  if (it == small_weights_.end()) return;
+  weight_memory_.deallocate(it->second.data, it->second.bytes);
+  small_weights_.erase(it);
+}
+
 void CudaBackend::clear_weights() {
   for (auto& [key, d] : weights_) release(d);
   weights_.clear();

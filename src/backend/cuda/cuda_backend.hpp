@@ -99,6 +99,10 @@ class CudaBackend final : public Backend {
   // values change in place must be evicted by the caller.
   const DeviceWeights& weights(const QuantLinear& w);
   void evict(const QuantLinear& w);
+  // The same for a small weight vector handed to weight(): its device copy is
+  // keyed by the vector's data pointer, which a new vector may reuse once
+  // this one is freed, so free-and-reload callers must evict first.
+  void evict(const std::vector<uint16_t>& v);
   void clear_weights();
   size_t weight_bytes() const { return weight_bytes_; }
 
