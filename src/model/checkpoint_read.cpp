@@ -81,14 +81,15 @@ class Reader {
     expect_dtype(e, {"BF16", "F16", "F32"});
     const size_t n = e.bytes / e.elem_size;
     std::vector<float> out(n);
+    if (e.dtype == "F32") {
+      if (n) std::memcpy(out.data(), e.data, 4 * n);
+      return out;
+    }
+    const bool is_bf16 = e.dtype == "BF16";  // decided once, not per element
     for (size_t i = 0; i < n; ++i) {
-      if (e.dtype == "F32") {
-        std::memcpy(&out[i], e.data + 4 * i, 4);
-      } else {
-        uint16_t b;
-        std::memcpy(&b, e.data + 2 * i, 2);
-        out[i] = e.dtype == "BF16" ? bf16_to_f32(bf16{b}) : f16_to_f32(b);
-      }
+      uint16_t b;
+      std::memcpy(&b, e.data + 2 * i, 2);
+      out[i] = is_bf16 ? bf16_to_f32(bf16{b}) : f16_to_f32(b);
     }
     return out;
   }
@@ -193,7 +194,13 @@ void load_linear(Reader& r, const LinearSlot& s, CheckpointSummary* summary) {
   if (lq && r.has(s.name + ".comfy_quant"))
     bytes += r.file().entry(r.prefix() + s.name + ".comfy_quant").bytes;
   const TensorEntry& w = take(s.name + ".weight");
-  if (!lq) {
+  if (!lq && w.dtype == "BF16" && s.role != LinearRole::island) {
+    // bf16 stays bf16: the bits as stored (what the fp32 round trip below gives).
+    r.expect_shape(w, {s.out, s.in});
+    q.format = WeightFormat::bf16;
+    q.w_bf16.resize(size_t(s.out * s.in));
+    if (w.bytes) std::memcpy(q.w_bf16.data(), w.data, w.bytes);
+  } else if (!lq) {
     r.expect_shape(w, {s.out, s.in});
     std::vector<float> v = r.floats(w);
     if (s.role == LinearRole::island) {
