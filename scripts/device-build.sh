@@ -3,6 +3,10 @@
 # CUDA backend (sm_90a), linked portably (H3S_PORTABLE_BINARIES), copied to
 # .devbin/ (git-ignored) which the device call carries. The device image has
 # CUDA and PyTorch but none of our C++ dependencies, so we ship binaries.
+#   usage: bash scripts/device-build.sh [--wheel]
+# --wheel also builds the CUDA h3stream wheel for the device's CPython ($DEVICE_PY,
+# 3.12 there; found as pythonX.Y or under pyenv) into .whl/, for the Python tests
+# that scripts/device-check.sh runs on the GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
@@ -13,3 +17,17 @@ rm -rf .devbin && mkdir -p .devbin
 cp build-dev/tools/h3s/h3s build-dev/tests/h3s_tests_gpu build-dev/tests/h3s_tests_exec .devbin/
 strip .devbin/h3s .devbin/h3s_tests_gpu .devbin/h3s_tests_exec
 du -sh .devbin
+if [ "${1:-}" = --wheel ]; then
+  DEVICE_PY=${DEVICE_PY:-3.12}
+  py=$(command -v "python$DEVICE_PY" || true)
+  if [ -z "$py" ] && command -v pyenv >/dev/null; then
+    v=$(pyenv versions --bare | grep -E "^$DEVICE_PY(\.|$)" | tail -n 1)
+    [ -n "$v" ] && py="$(pyenv root)/versions/$v/bin/python$DEVICE_PY"
+  fi
+  [ -x "$py" ] || { echo "device-build: no python$DEVICE_PY here for the device wheel"; exit 2; }
+  mkdir -p .whl
+  rm -f .whl/h3stream-*.whl
+  "$py" -m pip wheel -q --no-deps . -w .whl/ -C cmake.define.H3S_CUDA=ON \
+    -C build-dir="build-wheel-$DEVICE_PY"
+  ls -l .whl/h3stream-*.whl
+fi

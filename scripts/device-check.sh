@@ -1,28 +1,54 @@
 #!/usr/bin/env bash
-# Runs ON the GPU machine, from the repo root, over .devbin/ (scripts/device-build.sh)
+# Runs ON the GPU machine, from the repo root, over .devbin/ (scripts/device-build.sh),
+# .whl/ (the CUDA h3stream wheel for the device's Python, `scripts/device-build.sh --wheel`)
 # and .ext/torch_h3_block.py (the PyTorch anchor, carried). One call: GPU tests,
-# compute-sanitizer, block benchmark and the PyTorch reference; JSON under $OUT.
+# compute-sanitizer, the Python tests on the CUDA wheel, block benchmark and the PyTorch
+# reference; JSON and logs under $OUT.
 #   usage: bash scripts/device-check.sh [tests|bench|all] [token list] [formats]
-# Every step has its own time limit and writes its output under $OUT as it
-# goes, so a step that overruns still leaves the others' results.
+# Every step has its own time limit and writes its output under $OUT as it goes, so a step
+# that overruns still leaves the others' results. H3S_REQUIRE_GPU=1 turns every GPU test's
+# "no device" skip into a failure (gtest and pytest), and a skipped test fails its step: on
+# this machine a green run means every GPU test ran. The script exits non-zero when any
+# step failed and names the failed steps last.
 set -uo pipefail
 mode=${1:-all}
 tokens=${2:-32768,131072,217088}
 formats=${3:-int8,bf16,w4a8}
 OUT=${OUT:-/tmp/h3s-out}
 mkdir -p "$OUT"
+export H3S_REQUIRE_GPU=1
 bin=.devbin
+failed=()
 step() {  # step NAME SECONDS CMD...: run with a limit, tee to $OUT/NAME.txt
   local name=$1 limit=$2
   shift 2
   echo "== $name (limit ${limit}s) =="
   local t0=$SECONDS
   timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.txt" | tail -n 25
-  echo "$name: rc=${PIPESTATUS[0]} in $((SECONDS - t0)) s" | tee -a "$OUT/steps.txt"
+  local rc=${PIPESTATUS[0]}
+  echo "$name: rc=$rc in $((SECONDS - t0)) s" | tee -a "$OUT/steps.txt"
+  [ "$rc" -eq 0 ] || failed+=("$name (rc $rc)")
 }
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+# A gtest JSON report with a skipped test fails (the fixture already fails instead of
+# skipping under H3S_REQUIRE_GPU; this catches any other GTEST_SKIP).
+no_skips() {  # no_skips NAME JSON
+  if ! python3 - "$2" <<'EOF'; then
+import json, sys
+r = json.load(open(sys.argv[1]))
+skipped = [f"{s['name']}.{t['name']}" for s in r["testsuites"] for t in s["testsuite"]
+           if t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN"]
+print(f"{len(skipped)} skipped: {skipped}" if skipped else "no test skipped")
+sys.exit(1 if skipped else 0)
+EOF
+    failed+=("$1 (tests skipped)")
+  fi
+}
+if ! nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"; then
+  failed+=("nvidia-smi")
+fi
 if [ "$mode" != bench ]; then
-  step gpu_tests 240 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
+  step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
+  [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
   # The mma.sync attention kernel (other GPUs) through the same checks.
   step gpu_tests_attn_sm80 120 env H3S_ATTN_SM80=1 $bin/h3s_tests_gpu \
     --gtest_filter='GpuAttention.*:GpuOps.Attention*:*GpuBlock*:GpuForward.*'
@@ -30,6 +56,19 @@ if [ "$mode" != bench ]; then
     --backend cuda --tokens 600 --json
   step racecheck 180 compute-sanitizer --tool racecheck --error-exitcode 9 $bin/h3s_tests_gpu \
     --gtest_filter='GpuOps.AttentionBlockedEqualsSinglePassAndNearCpu'
+  # The Python module's tests on the CUDA wheel; tests/python/conftest.py turns a skip
+  # into a failure under H3S_REQUIRE_GPU, so the CUDA cases cannot pass by skipping.
+  if compgen -G ".whl/h3stream-*.whl" >/dev/null; then
+    site=/tmp/h3s-site
+    rm -rf "$site"
+    step wheel_install 120 python3 -m pip install -q --no-index --no-deps --no-compile \
+      --no-cache-dir --target "$site" .whl/h3stream-*.whl
+    step pytest_cuda 300 env PYTHONPATH="$site" PYTHONDONTWRITEBYTECODE=1 \
+      bash -c 'cd tests/python && python3 -m pytest -q -rs -p no:cacheprovider .'
+  else
+    echo "no .whl/h3stream-*.whl: build it with scripts/device-build.sh --wheel"
+    failed+=("pytest_cuda (no CUDA wheel carried)")
+  fi
 fi
 if [ "$mode" != tests ]; then
   for f in ${formats//,/ }; do
@@ -40,3 +79,10 @@ if [ "$mode" != tests ]; then
     step torch_block 300 python3 .ext/torch_h3_block.py ${tokens//,/ }
   fi
 fi
+if [ ${#failed[@]} -gt 0 ]; then
+  printf 'device-check: FAILED steps:' | tee -a "$OUT/steps.txt"
+  printf ' [%s]' "${failed[@]}" | tee -a "$OUT/steps.txt"
+  echo | tee -a "$OUT/steps.txt"
+  exit 1
+fi
+echo "device-check: every step passed" | tee -a "$OUT/steps.txt"

@@ -1,10 +1,12 @@
-// GPU test set-up: skip cleanly without a device; device arenas; host <-> device helpers.
+// GPU test set-up: skip cleanly without a device (or fail, under
+// H3S_REQUIRE_GPU=1); device arenas; host <-> device helpers.
 #pragma once
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -17,18 +19,35 @@
 
 namespace h3s::test {
 
-inline bool cuda_device_present() {
+// Empty when a CUDA device is usable, else why not (the runtime's own words).
+inline std::string cuda_device_problem() {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    return false;
+    return std::string("cudaGetDeviceCount failed: ") + cudaGetErrorString(e);
   }
-  return n > 0;
+  return n > 0 ? std::string() : std::string("no CUDA device is visible");
 }
 
-#define H3S_REQUIRE_GPU()                                                      \
-  do {                                                                         \
-    if (!::h3s::test::cuda_device_present()) GTEST_SKIP() << "no CUDA device"; \
+// Set (to anything but "" or "0") by every device script: on a GPU machine a
+// missing or broken device must fail the run, not skip it into a green one.
+inline bool gpu_required() {
+  const char* v = std::getenv("H3S_REQUIRE_GPU");
+  return v != nullptr && *v != '\0' && std::string(v) != "0";
+}
+
+// Skips the test without a usable device (CI machines compile the suite
+// only), fails it instead under H3S_REQUIRE_GPU=1.
+#define H3S_REQUIRE_GPU()                                                                 \
+  do {                                                                                    \
+    const std::string h3s_gpu_problem_ = ::h3s::test::cuda_device_problem();              \
+    if (!h3s_gpu_problem_.empty()) {                                                      \
+      if (::h3s::test::gpu_required())                                                    \
+        GTEST_FAIL() << "H3S_REQUIRE_GPU is set but " << h3s_gpu_problem_;                \
+      else                                                                                \
+        GTEST_SKIP() << h3s_gpu_problem_ << " (set H3S_REQUIRE_GPU=1 to make this fail)"; \
+    }                                                                                     \
   } while (0)
 
 // ---- device helpers ----------------------------------------------------------
