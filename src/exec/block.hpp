@@ -43,7 +43,11 @@ void run_block_stock(Backend& backend, Arena& arena, const BlockView& block, con
 struct StreamChunks {
   int64_t q_chunk = 0, kv_chunk = 0, mlp_chunk = 0, kv_block = 0, merge_tail_below = 0;
   static StreamChunks from(const ExecOptions& o) {
-    return {o.q_chunk, o.kv_chunk, o.mlp_chunk, o.kv_block, o.merge_tail_below};
+    return {.q_chunk = o.q_chunk,
+            .kv_chunk = o.kv_chunk,
+            .mlp_chunk = o.mlp_chunk,
+            .kv_block = o.kv_block,
+            .merge_tail_below = o.merge_tail_below};
   }
 };
 

@@ -3,7 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
+
+#include "core/error.hpp"
 
 namespace h3s {
 
@@ -17,16 +20,35 @@ int64_t bf16_ulp_distance(uint16_t a, uint16_t b) {
 
 bool SelfCheckResult::all_equal() const {
   for (const Variant& v : variants)
-    if (v.max_ulp != 0) return false;
+    if (v.differing != 0) return false;
   return true;
 }
 
 std::string SelfCheckResult::line(int64_t tokens) const {
   std::string s = fmt::format("self_check block 0 ({} tokens) stock vs streamed:", tokens);
-  for (const Variant& v : variants)
-    s += fmt::format(" {} max {} mean {:.3g} ulp;", v.name, v.max_ulp, v.mean_ulp);
-  s += all_equal() ? " bit-equal" : " DIVERGED";
+  std::string diverged;
+  for (const Variant& v : variants) {
+    s += fmt::format(" {} {} differ, max {} mean {:.3g} ulp;", v.name, v.differing, v.max_ulp,
+                     v.mean_ulp);
+    if (v.differing != 0) diverged += (diverged.empty() ? "" : ", ") + v.name;
+  }
+  s += diverged.empty() ? " bit-equal" : fmt::format(" DIVERGED ({})", diverged);
   return s;
+}
+
+SelfCheckResult::Variant compare_bf16_bits(std::string name, std::span<const uint16_t> ref,
+                                           std::span<const uint16_t> got) {
+  H3S_CHECK(ref.size() == got.size());
+  SelfCheckResult::Variant out{std::move(name), 0, 0.0, 0};
+  double sum = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    out.differing += ref[i] != got[i];
+    const int64_t d = bf16_ulp_distance(ref[i], got[i]);
+    out.max_ulp = std::max(out.max_ulp, d);
+    sum += double(d);
+  }
+  out.mean_ulp = got.empty() ? 0.0 : sum / double(got.size());
+  return out;
 }
 
 SelfCheckResult self_check_block(Backend& be, Arena& arena, const BlockView& block, const Tensor& x,
@@ -48,29 +70,30 @@ SelfCheckResult self_check_block(Backend& be, Arena& arena, const BlockView& blo
   run_copy(nullptr, ref);
   const StreamChunks full = StreamChunks::from(o);
   const int64_t whole = seq;  // one chunk
+  const int64_t merge = full.merge_tail_below;
   const struct {
     const char* name;
     StreamChunks c;
   } variants[] = {
       {"full", full},
-      {"q_only", {full.q_chunk, whole, whole, 0, full.merge_tail_below}},
-      {"kv_only", {whole, full.kv_chunk, whole, 0, full.merge_tail_below}},
+      {"q_only",
+       {.q_chunk = full.q_chunk, .kv_chunk = whole, .mlp_chunk = whole, .merge_tail_below = merge}},
+      {"kv_only",
+       {.q_chunk = whole,
+        .kv_chunk = full.kv_chunk,
+        .mlp_chunk = whole,
+        .merge_tail_below = merge}},
       {"mlp_only",
-       {whole, whole, full.mlp_chunk == 0 ? whole : full.mlp_chunk, 0, full.merge_tail_below}},
-      {"none", {whole, whole, whole, 0, 0}},
+       {.q_chunk = whole,
+        .kv_chunk = whole,
+        .mlp_chunk = full.mlp_chunk == 0 ? whole : full.mlp_chunk,
+        .merge_tail_below = merge}},
+      {"none", {.q_chunk = whole, .kv_chunk = whole, .mlp_chunk = whole}},
   };
   SelfCheckResult r;
   for (const auto& v : variants) {
     run_copy(&v.c, got);
-    SelfCheckResult::Variant out{v.name, 0, 0.0};
-    double sum = 0.0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      const int64_t d = bf16_ulp_distance(ref[i], got[i]);
-      out.max_ulp = std::max(out.max_ulp, d);
-      sum += double(d);
-    }
-    out.mean_ulp = got.empty() ? 0.0 : sum / double(got.size());
-    r.variants.push_back(out);
+    r.variants.push_back(compare_bf16_bits(v.name, ref, got));
   }
   return r;
 }

@@ -73,11 +73,13 @@ int run_demo(RunArgs& a) {
   Prepared p = prepare(a);
   const ForwardOutputs stock = forward(p, a, ExecOptions::stock(), "stock");
   const ForwardOutputs streamed = forward(p, a, a.exec, "streamed");
-  const bool equal = stock.video == streamed.video && stock.audio == streamed.audio &&
-                     std::memcmp(stock.video.data(), streamed.video.data(),
-                                 stock.video.size() * sizeof(float)) == 0 &&
-                     std::memcmp(stock.audio.data(), streamed.audio.data(),
-                                 stock.audio.size() * sizeof(float)) == 0;
+  // Bits, not values: -0 vs +0 or two NaN payloads are not equal.
+  const bool equal =
+      stock.video.size() == streamed.video.size() && stock.audio.size() == streamed.audio.size() &&
+      std::memcmp(stock.video.data(), streamed.video.data(), stock.video.size() * sizeof(float)) ==
+          0 &&
+      std::memcmp(stock.audio.data(), streamed.audio.data(), stock.audio.size() * sizeof(float)) ==
+          0;
   if (a.json) {
     nlohmann::json j = {
         {"command", "demo"},
