@@ -29,9 +29,12 @@ Result run_cli(const std::string& args, bool merge_stderr = true) {
   return r;
 }
 
+// Chunks well below the 600 tokens (primes, so every phase has a short tail).
 TEST(Cli, DemoJsonReportsBitEqualAndLowerStreamedPeak) {
-  for (const char* format : {"bf16", "int8", "w4a8"}) {
-    const Result r = run_cli(std::string("demo --json --tokens 600 --threads 2 --format ") + format,
+  for (const char* format : {"bf16", "int8", "w4a8", "nvfp4"}) {
+    const Result r = run_cli(std::string("demo --json --tokens 600 --threads 2 --q-chunk 97 "
+                                         "--kv-chunk 131 --mlp-chunk 61 --format ") +
+                                 format,
                              /*merge_stderr=*/false);
     ASSERT_EQ(r.code, 0) << r.out;
     const nlohmann::json j = nlohmann::json::parse(r.out);
@@ -52,6 +55,15 @@ TEST(Cli, DemoTablePrintsEveryColumn) {
   for (const char* s : {"stock", "streamed", "arena peak", "bit-equal: yes", "self_check block 0",
                         "text 72", "cond 16"})
     EXPECT_NE(r.out.find(s), std::string::npos) << "missing '" << s << "' in:\n" << r.out;
+  // The self_check line's verdict, not only its presence: every variant 0 values differ.
+  const size_t at = r.out.find("self_check block 0");
+  ASSERT_NE(at, std::string::npos);
+  const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+  for (const char* v : {"full 0 differ", "q_only 0 differ", "kv_only 0 differ", "mlp_only 0 differ",
+                        "none 0 differ"})
+    EXPECT_NE(line.find(v), std::string::npos) << "missing '" << v << "' in: " << line;
+  EXPECT_NE(line.find("bit-equal"), std::string::npos) << line;
+  EXPECT_EQ(line.find("DIVERGED"), std::string::npos) << line;
 }
 
 TEST(Cli, RunPrintsTheLedger) {

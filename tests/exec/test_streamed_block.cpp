@@ -107,7 +107,7 @@ TEST_P(StreamedBlock, DeterministicAcrossRunsAndThreadCounts) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, StreamedBlock,
                          ::testing::Values(WeightFormat::bf16, WeightFormat::int8,
-                                           WeightFormat::w4a8),
+                                           WeightFormat::w4a8, WeightFormat::nvfp4),
                          [](const auto& p) { return std::string(format_name(p.param)); });
 
 }  // namespace

@@ -196,7 +196,7 @@ TEST(OpsLinear, F32WithBiasRowInvariantAndEqualsDotReference) {
 // equals columns [a, b) of the full product, in every format.
 TEST(OpsLinear, FeaturesSelectColumnsBitExact) {
   const WeightFormat formats[] = {WeightFormat::bf16, WeightFormat::int8, WeightFormat::w4a8,
-                                  WeightFormat::f32};
+                                  WeightFormat::nvfp4, WeightFormat::f32};
   const RowRange ranges[] = {{0, 16}, {5, 37}, {97, 100}, {17, 18}, {64, 100}, {0, 100}};
   for (WeightFormat format : formats) {
     const int64_t k = format == WeightFormat::f32 ? 100 : 512;
