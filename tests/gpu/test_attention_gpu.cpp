@@ -23,6 +23,7 @@
 #include "core/dtype.hpp"
 #include "core/rng.hpp"
 #include "core/tensor.hpp"
+#include "deviation.hpp"
 #include "gpu_fixture.hpp"
 
 namespace h3s {
@@ -37,6 +38,11 @@ constexpr int64_t kRowChunks[] = {1, 7, 64, 259};
 // is ~1.7e-3 relative RMS (see OpsAttention.MatchesFp64SoftmaxReference); P
 // rounded to bf16 before P V adds ~1e-3; 5e-3 leaves ~2x headroom.
 constexpr double kRelRmsBound = 5e-3;
+// Per row and largest single error too (deviation.hpp). Measured on the H200 (2026-12-01, 20
+// problems, both kernels): worst row 3.08e-3, largest error 0.0812 of the output RMS vs the
+// CPU (S = 4099: long rows average V, so the RMS is small against single large outputs) and
+// 0.0407 vs fp64. Bounds: 2x.
+constexpr test::DeviationBound kAttnBound{kRelRmsBound, 6.2e-3, 0.16};
 constexpr uint16_t kSentinelBf16 = 0x7fc1;  // a NaN: reading it would poison the output
 constexpr int64_t kGuardRows = 3;           // state/output rows past `rows`, must stay unwritten
 static_assert(kAttnKvTile == 128,
@@ -283,12 +289,21 @@ double relative_rms(const std::vector<uint16_t>& got, const std::vector<Want>& w
 void check_accuracy(const Problem& p, const GpuResult& gpu) {
   std::vector<double> cpu;
   for (uint16_t b : run_cpu(p)) cpu.push_back(bf16_value(b));
-  const double vs_cpu = relative_rms(gpu.out, cpu);
-  const double vs_fp64 = relative_rms(gpu.out, fp64_reference(p));
-  std::printf("[ gpu attention ] %-40s rel RMS vs CPU %.3e, vs fp64 %.3e (bound %.0e)\n",
-              p.label().c_str(), vs_cpu, vs_fp64, kRelRmsBound);
-  EXPECT_LT(vs_cpu, kRelRmsBound) << p.label() << " vs the CPU backend";
-  EXPECT_LT(vs_fp64, kRelRmsBound) << p.label() << " vs fp64";
+  const std::vector<double> fp64 = fp64_reference(p);
+  auto against = [&](const std::vector<double>& want) {
+    return test::measure_deviation(
+        p.rows, p.width,
+        [&](int64_t r, int64_t c) { return bf16_value(gpu.out[size_t(r * p.width + c)]); },
+        [&](int64_t r, int64_t c) { return want[size_t(r * p.width + c)]; });
+  };
+  const test::Deviation vs_cpu = against(cpu), vs_fp64 = against(fp64);
+  std::printf("[ deviation ] attention vs CPU | %s | %s\n", p.label().c_str(),
+              vs_cpu.describe().c_str());
+  std::printf("[ deviation ] attention vs fp64 | %s | %s\n", p.label().c_str(),
+              vs_fp64.describe().c_str());
+  EXPECT_LT(relative_rms(gpu.out, cpu), kRelRmsBound) << p.label() << " (non-finite: NaN)";
+  test::expect_within(vs_cpu, kAttnBound, p.label() + " vs the CPU backend");
+  test::expect_within(vs_fp64, kAttnBound, p.label() + " vs fp64");
 }
 
 // ---- tests -----------------------------------------------------------------------
