@@ -76,8 +76,11 @@ QuantLinear QuantLinear::from_f32(std::vector<float> w, int64_t out, int64_t in)
 
 namespace {
 
-// NVFP4 from a bf16 master, comfy-kitchen's scheme: global = amax / (448 * 6),
-// block scale = e4m3(amax_block / 6 / global), code = e2m1(w / (scale * global)).
+// NVFP4 from a bf16 master, comfy-kitchen's scheme (TensorCoreNVFP4Layout.quantize, as
+// ComfyUI calls it): global = bf16(amax / (448 * 6)) (torch divides in the weight's dtype,
+// so the global of a bf16 weight is a bf16 value), block scale =
+// e4m3(min(amax_block / 6 / global, 448)), code = e2m1(w / (scale * global)). Bit-exact
+// with comfy-kitchen 0.2.31 (tests/model/test_nvfp4_golden.cpp).
 QuantLinear quantize_nvfp4(std::span<const uint16_t> w, int64_t out, int64_t in) {
   QuantLinear q;
   q.format = WeightFormat::nvfp4;
@@ -87,7 +90,7 @@ QuantLinear quantize_nvfp4(std::span<const uint16_t> w, int64_t out, int64_t in)
   const int64_t blocks = kp / 16, scale_cols = round_up(blocks, 4);
   float amax = 0.0f;
   for (uint16_t v : w) amax = std::max(amax, std::fabs(bf16_to_f32(bf16{v})));
-  q.fp4_global = amax > 0.0f ? amax / (448.0f * 6.0f) : 1.0f;
+  q.fp4_global = amax > 0.0f ? round_bf16(amax / (448.0f * 6.0f)) : 1.0f;
   q.fp4_codes.assign(size_t(np * kp / 2), 0);
   q.fp4_scales.assign(size_t(round_up(np, 128) * scale_cols), 0);
   for (int64_t n = 0; n < out; ++n) {
@@ -128,7 +131,10 @@ void decode_nvfp4(QuantLinear& q) {
       const uint8_t byte = q.fp4_codes[size_t(n * (kp / 2) + k / 2)];
       const uint8_t code = k % 2 == 0 ? uint8_t(byte >> 4) : uint8_t(byte & 0x0f);  // even: high
       const float s = e4m3_to_f32(q.fp4_scales[size_t(nvfp4_scale_offset(n, k / 16, scale_cols))]);
-      q.w_bf16[size_t(n * q.in + k)] = f32_to_bf16((e2m1_to_f32(code) * q.fp4_global) * s).bits;
+      // comfy-kitchen's order (CUDA kernel and fp32 eager path): decode_scale = scale *
+      // global first, then value * decode_scale; differs from (value * global) * scale
+      // when the global is not a bf16 value.
+      q.w_bf16[size_t(n * q.in + k)] = f32_to_bf16(e2m1_to_f32(code) * (s * q.fp4_global)).bits;
     }
 }
 

@@ -62,8 +62,8 @@ struct QuantLinear {
 // level = codebook[code] or code - 8 (H3_MODEL.md 5).
 void decode_w4a8(QuantLinear& q);
 
-// Decode nvfp4 to bf16: w = bf16((e2m1[code] * global) * e4m3[scale]) in the
-// order comfy-kitchen's dequantisation multiplies (H3_MODEL.md 6).
+// Decode nvfp4 to bf16: w = bf16(e2m1[code] * (e4m3[scale] * global)), the order
+// comfy-kitchen's dequantisation multiplies (tests/model/test_nvfp4_golden.cpp).
 void decode_nvfp4(QuantLinear& q);
 
 // Byte offset of the block scale for row r, block c in cuBLAS's swizzled

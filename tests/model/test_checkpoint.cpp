@@ -533,13 +533,13 @@ TEST(CheckpointNvfp4, DecodeByHandWithPaddingAndSwizzle) {
       const uint8_t byte = q.fp4_codes[size_t(n * kp / 2 + k / 2)];
       const uint8_t code = k % 2 == 0 ? uint8_t(byte >> 4) : uint8_t(byte & 0x0f);  // even: HIGH
       const float s = e4m3_by_hand(scale_codes[(3 * n + k / 16) % 8]);
-      const float want = (e2m1_by_hand(code) * q.fp4_global) * s;
+      const float want = e2m1_by_hand(code) * (s * q.fp4_global);
       ASSERT_EQ(q.w_bf16[size_t(n * q.in + k)], f32_to_bf16(want).bits) << n << ", " << k;
     }
   // Spelled-out values: row 0 byte 0 = 0x00 | 0x00 -> 0; row 1 byte 0: high
   // (1 + 0) % 16 = 1 (0.5), low 3 (1.5); scale of (1, 0) = code[3] = 0.5.
-  EXPECT_EQ(q.w_bf16[size_t(1 * 40 + 0)], f32_to_bf16((0.5f * (1.0f / 3.0f)) * 0.5f).bits);
-  EXPECT_EQ(q.w_bf16[size_t(1 * 40 + 1)], f32_to_bf16((1.5f * (1.0f / 3.0f)) * 0.5f).bits);
+  EXPECT_EQ(q.w_bf16[size_t(1 * 40 + 0)], f32_to_bf16(0.5f * (0.5f * (1.0f / 3.0f))).bits);
+  EXPECT_EQ(q.w_bf16[size_t(1 * 40 + 1)], f32_to_bf16(1.5f * (0.5f * (1.0f / 3.0f))).bits);
 }
 
 TEST(CheckpointNvfp4, ExactValuesAndScaleOffsetFormula) {
