@@ -7,7 +7,10 @@
 // head of 128, ffn 256, one block, no refiner) with zero-sized stand-ins for
 // the big block weights, so detection succeeds and load_checkpoint loads the
 // patch projections, condition_proj (nvfp4 or W4A8) and the time embedder
-// before it rejects the first block linear.
+// before it rejects the first block linear. Two complete models of that config
+// (h3_full_*, ~200 KiB each, NVFP4 block linears: the smallest format) load
+// fully, so the from_tensors, skip_dit_blocks and load_dit_block routes of the
+// fuzzer start from inputs they accept.
 //
 // Usage: h3s_fuzz_make_seeds DIR
 #include <cstddef>
@@ -107,6 +110,46 @@ void h3_plain(Builder& b) {
   b.add("blocks.0.attn.qkv_proj.weight", "BF16", {384, 0}, {});
 }
 
+// The smallest complete model detect_config accepts: hidden 256, one head,
+// ffn 256, one block, no refiner, 1-wide latents, text and time inputs.
+h3s::ModelConfig smallest_model(h3s::TimeForm form) {
+  h3s::ModelConfig c = h3s::ModelConfig::tiny();
+  c.name = "fuzz";
+  c.hidden = 256;
+  c.heads = 1;
+  c.ffn = 256;
+  c.blocks = 1;
+  c.refiner_blocks = 0;
+  c.video_latent = 1;
+  c.audio_latent = 1;
+  c.text_dim = 1;
+  c.time_freq_dim = 2;
+  c.time_hidden = 1;
+  c.time_dim = 1;
+  c.time_form = form;
+  c.curve_grid = 2;
+  return c;
+}
+
+// A complete NVFP4 model of smallest_model(form) (W4A8 and int8 need 256-wide
+// inputs, which out_proj's 128 is not; bf16 is four times larger), its keys
+// behind `prefix`, written through write_checkpoint (the h3s writer).
+void write_full_model(const std::string& path, h3s::TimeForm form, const std::string& prefix) {
+  const std::string plain = path + ".plain";
+  h3s::write_checkpoint(
+      h3s::ModelWeights::random(smallest_model(form), h3s::WeightFormat::nvfp4, 5), plain);
+  {
+    const h3s::SafetensorsFile f = h3s::SafetensorsFile::open(plain);
+    std::vector<WriteEntry> entries;
+    for (const std::string& name : f.names()) {
+      const h3s::TensorEntry& e = f.entry(name);
+      entries.push_back({prefix + name, e.dtype, e.shape, {e.data, e.bytes}});
+    }
+    h3s::write_safetensors(path, entries, f.metadata());
+  }
+  std::filesystem::remove(plain);
+}
+
 void write_json(const std::filesystem::path& dir, const std::string& name,
                 const std::string& json) {
   std::ofstream out(dir / name, std::ios::binary | std::ios::trunc);
@@ -172,6 +215,11 @@ int main(int argc, char** argv) {
           ", \"blocks.0.attn.qkv_proj\": " + h3s::comfy_quant_json(h3s::WeightFormat::int8) + "}}";
       b.write(path("h3_w4a8.safetensors"), {{"_quantization_metadata", layers}});
     }
+
+    // Complete models: full time form without a prefix, curve form with ComfyUI's.
+    write_full_model(path("h3_full_nvfp4.safetensors"), h3s::TimeForm::full, "");
+    write_full_model(path("h3_full_nvfp4_curve.safetensors"), h3s::TimeForm::curve,
+                     "model.diffusion_model.");
 
     // Regression inputs for detect_config bugs found while writing this fuzzer: each must be
     // rejected with an h3s::Error (not UB, not std::out_of_range).

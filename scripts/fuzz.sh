@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Fuzzes the safetensors header reader, checkpoint detection/loading and the
-# comfy_quant JSON parser with libFuzzer (fuzz/fuzz_checkpoint.cpp) for a
-# fixed budget: scripts/fuzz.sh [SECONDS] (default 60). Exits non-zero on a
+# Fuzzes the safetensors header reader, checkpoint detection/loading (the
+# file, the Python module's in-memory from_tensors / lazy / load_block routes)
+# and the comfy_quant JSON parser with libFuzzer (fuzz/fuzz_checkpoint.cpp) for
+# a fixed budget: scripts/fuzz.sh [SECONDS] (default 60). Exits non-zero on a
 # finding; the crashing input is left in build-fuzz/findings/.
 #
 # Builds with clang in build-fuzz (ASan + UBSan + libFuzzer coverage), writes
@@ -21,7 +22,8 @@ mkdir -p build-fuzz/corpus build-fuzz/findings
 ./build-fuzz/fuzz/h3s_fuzz_make_seeds build-fuzz/seeds
 
 # New inputs go to corpus/ (the first directory); seeds/ is read only.
+# -max_len 256 KiB: the smallest complete model (seeds h3_full_*) is ~200 KiB.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ./build-fuzz/fuzz/h3s_fuzz_checkpoint build-fuzz/corpus build-fuzz/seeds \
-  -dict=fuzz/checkpoint.dict -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 \
+  -dict=fuzz/checkpoint.dict -max_total_time="$seconds" -max_len=262144 -rss_limit_mb=2048 \
   -timeout=10 -artifact_prefix=build-fuzz/findings/ -print_final_stats=1

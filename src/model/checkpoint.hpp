@@ -51,6 +51,14 @@ struct LoadOptions {
   bool skip_dit_blocks = false;
 };
 
+// True for a DiT block's tensor data, which a host handing tensors over for a
+// skip_dit_blocks load may leave unreadable (the Python module passes GPU
+// pointers there): a "blocks.<n>." key at a name boundary after any prefix,
+// but not the token refiner's blocks and not a ".comfy_quant" config (the
+// detection reads those). load_checkpoint with skip_dit_blocks reads no byte
+// of a tensor this accepts (fuzz/fuzz_checkpoint.cpp checks it).
+bool is_dit_block_data(std::string_view name);
+
 // Loads every weight, validating names, dtypes, shapes and scales; unknown or
 // missing tensors are errors naming the file and the tensor.
 ModelWeights load_checkpoint(const SafetensorsFile& f, CheckpointSummary* summary = nullptr,

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -412,6 +413,21 @@ void load_slots(Reader& r, const WeightSlots& slots, CheckpointSummary* summary,
 }
 
 }  // namespace
+
+bool is_dit_block_data(std::string_view name) {
+  constexpr std::string_view kStem = "blocks.", kRefiner = "token_refiner.";
+  if (ends_with(name, ".comfy_quant")) return false;
+  for (size_t at = name.find(kStem); at != std::string_view::npos; at = name.find(kStem, at + 1)) {
+    const bool boundary = at == 0 || name[at - 1] == '.';
+    const bool refiner =
+        at >= kRefiner.size() && name.substr(at - kRefiner.size(), kRefiner.size()) == kRefiner;
+    size_t end = at + kStem.size();
+    while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+    if (boundary && !refiner && end > at + kStem.size() && end < name.size() && name[end] == '.')
+      return true;
+  }
+  return false;
+}
 
 ModelWeights load_checkpoint(const SafetensorsFile& f, CheckpointSummary* summary,
                              const LoadOptions& options) {

@@ -4,10 +4,8 @@
 
 #include <fmt/format.h>
 
-#include <cctype>
 #include <cstddef>
 #include <memory>
-#include <string_view>
 
 #include "core/error.hpp"
 #include "model/checkpoint.hpp"
@@ -26,30 +24,6 @@ bool c_contiguous(const ReadArray& a) {
     step *= int64_t(a.shape(d));
   }
   return true;
-}
-
-}  // namespace
-
-namespace {
-
-// A DiT block's tensor data ("...blocks.<n>.<layer>", not the token refiner's
-// blocks and not a comfy_quant config, which detection reads).
-bool dit_block_data(const std::string& name) {
-  constexpr std::string_view kStem = "blocks.", kRefiner = "token_refiner.",
-                             kQuant = ".comfy_quant";
-  if (name.size() >= kQuant.size() &&
-      name.compare(name.size() - kQuant.size(), kQuant.size(), kQuant) == 0)
-    return false;
-  for (size_t at = name.find(kStem); at != std::string::npos; at = name.find(kStem, at + 1)) {
-    const bool boundary = at == 0 || name[at - 1] == '.';
-    const bool refiner =
-        at >= kRefiner.size() && name.compare(at - kRefiner.size(), kRefiner.size(), kRefiner) == 0;
-    size_t end = at + kStem.size();
-    while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
-    if (boundary && !refiner && end > at + kStem.size() && end < name.size() && name[end] == '.')
-      return true;
-  }
-  return false;
 }
 
 // The arrays as a SafetensorsFile over their memory. CUDA arrays are copied
@@ -89,7 +63,7 @@ SafetensorsFile arrays_file(const std::vector<ArrayEntry>& arrays,
       fail(ErrorKind::bad_input, "{}: tensor '{}' is not contiguous: pass .contiguous() arrays",
            kSource, in.name);
     const int dev = a.device_type();
-    if (dev == nb::device::cpu::value || (skip_block_data && dit_block_data(in.name))) {
+    if (dev == nb::device::cpu::value || (skip_block_data && is_dit_block_data(in.name))) {
       e.data = static_cast<const std::byte*>(a.data());  // CUDA here: never dereferenced
     } else if (dev == nb::device::cuda::value) {
       auto copy = std::make_unique<std::byte[]>(e.bytes ? e.bytes : 1);
