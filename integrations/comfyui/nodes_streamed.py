@@ -221,11 +221,12 @@ class StreamedBlock:
                 d["rel_rms"] = rel_rms(mine, ref)
                 vs = describe(d)
             del mine, ref, ref_args
-            variants = ", ".join(f"{v['name']} {v['max_ulp']}" for v in ours.get("variants", []))
+            variants = ", ".join(f"{v['name']} {v.get('differing', '?')} differ / max "
+                                 f"{v['max_ulp']} ulp" for v in ours.get("variants", []))
             verdict = "bit-equal" if ours.get("all_equal") else "DIFFERENT"
             log.warning(f"[h3stream] self_check block 0, {x.shape[0]} tokens, {engine.backend}, "
                         f"{engine.config.get('format')}: streamed vs h3stream stock {verdict} "
-                        f"(max ulp by variant: {variants}); h3stream vs ComfyUI block: {vs}")
+                        f"(by variant: {variants}); h3stream vs ComfyUI block: {vs}")
         except Exception as e:  # a check must never stop sampling
             log.warning(f"[h3stream] self_check block 0 failed: {type(e).__name__}: {e}")
 

@@ -179,21 +179,29 @@ class Engine:
         form). mod_runs: ComfyUI's mod_segments, (begin, end, mod_row) covering
         [0, S) in order. rope: bf16 [S, rope_dim/2, 2] (cos, sin); see
         rope_from_comfy. mode: "streamed" or "stock" (bit-identical results).
-        options: Options (default Options()); min_tokens is the caller's to
-        honour. stream: cudaStream_t as int, a torch.cuda.Stream, or None for
-        torch's current stream on x's device (CPU: ignored). phases: "all", or
-        "attn" for the attention half only (x += gate_msa * attn(...); the
-        caller runs the model's own MLP).
+        options: Options (default Options()). As in h3stream's own forward, a
+        short sequence gains nothing from streaming: mode="streamed" with
+        S < options.min_tokens (default 32768) runs the stock block; pass
+        Options(min_tokens=0) to stream at any length. stream: cudaStream_t as
+        int, a torch.cuda.Stream, or None for torch's current stream on x's
+        device (CPU: ignored). phases: "all", or "attn" for the attention half
+        only (x += gate_msa * attn(...); the caller runs the model's own MLP);
+        min_tokens picks the path of that half the same way.
+        options.self_check: first compare stock with streamed on copies of x
+        (last_self_check has the line), whichever path then runs.
+
+        Returns the mode that ran: "stock" or "streamed".
         Wrong dtypes raise TypeError; wrong shapes, devices, contiguity and
         option values raise ValueError naming the argument.
         """
-        self._e.run_block(index, _detached(x), _detached(t_emb), _runs(mod_runs), _detached(rope),
-                          mode=mode, options=options, stream=_stream_handle(stream, x),
-                          phases=phases)
+        return self._e.run_block(index, _detached(x), _detached(t_emb), _runs(mod_runs),
+                                 _detached(rope), mode=mode, options=options,
+                                 stream=_stream_handle(stream, x), phases=phases)
 
     def self_check(self, index, x, t_emb, mod_runs, rope, *, options=None, stream=None):
         """FEATURES.md self_check on one block: stock vs streamed variants (full, q_only,
-        kv_only, mlp_only, none) on copies of x. Returns {"line", "all_equal", "variants"}."""
+        kv_only, mlp_only, none) on copies of x, at any length (min_tokens does not
+        apply: the check always runs both). Returns {"line", "all_equal", "variants"}."""
         return self._e.self_check(index, _detached(x), _detached(t_emb), _runs(mod_runs),
                                   _detached(rope), options=options,
                                   stream=_stream_handle(stream, x))

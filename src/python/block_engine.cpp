@@ -184,13 +184,22 @@ bool BlockEngine::resident_weights() const {
   return resident_weights_;
 }
 
-void BlockEngine::run_block(const BlockCall& c) {
+ExecMode BlockEngine::ran_mode(const BlockCall& c) {
+  // The forward's rule (exec/forward.cpp): short sequences gain nothing from
+  // streaming, so below min_tokens a block runs stock (the same bits).
+  return c.mode == ExecMode::streamed && c.x.rows() >= c.options.min_tokens ? ExecMode::streamed
+                                                                            : ExecMode::stock;
+}
+
+ExecMode BlockEngine::run_block(const BlockCall& c) {
+  const ExecMode mode = ran_mode(c);
   with_block(c, [&](Backend& be, Arena& arena, const BlockView& view) {
-    if (c.mode == ExecMode::stock)
+    if (mode == ExecMode::stock)
       run_block_stock(be, arena, view, c.x, c.phases);
     else
       run_block_streamed(be, arena, view, c.x, StreamChunks::from(c.options), c.phases);
   });
+  return mode;
 }
 
 SelfCheckResult BlockEngine::self_check(const BlockCall& c) {

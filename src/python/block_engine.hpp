@@ -46,8 +46,13 @@ class BlockEngine {
 
   // Validates every argument (Error(invalid_argument) naming it, expected vs
   // found), computes the block's modulation from t_emb (SiLU + adaLN linear
-  // like AdalnProj), then runs the block in place on call.x.
-  void run_block(const BlockCall& call);
+  // like AdalnProj), then runs the block in place on call.x. Returns the mode
+  // that ran: streamed only when asked for and the sequence has at least
+  // options.min_tokens rows (ran_mode), as the forward decides per block.
+  ExecMode run_block(const BlockCall& call);
+  // What run_block runs for this call: ExecMode::stock when call.mode is
+  // stock or x has fewer than call.options.min_tokens rows (exec/forward.cpp).
+  static ExecMode ran_mode(const BlockCall& call);
   // The FEATURES.md self_check on this block and input: stock vs streamed
   // variants side by side on copies; call.x is not modified.
   SelfCheckResult self_check(const BlockCall& call);

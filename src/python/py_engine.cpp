@@ -146,6 +146,7 @@ nb::dict self_check_dict(const SelfCheckResult& r, int64_t tokens) {
     vd["name"] = v.name;
     vd["max_ulp"] = v.max_ulp;
     vd["mean_ulp"] = v.mean_ulp;
+    vd["differing"] = v.differing;  // values whose bits differ (the verdict)
     variants.append(vd);
   }
   d["variants"] = variants;
@@ -218,12 +219,16 @@ void bind_engine(nb::module_& m) {
         const BlockCall call =
             make_call(*e.engine, index, x, t_emb, runs, rope, mode, options, stream, phases);
         std::optional<std::string> line;
+        ExecMode ran = ExecMode::stock;
         {
           const nb::gil_scoped_release unlocked;
+          // self_check compares stock with streamed on copies whichever path then runs
+          // (the forward checks block 0 below min_tokens too).
           if (call.options.self_check) line = e.engine->self_check(call).line(call.x.rows());
-          e.engine->run_block(call);
+          ran = e.engine->run_block(call);
         }
         if (line) e.last_self_check = line;
+        return std::string(ran == ExecMode::stock ? "stock" : "streamed");
       },
       "index"_a, "x"_a.noconvert(), "t_emb"_a.noconvert(), "mod_runs"_a, "rope"_a.noconvert(),
       nb::kw_only(), "mode"_a = "streamed", "options"_a = nb::none(), "stream"_a = nb::none(),

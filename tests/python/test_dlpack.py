@@ -6,7 +6,11 @@ import pytest
 import torch
 
 import h3stream
-from conftest import bits, block_inputs
+from conftest import bits, block_inputs, needs_cuda, streamed_options
+
+# Small chunks and min_tokens 0: the streamed block (which writes x in place chunk by
+# chunk) really runs at these lengths.
+STREAM = streamed_options(q_chunk=16, kv_chunk=16, mlp_chunk=16)
 
 
 def test_x_is_updated_in_place_without_copies(engine):
@@ -15,7 +19,7 @@ def test_x_is_updated_in_place_without_copies(engine):
     ref = x.clone()
     eng.run_block(0, ref, t_emb, runs, rope, mode="stock")
     ptr, storage = x.data_ptr(), x.untyped_storage().data_ptr()
-    eng.run_block(0, x, t_emb, runs, rope)
+    assert eng.run_block(0, x, t_emb, runs, rope, options=STREAM) == "streamed"
     assert x.data_ptr() == ptr and x.untyped_storage().data_ptr() == storage
     assert torch.equal(bits(x), bits(ref))
 
@@ -29,7 +33,7 @@ def test_row_view_of_a_larger_buffer_is_written_through(engine):
     before = buf.clone()
     view = buf[8:75]
     assert view.is_contiguous() and view.data_ptr() != buf.data_ptr()
-    eng.run_block(0, view, t_emb, runs, rope)
+    assert eng.run_block(0, view, t_emb, runs, rope, options=STREAM) == "streamed"
     ref = x.clone()
     eng.run_block(0, ref, t_emb, runs, rope, mode="stock")
     assert torch.equal(bits(buf[8:75]), bits(ref))
@@ -41,7 +45,7 @@ def test_inputs_are_not_modified(engine):
     eng = engine("w4a8")
     x, t_emb, runs, rope = block_inputs(eng.config, 40, seed=3)
     t0, r0 = t_emb.clone(), rope.clone()
-    eng.run_block(1, x, t_emb, runs, rope)
+    assert eng.run_block(1, x, t_emb, runs, rope, options=STREAM) == "streamed"
     assert torch.equal(bits(t_emb), bits(t0)) and torch.equal(bits(rope), bits(r0))
 
 
@@ -49,10 +53,10 @@ def test_tensors_requiring_grad_are_accepted(engine):
     eng = engine("bf16")
     x, t_emb, runs, rope = block_inputs(eng.config, 30, seed=4)
     ref = x.clone()
-    eng.run_block(0, ref, t_emb, runs, rope)
+    eng.run_block(0, ref, t_emb, runs, rope, options=STREAM)
     x.requires_grad_(True)
     with torch.no_grad():
-        eng.run_block(0, x, t_emb.requires_grad_(False), runs, rope)
+        eng.run_block(0, x, t_emb.requires_grad_(False), runs, rope, options=STREAM)
     assert torch.equal(bits(x.detach()), bits(ref))
 
 
@@ -120,7 +124,7 @@ def test_unsupported_device_is_named(engine):
         eng.run_block(0, fake, t_emb, runs, rope)
 
 
-@pytest.mark.skipif(not h3stream.has_cuda(), reason="needs the CUDA backend and a GPU")
+@needs_cuda
 def test_cuda_streamed_equals_cuda_stock_on_a_side_stream(engine, checkpoint):
     """On the GPU machine: the CUDA engine on torch's current stream, in place; streamed ==
     stock on the GPU bit for bit (also with weights leaving the GPU after each call), and
@@ -134,14 +138,14 @@ def test_cuda_streamed_equals_cuda_stock_on_a_side_stream(engine, checkpoint):
     stock = x.cuda()
     gpu.run_block(0, stock, t_emb.cuda(), runs, rope.cuda(), mode="stock")
     torch.cuda.synchronize()
-    opts = h3stream.Options(q_chunk=37, kv_chunk=41, mlp_chunk=43, merge_tail_below=0)
+    opts = streamed_options(q_chunk=37, kv_chunk=41, mlp_chunk=43)
     for resident in (True, False):
         gpu.resident_weights = resident
         xg = x.cuda()
         ptr = xg.data_ptr()
         s = torch.cuda.Stream()
         with torch.cuda.stream(s):
-            gpu.run_block(0, xg, t_emb.cuda(), runs, rope.cuda(), options=opts)
+            assert gpu.run_block(0, xg, t_emb.cuda(), runs, rope.cuda(), options=opts) == "streamed"
         s.synchronize()
         assert xg.data_ptr() == ptr
         assert torch.equal(bits(xg.cpu()), bits(stock.cpu())), f"resident_weights={resident}"

@@ -5,10 +5,10 @@ import torch
 from safetensors.torch import load_file
 
 import h3stream
-from conftest import bits, block_inputs
+from conftest import FORMATS, bits, block_inputs, needs_cuda, streamed_options
 
 
-@pytest.mark.parametrize("fmt", ["bf16", "int8", "w4a8"])
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_lazy_block_equals_full_engine_bit_for_bit(engine, checkpoint, fmt):
     full = engine(fmt)
     sd = load_file(str(checkpoint(fmt)))
@@ -24,9 +24,9 @@ def test_lazy_block_equals_full_engine_bit_for_bit(engine, checkpoint, fmt):
         assert lazy.block_loaded(i)
         for mode in ("stock", "streamed"):
             want, got = x.clone(), x.clone()
-            opts = h3stream.Options(q_chunk=13, kv_chunk=29, mlp_chunk=31, merge_tail_below=0)
-            full.run_block(i, want, t_emb, runs, rope, mode=mode, options=opts)
-            lazy.run_block(i, got, t_emb, runs, rope, mode=mode, options=opts)
+            opts = streamed_options(q_chunk=13, kv_chunk=29, mlp_chunk=31)
+            assert full.run_block(i, want, t_emb, runs, rope, mode=mode, options=opts) == mode
+            assert lazy.run_block(i, got, t_emb, runs, rope, mode=mode, options=opts) == mode
             assert torch.equal(bits(got), bits(want)), (fmt, i, mode)
         lazy.drop_block(i)
         assert not lazy.block_loaded(i)
@@ -45,7 +45,7 @@ def test_load_block_refuses_the_wrong_tensors(checkpoint):
         lazy.load_block(7, block1)
 
 
-@pytest.mark.skipif(not h3stream.has_cuda(), reason="needs the CUDA backend and a GPU")
+@needs_cuda
 def test_lazy_blocks_on_the_gpu_reload_without_stale_device_copies(checkpoint):
     """Blocks loaded and dropped in turn on one CUDA engine: new host vectors may reuse
     freed addresses, so any device copy keyed by address must have been dropped (a stale
@@ -60,8 +60,9 @@ def test_lazy_blocks_on_the_gpu_reload_without_stale_device_copies(checkpoint):
             block = {k: v.cuda() for k, v in sd.items() if k.startswith(f"blocks.{i}.")}
             lazy.load_block(i, block)
             want, got = x.clone(), x.clone()
-            full.run_block(i, want, t_emb, runs, rope)
-            lazy.run_block(i, got, t_emb, runs, rope)
+            opts = streamed_options(q_chunk=64, kv_chunk=64, mlp_chunk=64)
+            assert full.run_block(i, want, t_emb, runs, rope, options=opts) == "streamed"
+            assert lazy.run_block(i, got, t_emb, runs, rope, options=opts) == "streamed"
             torch.cuda.synchronize()
             assert torch.equal(bits(got.cpu()), bits(want.cpu())), (rnd, i)
             lazy.drop_block(i)

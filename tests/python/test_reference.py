@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 
-from conftest import block_inputs
+from conftest import block_inputs, run_block, streamed_options
 
 
 def rms(v, w, eps):
@@ -68,8 +68,8 @@ def test_matches_a_torch_restatement_of_the_block(engine, checkpoint, mode):
     eng = engine("bf16")
     w = load_file(str(checkpoint("bf16")))
     x, t_emb, runs, rope = block_inputs(eng.config, 97, seed=12)
-    out = x.clone()
-    eng.run_block(1, out, t_emb, runs, rope, mode=mode)
+    out = run_block(eng, 1, (x, t_emb, runs, rope), mode,
+                    streamed_options(q_chunk=13, kv_chunk=29, mlp_chunk=31))
     ref = reference_block(w, 1, eng.config, x, t_emb, runs, rope)
     delta = (ref - x.float()).norm()
     err = (out.float() - ref).norm() / delta

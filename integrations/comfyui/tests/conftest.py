@@ -1,11 +1,30 @@
 """Tests of the node pack's pure-Python parts: no ComfyUI needed (a few fakes stand
-in for the ComfyUI objects the nodes touch), torch only where tensors are needed."""
+in for the ComfyUI objects the nodes touch), torch only where tensors are needed.
 
+A test that needs torch, safetensors or the h3stream module gets it through need():
+skipped where the module is not installed, but failed (never skipped) when
+H3S_REQUIRE_MODULE=1, which scripts/python-test.sh sets after installing them all."""
+
+import importlib
 import importlib.util
 import os
 import sys
 
 import pytest
+
+REQUIRE_MODULES = os.environ.get("H3S_REQUIRE_MODULE") == "1"
+
+
+def need(name):
+    """The imported module `name`; without it the calling test (or test module) skips, or
+    fails when H3S_REQUIRE_MODULE=1."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        if REQUIRE_MODULES:
+            pytest.fail(f"{name} does not import ({e}) and H3S_REQUIRE_MODULE=1 says it must",
+                        pytrace=False)
+        pytest.skip(f"needs {name} ({e})", allow_module_level=True)
 
 PACK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO = os.path.dirname(os.path.dirname(PACK))

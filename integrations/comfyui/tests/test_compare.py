@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from conftest import PACK, need
 
-from conftest import PACK  # noqa: E402
+torch = need("torch")
 
 
 def _cmp():

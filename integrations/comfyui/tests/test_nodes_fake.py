@@ -1,7 +1,8 @@
 """The node logic against fakes of ComfyUI's ModelPatcher / H3 model and of the
 h3stream module: which path each block takes, the engine cache, self_check's one
 line, mlp_chunk 0, the probe's chaining and ledger files, the chunked final layer.
-The real module and ComfyUI are exercised by scripts/comfyui_e2e.py."""
+test_mlp_half_real.py runs the real module with a real MLP half; ComfyUI itself is
+exercised by scripts/comfyui_e2e.py."""
 
 import copy
 import json
@@ -11,10 +12,10 @@ import types
 
 import pytest
 
-torch = pytest.importorskip("torch")
-nn = torch.nn
+from conftest import load_pack, need
 
-from conftest import load_pack  # noqa: E402
+torch = need("torch")
+nn = torch.nn
 
 S_HIDDEN = 16
 
@@ -140,7 +141,8 @@ def fake_forward(patcher, S=64, recorder=None):
 
 
 # -- a fake h3stream -------------------------------------------------------------------
-def make_fake_h3(attn_only=True):
+def make_fake_h3(attn_only=True, diverged=()):
+    """A fake module; `diverged` names self_check variants that report differing bits."""
     h3 = types.SimpleNamespace()
     h3.built = []
 
@@ -176,9 +178,11 @@ def make_fake_h3(attn_only=True):
                                    for p in ("kv", "attn", "mlp")]
 
         def self_check(self, index, x, t_emb, segs, rope, options=None):
-            return {"line": "ok", "all_equal": True,
-                    "variants": [{"name": n, "max_ulp": 0, "mean_ulp": 0.0}
-                                 for n in ("full", "q_only", "kv_only", "mlp_only", "none")]}
+            variants = [{"name": n, "max_ulp": 3 if n in diverged else 0,
+                         "mean_ulp": 0.1 if n in diverged else 0.0,
+                         "differing": 7 if n in diverged else 0}
+                        for n in ("full", "q_only", "kv_only", "mlp_only", "none")]
+            return {"line": "ok", "all_equal": not diverged, "variants": variants}
 
         def ledger(self):
             return list(self.ledger_entries)
@@ -262,7 +266,20 @@ def test_self_check_logs_one_line_once(pack, caplog):
     lines = [r.getMessage() for r in caplog.records if "self_check" in r.getMessage()]
     assert len(lines) == 1, lines
     assert "streamed vs h3stream stock bit-equal" in lines[0]
+    assert "full 0 differ / max 0 ulp" in lines[0]
     assert "h3stream vs ComfyUI block:" in lines[0] and "ulp" in lines[0]
+
+
+def test_self_check_reports_a_divergence(pack, caplog):
+    h3 = make_fake_h3(diverged=("full", "q_only"))
+    m = streamed(pack).apply_streamed(FakePatcher(), {"min_tokens": 0, "self_check": True}, h3=h3)
+    with caplog.at_level(logging.INFO, logger="h3stream.comfyui"):
+        fake_forward(m)
+    lines = [r.getMessage() for r in caplog.records if "self_check" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert "streamed vs h3stream stock DIFFERENT" in lines[0], lines[0]
+    assert "full 7 differ / max 3 ulp" in lines[0] and "q_only 7 differ" in lines[0], lines[0]
+    assert "kv_only 0 differ" in lines[0] and "stock bit-equal" not in lines[0], lines[0]
 
 
 def test_mlp_chunk_zero_without_attention_only_phase_falls_back_once(pack, caplog):
