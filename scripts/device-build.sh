@@ -20,6 +20,8 @@ du -sh .devbin
 if [ "${1:-}" = --wheel ]; then
   DEVICE_PY=${DEVICE_PY:-3.12}
   py=$(command -v "python$DEVICE_PY" || true)
+  # (a pyenv shim is on PATH even when that version is not the selected one)
+  if [ -n "$py" ] && ! "$py" --version >/dev/null 2>&1; then py=""; fi
   if [ -z "$py" ] && command -v pyenv >/dev/null; then
     v=$(pyenv versions --bare | grep -E "^$DEVICE_PY(\.|$)" | tail -n 1)
     [ -n "$v" ] && py="$(pyenv root)/versions/$v/bin/python$DEVICE_PY"
