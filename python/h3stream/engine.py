@@ -43,6 +43,10 @@ def _entries(tensors):
     return out
 
 
+def _metadata(metadata):
+    return {str(k): str(v) for k, v in (metadata or {}).items()}
+
+
 def _detached(a):
     # torch refuses to export tensors that require grad; detach() shares memory.
     return a.detach() if _is_torch(a) and a.requires_grad else a
@@ -76,7 +80,10 @@ def _runs(mod_runs):
 
 
 class Engine:
-    """One H3 model's weights (the engine's own host copy) on one backend.
+    """One H3 model's weights on one backend. The engine holds no copy of the model: a
+    checkpoint is mapped and read in place, tensors are used where they are (CPU or
+    CUDA memory, kept referenced); a backend prepares what its kernels read (a CUDA
+    engine uploads host weights once per block, or per call when they do not fit).
 
     Build with :meth:`from_checkpoint` or :meth:`from_tensors`; run blocks with
     :meth:`run_block`. Calls are serialised; the GIL is released while a block
@@ -87,18 +94,23 @@ class Engine:
         self._e = native_engine
 
     @classmethod
-    def from_checkpoint(cls, path, backend="cpu", device=0, memory_budget=0, threads=0):
-        """Load a ComfyUI-format H3 safetensors file (bf16, int8 ConvRot, W4A8, NVFP4).
+    def from_checkpoint(cls, path, backend="cpu", device=0, memory_budget=0, threads=0,
+                        vram_budget=0):
+        """Map a ComfyUI-format H3 safetensors file (bf16, int8 ConvRot, W4A8, NVFP4).
 
         backend: "cpu" or "cuda"; device: the GPU index for "cuda";
         memory_budget: activation arena budget in bytes (0 = unlimited);
-        threads: CPU worker threads (0 = all).
+        threads: CPU worker threads (0 = all); vram_budget: device bytes the blocks'
+        weights may hold (0 = no limit): blocks stay prepared after their first call
+        when the whole model fits, otherwise each call prepares its block
+        (resident_weights says which).
         """
-        return cls(_native._Engine.from_checkpoint(str(path), backend, device, memory_budget, threads))
+        return cls(_native._Engine.from_checkpoint(str(path), backend, device, memory_budget,
+                                                   threads, int(vram_budget)))
 
     @classmethod
     def from_tensors(cls, tensors, metadata=None, backend="cpu", device=0, memory_budget=0, threads=0,
-                     lazy_blocks=False):
+                     lazy_blocks=False, vram_budget=0):
         """Build from a state dict: keys exactly as in a ComfyUI H3 safetensors file.
 
         A common "model.diffusion_model." prefix is allowed. Values are torch
@@ -107,28 +119,31 @@ class Engine:
         comfy_quant; W4A8: weight_s_rel, weight_s_channel, ...), or describe
         them in metadata["_quantization_metadata"] like a file header. The
         same per-layer format detection and checks as a file apply. The
-        engine keeps its own copy of the weights: inputs are only read (CUDA
-        tensors are copied to host memory first) and may be freed afterwards.
+        engine borrows the tensors: its weights are views of them (kept
+        referenced, never written, never copied; only small scales and biases
+        are read to be checked), so they must not be modified in place while
+        the engine lives. A CUDA engine uses CUDA tensors where they are.
 
-        lazy_blocks=True: the DiT blocks' tensors must be present (the config is
-        detected from them) but their data is neither read nor copied; hand each
-        block its weights with load_block() before run_block() and release them
-        with drop_block(), so the engine holds one block instead of a second
-        copy of the model.
+        lazy_blocks=True: the engine keeps the config only (every name and shape
+        is checked, no tensor is kept); give each call its block's tensors
+        (run_block(..., weights=...)) or load them with load_block().
+        vram_budget: as in from_checkpoint.
         """
         md = {str(k): str(v) for k, v in (metadata or {}).items()}
         return cls(_native._Engine.from_arrays(_entries(tensors), md, backend, device,
-                                               memory_budget, threads, bool(lazy_blocks)))
+                                               memory_budget, threads, bool(lazy_blocks),
+                                               int(vram_budget)))
 
     def load_block(self, index, tensors, metadata=None):
         """Give DiT block ``index`` its weights: ``tensors`` holds that block's keys as in
         the model (``blocks.<index>.attn.qkv_proj.weight``, ..., any common prefix), with the
-        same formats and checks as from_tensors. Replaces what the block had."""
+        same formats and checks as from_tensors (borrowed, as there). Replaces what the
+        block had; a prepared copy of the old weights is never used again."""
         md = {str(k): str(v) for k, v in (metadata or {}).items()}
         self._e.load_block(int(index), _entries(tensors), md)
 
     def drop_block(self, index):
-        """Free DiT block ``index``'s weights (host and device copies)."""
+        """Forget DiT block ``index``'s weights (and any prepared copy)."""
         self._e.drop_block(int(index))
 
     def block_loaded(self, index):
@@ -152,10 +167,11 @@ class Engine:
 
     @property
     def resident_weights(self):
-        """True (default): each block's weights stay on the GPU after its first call.
-        False: they leave after every call and are uploaded again from the engine's host
-        copy, so the engine adds at most one block of weights to the VRAM of a host (such
-        as ComfyUI) that keeps its own copy of the model resident."""
+        """True (default, when the model fits vram_budget): each block's prepared weights
+        (a CUDA engine's device copy) stay after its first call. False: they go after
+        every call and are prepared again from the engine's source on the next one, so
+        the engine adds at most one block of weights to the VRAM of a host that keeps its
+        own copy. Calls given weights= use those, prepared for that call only."""
         return self._e.resident_weights
 
     @resident_weights.setter
@@ -163,12 +179,23 @@ class Engine:
         self._e.resident_weights = bool(value)
 
     @property
+    def weight_bytes(self):
+        """Bytes prepared weights hold now (device memory on a CUDA engine; 0 for weights
+        used in place)."""
+        return self._e.weight_bytes
+
+    @property
+    def weight_peak_bytes(self):
+        """The most bytes prepared weights held at once."""
+        return self._e.weight_peak_bytes
+
+    @property
     def last_self_check(self):
         """The line of the last run_block with options.self_check, or None."""
         return self._e.last_self_check
 
     def run_block(self, index, x, t_emb, mod_runs, rope, *, mode="streamed", options=None,
-                  stream=None, phases="all"):
+                  stream=None, phases="all", weights=None, metadata=None):
         """Run DiT block ``index`` in place on ``x``, exactly ComfyUI's
         ``DiTBlock.forward(x, t_emb, mod_segments, rope_freqs)``.
 
@@ -189,6 +216,12 @@ class Engine:
         min_tokens picks the path of that half the same way.
         options.self_check: first compare stock with streamed on copies of x
         (last_self_check has the line), whichever path then runs.
+        weights: this call's block tensors ({name: tensor}, the block's keys as in
+        the model, quantised layers with their companions; metadata as in
+        from_tensors), borrowed for the call: used in place when they already are
+        on the engine's device in the kernels' form (a CUDA engine and ComfyUI's
+        CUDA tensors: no copy), otherwise uploaded for this call. None: the
+        engine's own weights for the block.
 
         Returns the mode that ran: "stock" or "streamed".
         Wrong dtypes raise TypeError; wrong shapes, devices, contiguity and
@@ -196,15 +229,21 @@ class Engine:
         """
         return self._e.run_block(index, _detached(x), _detached(t_emb), _runs(mod_runs),
                                  _detached(rope), mode=mode, options=options,
-                                 stream=_stream_handle(stream, x), phases=phases)
+                                 stream=_stream_handle(stream, x), phases=phases,
+                                 weights=None if weights is None else _entries(weights),
+                                 metadata=_metadata(metadata))
 
-    def self_check(self, index, x, t_emb, mod_runs, rope, *, options=None, stream=None):
+    def self_check(self, index, x, t_emb, mod_runs, rope, *, options=None, stream=None,
+                   weights=None, metadata=None):
         """FEATURES.md self_check on one block: stock vs streamed variants (full, q_only,
         kv_only, mlp_only, none) on copies of x, at any length (min_tokens does not
-        apply: the check always runs both). Returns {"line", "all_equal", "variants"}."""
+        apply: the check always runs both). weights: as in run_block. Returns {"line",
+        "all_equal", "variants"}."""
         return self._e.self_check(index, _detached(x), _detached(t_emb), _runs(mod_runs),
                                   _detached(rope), options=options,
-                                  stream=_stream_handle(stream, x))
+                                  stream=_stream_handle(stream, x),
+                                  weights=None if weights is None else _entries(weights),
+                                  metadata=_metadata(metadata))
 
     def ledger(self):
         """The arena's phase ledger since the last reset: one dict per (block, phase) with

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/weight_store.hpp"
 #include "core/arena.hpp"
 #include "core/chunk_plan.hpp"
 #include "core/tensor.hpp"
@@ -102,16 +103,43 @@ class Backend {
   virtual void copy(const Tensor& x, const Tensor& y) = 0;
   virtual void scale(const Tensor& x, float alpha) = 0;
 
-  // A small bf16 weight vector (a norm weight) as a tensor this backend can
-  // read. The CPU returns a view of the vector; a device backend uploads it
-  // once and caches it by the vector's address for the backend's lifetime.
-  virtual Tensor weight(const std::vector<uint16_t>& bf16_values) = 0;
+  // ---- weights (DESIGN.md "Weights: the backend owns them") -----------------
+  // Every op reads weights prepared for this backend: a QuantLinear or norm
+  // vector whose arrays are on its device in the form its kernels read.
+  // prepare() makes that form from any source (a mapped file, a host
+  // framework's arrays, host or device): a view of the source itself when it
+  // already is that form on this device and the residency allows it, or a
+  // copy / decode into `store`. It may run on another host thread than the
+  // ops (a prefetch worker): it touches only `store` and the source.
+  virtual std::unique_ptr<WeightStore> make_weight_store(std::string name, size_t capacity) = 0;
+  virtual QuantLinear prepare(const QuantLinear& src, Residency r, WeightStore& store) = 0;
+  virtual WeightArray<uint16_t> prepare(const WeightArray<uint16_t>& src, Residency r,
+                                        WeightStore& store) = 0;
+  // The store bytes prepare(src, r, ...) takes (0 when it views src in place).
+  virtual size_t prepared_bytes(const QuantLinear& src, Residency r) const = 0;
+  virtual size_t prepared_bytes(const WeightArray<uint16_t>& src, Residency r) const = 0;
+  // Ops issued after this see every weight prepared into the sealed `store`
+  // (CUDA: the compute stream waits for the store's copies).
+  virtual void wait_ready(WeightStore& store) { (void)store; }
+  // The ops issued so far are the last readers of `store`'s weights: it may
+  // be reset and refilled once they have run (CUDA: later copies wait for them).
+  virtual void release(WeightStore& store) { (void)store; }
 
   // Host <-> backend memory for the small host-side pieces (timesteps, tables).
   virtual void upload(const void* host, const Tensor& dst) = 0;
   virtual void download(const Tensor& src, void* host) = 0;
   virtual void synchronize() {}
+  // Queue later ops on a host framework's stream (CUDA: a cudaStream_t; null
+  // is the legacy default stream), ordered after the work already queued.
+  // Backends without streams ignore it.
+  virtual void use_stream(void* stream) { (void)stream; }
 };
+
+// A norm weight (prepared for a backend) as the bf16 [n] tensor its ops read.
+inline Tensor norm_tensor(const WeightArray<uint16_t>& v) {
+  return Tensor::contiguous(const_cast<uint16_t*>(v.data()), DType::bf16, {int64_t(v.size())},
+                            v.device());
+}
 
 // The CPU reference backend; threads <= 0 uses every hardware thread.
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0);

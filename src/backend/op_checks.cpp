@@ -59,10 +59,57 @@ void expect_runs(std::span<const ModRun> runs, int64_t rows, int64_t mod_rows, c
            r.mod_row);
 }
 
+void expect_prepared(const QuantLinear& w, Device d, const char* op) {
+  w.check_complete(op);
+  const char* where = d == Device::host ? "host" : "device";
+  auto on = [&](Device have, const char* what) {
+    if (have != d)
+      fail(ErrorKind::invalid_argument,
+           "{}: the {} weight [{}, {}] has its {} in {} memory, not in this backend's {} memory: "
+           "prepare it for this backend first (Backend::prepare)",
+           op, format_name(w.format), w.out, w.in, what, have == Device::host ? "host" : "device",
+           where);
+  };
+  auto need = [&](bool present, const char* what) {
+    if (!present)
+      fail(ErrorKind::invalid_argument,
+           "{}: the {} weight [{}, {}] lacks its {}: prepare it for this backend first "
+           "(Backend::prepare)",
+           op, format_name(w.format), w.out, w.in, what);
+  };
+  switch (w.format) {
+    case WeightFormat::bf16:
+    case WeightFormat::nvfp4:
+      on(w.w_bf16.device(), "bf16 values");
+      break;
+    case WeightFormat::f32:
+      on(w.w_f32.device(), "fp32 values");
+      break;
+    case WeightFormat::int8:
+      on(w.w_i8.device(), "int8 values");
+      on(w.w_scale.device(), "row scales");
+      break;
+    case WeightFormat::w4a8:
+      if (d == Device::host) {
+        need(!w.w_i8.empty(), "int8 decode");
+        on(w.w_i8.device(), "int8 decode");
+      } else {
+        need(!w.w4_codes.empty() && !w.w4_s_rel.empty(), "packed codes");
+        need(w.w4_codebook.size() == 16, "16 decode levels");
+        on(w.w4_codes.device(), "packed codes");
+        on(w.w4_s_rel.device(), "group scales");
+        on(w.w4_codebook.device(), "decode levels");
+      }
+      on(w.w_scale.device(), "row scales");
+      break;
+  }
+  if (w.has_bias()) on(w.bias.device(), "bias");
+}
+
 RowRange linear_args(const Tensor& x, const QuantLinear& w, const Tensor& y, RowRange features,
                      Device d) {
   const char* op = "linear";
-  w.check_complete(op);
+  expect_prepared(w, d, op);
   if (features.size() == 0) features = {0, w.out};
   if (features.begin < 0 || features.end > w.out || features.begin > features.end)
     fail(ErrorKind::invalid_argument, "{}: features [{}, {}) outside the {} outputs", op,

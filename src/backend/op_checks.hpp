@@ -25,6 +25,11 @@ void expect_cols(const Tensor& t, int64_t cols, const char* op, const char* oper
 void expect_unit_col_stride(const Tensor& t, const char* op, const char* operand);
 void expect_runs(std::span<const ModRun> runs, int64_t rows, int64_t mod_rows, const char* op);
 
+// The arrays `w` computes with are on device d in that backend's kernel form
+// (CPU: w4a8 decoded to int8; CUDA: w4a8 packed with its 16 levels): a weight
+// that did not go through Backend::prepare fails here, naming the fix.
+void expect_prepared(const QuantLinear& w, Device d, const char* op);
+
 // The whole argument contract of an op (backend.hpp), identical on every backend.
 // linear: returns `features` with an empty range resolved to all outputs.
 RowRange linear_args(const Tensor& x, const QuantLinear& w, const Tensor& y, RowRange features,

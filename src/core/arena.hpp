@@ -94,6 +94,8 @@ class Arena {
   size_t allocated() const { return allocated_; }
   size_t peak() const { return peak_; }  // since construction or reset_peak()
   size_t budget() const { return budget_; }
+  // A new budget (0: unlimited) for later allocations; bytes already held stay.
+  void set_budget(size_t bytes) { budget_ = bytes; }
   Device device() const { return memory_.device(); }
   void reset_peak() { peak_ = allocated_; }
 

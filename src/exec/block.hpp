@@ -15,8 +15,8 @@ namespace h3s {
 // A block as the executors see it: DiT blocks have modulation and RoPE;
 // refiner blocks have neither (plain residual adds, q/k norm without RoPE).
 struct BlockView {
-  const std::vector<uint16_t>* norm1 = nullptr;
-  const std::vector<uint16_t>* norm2 = nullptr;
+  const WeightArray<uint16_t>* norm1 = nullptr;
+  const WeightArray<uint16_t>* norm2 = nullptr;
   const AttnWeights* attn = nullptr;
   const MlpWeights* mlp = nullptr;
   const BlockMods* mods = nullptr;  // null: refiner block

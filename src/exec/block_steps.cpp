@@ -45,12 +45,12 @@ std::vector<ModRun> runs_for(const BlockView& b, RowRange rows) {
 }
 
 OwnedTensor norm_mod(Backend& be, Arena& arena, const BlockView& b, const Tensor& x, RowRange rows,
-                     const std::vector<uint16_t>& norm, const ModTable* mod, const char* what) {
+                     const WeightArray<uint16_t>& norm, const ModTable* mod, const char* what) {
   const int64_t hidden = x.cols();
   OwnedTensor h = arena.tensor(DType::bf16, {rows.size(), hidden}, what);
   const std::vector<ModRun> runs = runs_for(b, rows);
-  be.rms_norm_mod(x.rows_view(rows.begin, rows.end), be.weight(norm), b.eps, b.mods ? mod : nullptr,
-                  runs, h.view);
+  be.rms_norm_mod(x.rows_view(rows.begin, rows.end), norm_tensor(norm), b.eps,
+                  b.mods ? mod : nullptr, runs, h.view);
   return h;
 }
 

@@ -12,7 +12,7 @@ std::vector<ModRun> runs_for(const BlockView& b, RowRange rows);
 
 // bf16 [rows, hidden]: RMSNorm(x rows) * norm (+ modulation when the block has it).
 OwnedTensor norm_mod(Backend& be, Arena& arena, const BlockView& b, const Tensor& x, RowRange rows,
-                     const std::vector<uint16_t>& norm, const ModTable* mod, const char* what);
+                     const WeightArray<uint16_t>& norm, const ModTable* mod, const char* what);
 
 // Residual update of x rows with y: gated for DiT blocks, plain add for refiner blocks.
 void residual(Backend& be, const BlockView& b, const Tensor& x, RowRange rows, const Tensor& y,

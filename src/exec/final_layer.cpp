@@ -15,7 +15,7 @@ OwnedTensor head_segment(Backend& be, Arena& arena, const ModelWeights& w, const
   const int64_t n = seg.size(), hidden = x.cols();
   OwnedTensor out = arena.tensor(DType::f32, {n, head.out}, "output head rows");
   if (n == 0) return out;
-  const Tensor norm = be.weight(w.final_layer.norm);
+  const Tensor norm = norm_tensor(w.final_layer.norm);
   const Tensor xs = x.rows_view(seg.begin, seg.end);
   const bool whole_gemm = chunk == 0 || gemm == FinalLayerGemm::exact;
   OwnedTensor promoted;

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "core/rng.hpp"
+#include "exec/activation_estimate.hpp"
 #include "exec/block.hpp"
 #include "exec/final_layer.hpp"
 #include "exec/self_check.hpp"
@@ -26,8 +27,9 @@ struct Embeds {
   void reset() { *this = Embeds{}; }
 };
 
-Embeds embed(Backend& be, Arena& arena, const ModelWeights& w, const PackedLayout& layout,
+Embeds embed(Backend& be, Arena& arena, WeightFeed& feed, const PackedLayout& layout,
              const ForwardInputs& in) {
+  const ModelWeights& w = feed.model();
   const ModelConfig& c = w.config;
   Embeds e;
   const int64_t nv = layout.rows_of(SegmentKind::cond) + layout.rows_of(SegmentKind::video);
@@ -49,10 +51,11 @@ Embeds embed(Backend& be, Arena& arena, const ModelWeights& w, const PackedLayou
   e.text = arena.tensor(DType::bf16, {nt, c.hidden}, "text embed");
   be.linear(e.text_in.view, w.condition_proj, e.text.view);
   arena.mark(-1, Phase::refiner);
-  for (const RefinerBlockWeights& rb : w.refiner)
-    run_block_stock(be, arena, BlockView::refiner(rb, c), e.text.view);
-  const Tensor fnorm = be.weight(w.refiner_final_norm);
-  be.rms_norm_mod(e.text.view, fnorm, c.eps, nullptr, {}, e.text.view);
+  for (int64_t i = 0; i < c.refiner_blocks; ++i) {
+    run_block_stock(be, arena, BlockView::refiner(feed.refiner(size_t(i)), c), e.text.view);
+    feed.done_refiner(size_t(i));
+  }
+  be.rms_norm_mod(e.text.view, norm_tensor(w.refiner_final_norm), c.eps, nullptr, {}, e.text.view);
   return e;
 }
 
@@ -79,9 +82,36 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   ForwardOutputs out;
   out.weight_bytes = w.bytes();
 
+  // The device budget: the activation estimate first, the rest for weights;
+  // the arena then gets what the weights plan leaves.
+  out.activation_estimate = estimate_activation_peak(c, layout, opt);
+  size_t weight_budget = 0;
+  if (opt.vram_budget != 0) {
+    if (opt.vram_budget <= out.activation_estimate)
+      fail(ErrorKind::out_of_memory,
+           "--vram-budget {} cannot hold this forward's activations ({} estimated at {} tokens) "
+           "and any weights: raise the budget or lower the chunk sizes",
+           format_bytes(opt.vram_budget), format_bytes(out.activation_estimate), seq);
+    weight_budget = size_t(opt.vram_budget) - out.activation_estimate;
+  }
+  out.weights = plan_weights(be, w, weight_budget);
+  report(out.weights.describe());
+  WeightFeed feed(be, w, out.weights);
+  const ModelWeights& wx = feed.model();
+  const size_t arena_budget = arena.budget();
+  struct RestoreBudget {
+    Arena& a;
+    size_t b;
+    ~RestoreBudget() { a.set_budget(b); }
+  } restore{arena, arena_budget};
+  if (opt.vram_budget != 0) {
+    const size_t left = size_t(opt.vram_budget) - out.weights.held_bytes;
+    arena.set_budget(arena_budget == 0 ? left : std::min(arena_budget, left));
+  }
+
   arena.mark(-1, Phase::embed);
   report("embed + refiner");
-  Embeds e = embed(be, arena, w, layout, in);
+  Embeds e = embed(be, arena, feed, layout, in);
   arena.mark(-1, Phase::embed);
   OwnedTensor x = arena.tensor(DType::bf16, {seq, c.hidden}, "residual x");
   int64_t voff = 0;
@@ -98,7 +128,7 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   }
   if (opt.trim_forward) e.reset();  // the packed sequence holds everything now
 
-  OwnedTensor adaln_in = adaln_input(be, arena, w, layout.timesteps);
+  OwnedTensor adaln_in = adaln_input(be, arena, wx, layout.timesteps);
   OwnedTensor rope = arena.tensor(DType::bf16, {seq, c.rope_dim / 2, 2}, "RoPE table");
   {
     const std::vector<uint16_t> table = rope_table(layout, w.rope_inv_freq, c.rope_dim);
@@ -110,14 +140,15 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   for (size_t i = 0; i < w.blocks.size(); ++i) {
     report(fmt::format("block {}/{}", i + 1, w.blocks.size()));
     arena.mark(int(i), Phase::setup);
-    OwnedTensor mods = adaln_project(be, arena, w.blocks[i].adaln, adaln_in.view, "block adaln");
+    const BlockWeights& bw = feed.block(i);
+    OwnedTensor mods = adaln_project(be, arena, bw.adaln, adaln_in.view, "block adaln");
     BlockContext ctx;
     ctx.config = &c;
     ctx.layout = &layout;
     ctx.rope = rope.view;
     ctx.mods = split_block_mods(mods.view, c.hidden);
     ctx.block_index = int(i);
-    const BlockView view = BlockView::dit(w.blocks[i], ctx);
+    const BlockView view = BlockView::dit(bw, ctx);
     if (i == 0 && opt.self_check)
       out.log.push_back(self_check_block(be, arena, view, x.view, opt).line(seq));
     if (streamed) {
@@ -127,12 +158,13 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
       run_block_stock(be, arena, view, x.view);
       ++out.stock_blocks;
     }
+    feed.done_block(i);
   }
 
   arena.mark(-1, Phase::final);
   report("final layer");
   const int64_t fchunk = opt.mode == ExecMode::stock ? 0 : opt.final_layer_chunk;
-  FinalOutputs f = run_final_layer(be, arena, w, layout, x.view, adaln_in.view, fchunk,
+  FinalOutputs f = run_final_layer(be, arena, wx, layout, x.view, adaln_in.view, fchunk,
                                    opt.final_layer_gemm, opt.merge_tail_below);
   // The model returns negated velocities; audio is scaled by the schedule slope.
   be.scale(f.video.view, -1.0f);
@@ -145,6 +177,7 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   out.peak_bytes = arena.peak();
   out.ledger = arena.ledger();
+  out.weights_peak_bytes = feed.peak_bytes();
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include "backend/backend.hpp"
 #include "exec/options.hpp"
+#include "exec/weight_feed.hpp"
 #include "model/packed_layout.hpp"
 #include "model/weights.hpp"
 
@@ -25,8 +26,11 @@ struct ForwardOutputs {
   std::vector<float> video;  // [video rows, 96] fp32 (negated velocity)
   std::vector<float> audio;  // [audio rows, 32] fp32 (negated, slope-scaled)
   std::vector<LedgerEntry> ledger;
-  size_t peak_bytes = 0;    // arena peak during the forward
-  size_t weight_bytes = 0;  // resident weights (not arena memory)
+  size_t peak_bytes = 0;           // arena peak during the forward
+  size_t weight_bytes = 0;         // the model's weights (source arrays)
+  WeightPlan weights;              // the residency plan the forward ran
+  size_t weights_peak_bytes = 0;   // most weight-store bytes held at once (measured)
+  size_t activation_estimate = 0;  // the planner's activation estimate
   double seconds = 0.0;
   int64_t stock_blocks = 0, streamed_blocks = 0;
   std::vector<std::string> log;  // e.g. the self-check line

@@ -32,6 +32,10 @@ struct ExecOptions {
   // Tails shorter than this merge into the previous kv/mlp chunk (the reference
   // node's rule; 0 keeps every tail, which tests use to hit 1-row chunks).
   int64_t merge_tail_below = 512;
+  // Device bytes the forward may hold: its weights plus its activations (0: no
+  // limit). Weights stay resident when they fit beside the activation estimate,
+  // otherwise stream block by block (exec/weight_feed.hpp).
+  uint64_t vram_budget = 0;
 
   // Throws Error(invalid_argument) naming the control, its value and the range.
   void validate() const;

@@ -22,8 +22,8 @@ void run_block_stock(Backend& be, Arena& arena, const BlockView& b, const Tensor
   const Tensor q = qkv.view.cols_view(0, inner);
   const Tensor k = qkv.view.cols_view(inner, 2 * inner);
   const Tensor rope = steps::rope_rows(b, all);
-  be.qk_norm_rope(q, be.weight(b.attn->q_norm), rope, b.eps, b.rot_dim);
-  be.qk_norm_rope(k, be.weight(b.attn->k_norm), rope, b.eps, b.rot_dim);
+  be.qk_norm_rope(q, norm_tensor(b.attn->q_norm), rope, b.eps, b.rot_dim);
+  be.qk_norm_rope(k, norm_tensor(b.attn->k_norm), rope, b.eps, b.rot_dim);
 
   mark(Phase::attn);
   // K and V straight out of the QKV buffer: [seq, heads, head_dim] views.

@@ -30,7 +30,7 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, const Ten
     be.linear(h.view, b.attn->qkv, kv.view, {inner, 3 * inner});
     h.reset();
     const Tensor k = kv.view.cols_view(0, inner);
-    be.qk_norm_rope(k, be.weight(b.attn->k_norm), steps::rope_rows(b, r), b.eps, b.rot_dim);
+    be.qk_norm_rope(k, norm_tensor(b.attn->k_norm), steps::rope_rows(b, r), b.eps, b.rot_dim);
     store->write(be, r, k, kv.view.cols_view(inner, 2 * inner));
   }
 
@@ -41,7 +41,7 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, const Ten
     OwnedTensor q = arena.tensor(DType::bf16, {r.size(), inner}, "query chunk");
     be.linear(h.view, b.attn->qkv, q.view, {0, inner});
     h.reset();
-    be.qk_norm_rope(q.view, be.weight(b.attn->q_norm), steps::rope_rows(b, r), b.eps, b.rot_dim);
+    be.qk_norm_rope(q.view, norm_tensor(b.attn->q_norm), steps::rope_rows(b, r), b.eps, b.rot_dim);
     OwnedTensor attn = arena.tensor(DType::bf16, {r.size(), inner}, "attention chunk output");
     {
       AttnState state = AttnState::allocate(arena, r.size(), b.heads, b.head_dim);

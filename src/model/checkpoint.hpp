@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,9 @@ struct CheckpointSummary {
   std::vector<Layer> linears;                    // every linear, in model order
   std::map<std::string, size_t> bytes_by_dtype;  // file dtype -> bytes
   size_t tensor_bytes = 0;
+  // Weight bytes the loaded arrays view in place (LoadOptions::keep_alive) and
+  // bytes they hold as copies (converted dtypes, misaligned data, decodes).
+  size_t viewed_bytes = 0, copied_bytes = 0;
 };
 
 // Detects an H3 checkpoint and its config from the keys and shapes.
@@ -49,6 +53,12 @@ struct LoadOptions {
   // accepted, not read): for hosts that hand the engine one block's tensors
   // per call (load_dit_block) instead of a second copy of the whole model.
   bool skip_dit_blocks = false;
+  // Keeps the file's tensor memory alive (the mapped file itself, or a host
+  // framework's arrays): with it, every array already in the form h3stream
+  // computes with (and aligned for its type) is a view into that memory, no
+  // copy; without it every array is copied. Device entries (from_entries) are
+  // always views and need it.
+  std::shared_ptr<const void> keep_alive;
 };
 
 // True for a DiT block's tensor data, which a host handing tensors over for a
@@ -63,13 +73,17 @@ bool is_dit_block_data(std::string_view name);
 // missing tensors are errors naming the file and the tensor.
 ModelWeights load_checkpoint(const SafetensorsFile& f, CheckpointSummary* summary = nullptr,
                              const LoadOptions& options = {});
+// Maps the file and views its weights in place (the mapping lives as long as
+// any loaded array): no second copy of the model in memory.
 ModelWeights load_checkpoint(const std::string& path, CheckpointSummary* summary = nullptr);
 
 // DiT block `index` of a model with config `cfg` from tensors named
 // "[prefix]blocks.<index>.*" (a file or a framework's block state dict with
 // the keys it has in the model), with the per-layer dispatch and checks of
 // load_checkpoint. Any other tensor in `f` is an error naming it.
-BlockWeights load_dit_block(const SafetensorsFile& f, const ModelConfig& cfg, int64_t index);
+// keep_alive: as in LoadOptions (views into f's memory when given).
+BlockWeights load_dit_block(const SafetensorsFile& f, const ModelConfig& cfg, int64_t index,
+                            std::shared_ptr<const void> keep_alive = {});
 
 // Writes `w` in ComfyUI's layout: quantised layers with their comfy_quant
 // tensors, plain layers in their dtypes, fp32 islands in F32.

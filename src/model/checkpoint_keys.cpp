@@ -14,7 +14,7 @@ WeightSlots weight_slots(ModelWeights& w) {
                  LinearRole role) {
     s.linears.push_back({std::move(name), &q, out, in, bias, role});
   };
-  auto norm = [&](std::string name, std::vector<uint16_t>& v, int64_t n) {
+  auto norm = [&](std::string name, WeightArray<uint16_t>& v, int64_t n) {
     s.norms.push_back({std::move(name), &v, n});
   };
   lin("video_patch_proj", w.video_patch, c.hidden, c.video_features(), true, LinearRole::island);
@@ -28,8 +28,8 @@ WeightSlots weight_slots(ModelWeights& w) {
     lin("time_embedder.proj_out", w.time_out, c.time_dim, c.time_hidden, true, LinearRole::island);
   }
   s.buffers.push_back({"rope.inv_freq", &w.rope_inv_freq, {c.rope_freqs}});
-  auto block_common = [&](const std::string& p, std::vector<uint16_t>& n1,
-                          std::vector<uint16_t>& n2, AttnWeights& a, MlpWeights& m) {
+  auto block_common = [&](const std::string& p, WeightArray<uint16_t>& n1,
+                          WeightArray<uint16_t>& n2, AttnWeights& a, MlpWeights& m) {
     norm(p + "norm1.weight", n1, c.hidden);
     norm(p + "norm2.weight", n2, c.hidden);
     lin(p + "attn.qkv_proj", a.qkv, c.qkv_out(), c.hidden, false, LinearRole::block);

@@ -26,7 +26,7 @@ struct LinearSlot {
 };
 struct VectorSlot {  // a bf16 norm weight
   std::string name;  // full key
-  std::vector<uint16_t>* v;
+  WeightArray<uint16_t>* v;
   int64_t size;
 };
 struct F32Slot {  // an fp32 buffer (adaln_t_table, rope.inv_freq)

@@ -7,6 +7,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <deque>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -37,7 +39,8 @@ bool ignorable(std::string_view name) {
 
 class Reader {
  public:
-  Reader(const SafetensorsFile& f, std::string prefix) : f_(f), prefix_(std::move(prefix)) {
+  Reader(const SafetensorsFile& f, std::string prefix, std::shared_ptr<const void> keep_alive = {})
+      : f_(f), prefix_(std::move(prefix)), keep_alive_(std::move(keep_alive)) {
     const auto& md = f.metadata();
     if (auto it = md.find("_quantization_metadata"); it != md.end()) {
       try {
@@ -77,25 +80,54 @@ class Reader {
           fmt::join(shape, ", "));
   }
 
+  // The entry's bytes on the host: its own, or (device entries) a copy read
+  // through the file's DeviceReader, valid until the Reader goes.
+  std::span<const std::byte> host(const TensorEntry& e) {
+    if (e.device == Device::host) return {e.data, e.bytes};
+    scratch_.emplace_back();
+    return f_.host_bytes(e, scratch_.back());
+  }
+
+  // The entry as an array of T: a view into the file's memory when the
+  // loader may keep it (keep_alive) and T can be read there (device memory,
+  // or host data aligned for T), otherwise a host copy.
+  template <class T>
+  WeightArray<T> array(const TensorEntry& e, CheckpointSummary* summary) {
+    const bool aligned = reinterpret_cast<uintptr_t>(e.data) % alignof(T) == 0;
+    if (keep_alive_ && (e.device != Device::host || aligned)) {
+      if (summary) summary->viewed_bytes += e.bytes;
+      return WeightArray<T>::view({reinterpret_cast<const T*>(e.data), e.bytes / sizeof(T)},
+                                  keep_alive_, e.device);
+    }
+    if (e.device != Device::host && !keep_alive_)
+      bad("tensor '{}' is in device memory: load it with LoadOptions::keep_alive", e.name);
+    if (summary) summary->copied_bytes += e.bytes;
+    const std::span<const std::byte> b = host(e);
+    std::vector<T> out(e.bytes / sizeof(T));
+    if (e.bytes) std::memcpy(out.data(), b.data(), e.bytes);
+    return WeightArray<T>(std::move(out));
+  }
+
   // Element values of a BF16 / F16 / F32 tensor.
-  std::vector<float> floats(const TensorEntry& e) const {
+  std::vector<float> floats(const TensorEntry& e) {
     expect_dtype(e, {"BF16", "F16", "F32"});
+    const std::span<const std::byte> data = host(e);
     const size_t n = e.bytes / e.elem_size;
     std::vector<float> out(n);
     if (e.dtype == "F32") {
-      if (n) std::memcpy(out.data(), e.data, 4 * n);
+      if (n) std::memcpy(out.data(), data.data(), 4 * n);
       return out;
     }
     const bool is_bf16 = e.dtype == "BF16";  // decided once, not per element
     for (size_t i = 0; i < n; ++i) {
       uint16_t b;
-      std::memcpy(&b, e.data + 2 * i, 2);
+      std::memcpy(&b, data.data() + 2 * i, 2);
       out[i] = is_bf16 ? bf16_to_f32(bf16{b}) : f16_to_f32(b);
     }
     return out;
   }
 
-  std::vector<float> finite_floats(const TensorEntry& e, bool positive) const {
+  std::vector<float> finite_floats(const TensorEntry& e, bool positive) {
     std::vector<float> v = floats(e);
     for (size_t i = 0; i < v.size(); ++i)
       if (!std::isfinite(v[i]) || (positive && !(v[i] > 0.0f)))
@@ -104,10 +136,12 @@ class Reader {
     return v;
   }
 
-  std::vector<uint8_t> bytes(const TensorEntry& e) const {
-    std::vector<uint8_t> out(e.bytes);
-    if (e.bytes) std::memcpy(out.data(), e.data, e.bytes);
-    return out;
+  // e4m3 scale bytes must not be NaN (0x7f / 0xff).
+  void expect_no_e4m3_nan(const TensorEntry& e) {
+    const std::span<const std::byte> b = host(e);
+    for (size_t i = 0; i < b.size(); ++i)
+      if ((uint8_t(b[i]) & 0x7f) == 0x7f)
+        bad("tensor '{}' element {} is NaN, expected a finite scale", e.name, i);
   }
 
   std::optional<LayerQuant> quant(const std::string& layer) {
@@ -115,8 +149,10 @@ class Reader {
       const TensorEntry& e = get(layer + ".comfy_quant");
       expect_dtype(e, {"U8", "I8"});
       if (e.shape.size() != 1) bad("tensor '{}' must be 1-D JSON bytes", e.name);
-      return parse_comfy_quant(std::string_view(reinterpret_cast<const char*>(e.data), e.bytes),
-                               fmt::format("{}: tensor '{}'", f_.path(), e.name));
+      const std::span<const std::byte> json = host(e);
+      return parse_comfy_quant(
+          std::string_view(reinterpret_cast<const char*>(json.data()), e.bytes),
+          fmt::format("{}: tensor '{}'", f_.path(), e.name));
     }
     if (header_quant_) {
       const nlohmann::json& layers = (*header_quant_)["layers"];
@@ -148,8 +184,10 @@ class Reader {
  private:
   const SafetensorsFile& f_;
   std::string prefix_;
+  std::shared_ptr<const void> keep_alive_;
   std::optional<nlohmann::json> header_quant_;
   std::set<std::string> used_;
+  std::deque<std::vector<std::byte>> scratch_;  // host copies of device entries
 };
 
 int64_t count_indexed(const SafetensorsFile& f, const std::string& stem) {
@@ -180,11 +218,20 @@ int64_t count_indexed(const SafetensorsFile& f, const std::string& stem) {
   return n;
 }
 
+// Scales and codebooks as fp32 arrays: views of F32 data, otherwise converted copies.
+WeightArray<float> f32_array(Reader& r, const TensorEntry& e, std::vector<float> values,
+                             CheckpointSummary* summary) {
+  if (e.dtype == "F32") return r.array<float>(e, summary);
+  if (summary) summary->copied_bytes += e.bytes;
+  return WeightArray<float>(std::move(values));
+}
+
 void load_linear(Reader& r, const LinearSlot& s, CheckpointSummary* summary) {
   QuantLinear& q = *s.q;
   q = QuantLinear{};
   q.out = s.out;
   q.in = s.in;
+  q.generation = new_weight_generation();
   size_t bytes = 0;
   auto take = [&](const std::string& name) -> const TensorEntry& {
     const TensorEntry& e = r.get(name);
@@ -196,20 +243,26 @@ void load_linear(Reader& r, const LinearSlot& s, CheckpointSummary* summary) {
     bytes += r.file().entry(r.prefix() + s.name + ".comfy_quant").bytes;
   const TensorEntry& w = take(s.name + ".weight");
   if (!lq && w.dtype == "BF16" && s.role != LinearRole::island) {
-    // bf16 stays bf16: the bits as stored (what the fp32 round trip below gives).
+    // bf16 stays bf16: the bits as stored, viewed in place where possible.
     r.expect_shape(w, {s.out, s.in});
     q.format = WeightFormat::bf16;
-    q.w_bf16.resize(size_t(s.out * s.in));
-    if (w.bytes) std::memcpy(q.w_bf16.data(), w.data, w.bytes);
+    q.w_bf16 = r.array<uint16_t>(w, summary);
+  } else if (!lq && w.dtype == "F32" && s.role == LinearRole::island) {
+    r.expect_shape(w, {s.out, s.in});
+    q.format = WeightFormat::f32;
+    q.w_f32 = r.array<float>(w, summary);
   } else if (!lq) {
     r.expect_shape(w, {s.out, s.in});
     std::vector<float> v = r.floats(w);
+    if (summary) summary->copied_bytes += w.bytes;
     if (s.role == LinearRole::island) {
-      q = QuantLinear::from_f32(std::move(v), s.out, s.in);
+      q.format = WeightFormat::f32;
+      q.w_f32 = std::move(v);
     } else {
       q.format = WeightFormat::bf16;
-      q.w_bf16.resize(v.size());
-      for (size_t i = 0; i < v.size(); ++i) q.w_bf16[i] = f32_to_bf16(v[i]).bits;
+      std::vector<uint16_t> b(v.size());
+      for (size_t i = 0; i < v.size(); ++i) b[i] = f32_to_bf16(v[i]).bits;
+      q.w_bf16 = std::move(b);
     }
   } else {
     if (s.role == LinearRole::island)
@@ -222,19 +275,20 @@ void load_linear(Reader& r, const LinearSlot& s, CheckpointSummary* summary) {
       if (s.in % kConvRotGroup != 0)
         r.bad("layer '{}': int8 ConvRot needs in_features divisible by 256, got {}",
               r.prefix() + s.name, s.in);
-      q.w_i8.resize(size_t(s.out * s.in));
-      std::memcpy(q.w_i8.data(), w.data, w.bytes);
+      q.w_i8 = r.array<int8_t>(w, summary);
       const TensorEntry& sc = take(s.name + ".weight_scale");
       r.expect_dtype(sc, {"F32", "BF16", "F16"});
-      const std::vector<float> v = r.finite_floats(sc, true);
+      std::vector<float> v = r.finite_floats(sc, true);
       if (v.size() == 1 && (sc.shape.empty() || sc.shape == std::vector<int64_t>{1})) {
-        q.w_scale.assign(size_t(s.out), v[0]);  // one scale for the tensor
+        q.w_scale = std::vector<float>(size_t(s.out), v[0]);  // one scale for the tensor
       } else {
         if (sc.shape != std::vector<int64_t>{s.out, 1} && sc.shape != std::vector<int64_t>{s.out})
           r.expect_shape(sc, {s.out, 1});
-        q.w_scale = v;
+        q.w_scale = f32_array(r, sc, std::move(v), summary);
       }
     } else if (lq->format == WeightFormat::w4a8) {
+      // Kept packed: the CUDA kernel decodes in the kernel, the CPU backend's
+      // prepare decodes to int8 once.
       r.expect_dtype(w, {"I8", "U8"});
       r.expect_shape(w, {s.out, s.in / 2});
       if (s.in % kConvRotGroup != 0)
@@ -243,47 +297,54 @@ void load_linear(Reader& r, const LinearSlot& s, CheckpointSummary* summary) {
       if (r.has(s.name + ".weight_correction"))
         r.bad("layer '{}': asymmetric W4A8 (weight_correction) is not supported",
               r.prefix() + s.name);
-      q.w4_codes = r.bytes(w);
+      q.w4_codes = r.array<uint8_t>(w, summary);
       const TensorEntry& rel = take(s.name + ".weight_s_rel");
       r.expect_dtype(rel, {"F8_E4M3", "U8"});
       r.expect_shape(rel, {s.out, s.in / kW4Group});
-      q.w4_s_rel = r.bytes(rel);
-      for (size_t i = 0; i < q.w4_s_rel.size(); ++i)
-        if ((q.w4_s_rel[i] & 0x7f) == 0x7f)
-          r.bad("tensor '{}' element {} is NaN, expected a finite scale", rel.name, i);
+      r.expect_no_e4m3_nan(rel);
+      q.w4_s_rel = r.array<uint8_t>(rel, summary);
       const TensorEntry& ch = take(s.name + ".weight_s_channel");
       r.expect_shape(ch, {s.out});
-      q.w_scale = r.finite_floats(ch, true);
+      q.w_scale = f32_array(r, ch, r.finite_floats(ch, true), summary);
       if (r.has(s.name + ".weight_codebook")) {
         const TensorEntry& cb = take(s.name + ".weight_codebook");
         r.expect_shape(cb, {16});
-        q.w4_codebook = r.finite_floats(cb, false);
+        q.w4_codebook = f32_array(r, cb, r.finite_floats(cb, false), summary);
       }
-      decode_w4a8(q);
-    } else {  // nvfp4
+    } else {  // nvfp4: dequantised to bf16 here, once (no fp4 GEMM on Hopper or the CPU)
       const int64_t np = round_up(s.out, 16), kp = round_up(s.in, 16);
       r.expect_dtype(w, {"U8"});
       r.expect_shape(w, {np, kp / 2});
-      q.fp4_codes = r.bytes(w);
+      q.fp4_codes = r.array<uint8_t>(w, summary);
       const TensorEntry& sc = take(s.name + ".weight_scale");
       r.expect_dtype(sc, {"F8_E4M3", "U8"});
       r.expect_shape(sc, {round_up(np, 128), round_up(kp / 16, 4)});
-      q.fp4_scales = r.bytes(sc);
-      for (size_t i = 0; i < q.fp4_scales.size(); ++i)
-        if ((q.fp4_scales[i] & 0x7f) == 0x7f)
-          r.bad("tensor '{}' element {} is NaN, expected a finite scale", sc.name, i);
+      r.expect_no_e4m3_nan(sc);
+      q.fp4_scales = r.array<uint8_t>(sc, summary);
       const TensorEntry& g = take(s.name + ".weight_scale_2");
       if (!(g.shape.empty() || g.shape == std::vector<int64_t>{1})) r.expect_shape(g, {});
       q.fp4_global = r.finite_floats(g, true)[0];
-      decode_nvfp4(q);
+      QuantLinear host = q;  // the decode reads host bytes
+      if (w.device != Device::host) {
+        const std::span<const std::byte> c = r.host(w), k = r.host(sc);
+        host.fp4_codes =
+            std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(c.data()),
+                                 reinterpret_cast<const uint8_t*>(c.data()) + c.size());
+        host.fp4_scales =
+            std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(k.data()),
+                                 reinterpret_cast<const uint8_t*>(k.data()) + k.size());
+      }
+      q.w_bf16 = decode_nvfp4_values(host);
+      if (summary) summary->copied_bytes += q.w_bf16.bytes();
     }
   }
   if (s.bias) {
     const TensorEntry& b = take(s.name + ".bias");
     r.expect_shape(b, {s.out});
-    q.bias = r.floats(b);
-    for (size_t i = 0; i < q.bias.size(); ++i)
-      if (!std::isfinite(q.bias[i])) r.bad("tensor '{}' element {} is not finite", b.name, i);
+    std::vector<float> v = r.floats(b);
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i])) r.bad("tensor '{}' element {} is not finite", b.name, i);
+    q.bias = f32_array(r, b, std::move(v), summary);
   }
   if (summary) summary->linears.push_back({r.prefix() + s.name, q.format, bytes});
 }
@@ -398,9 +459,14 @@ void load_slots(Reader& r, const WeightSlots& slots, CheckpointSummary* summary,
     if (!keep(s.name)) continue;
     const TensorEntry& e = r.get(s.name);
     r.expect_shape(e, {s.size});
-    const std::vector<float> v = r.floats(e);
-    s.v->resize(v.size());
-    for (size_t i = 0; i < v.size(); ++i) (*s.v)[i] = f32_to_bf16(v[i]).bits;
+    const std::vector<float> v = r.floats(e);  // also checks the dtype
+    if (e.dtype == "BF16") {
+      *s.v = r.array<uint16_t>(e, summary);
+      continue;
+    }
+    std::vector<uint16_t> b(v.size());
+    for (size_t i = 0; i < v.size(); ++i) b[i] = f32_to_bf16(v[i]).bits;
+    *s.v = std::move(b);
   }
   for (const F32Slot& s : slots.buffers) {
     if (!keep(s.name)) continue;
@@ -436,7 +502,7 @@ ModelWeights load_checkpoint(const SafetensorsFile& f, CheckpointSummary* summar
   w.config = detect_config(f, &prefix);
   w.refiner.resize(size_t(w.config.refiner_blocks));
   w.blocks.resize(size_t(w.config.blocks));
-  Reader r(f, prefix);
+  Reader r(f, prefix, options.keep_alive);
   if (summary) {
     *summary = CheckpointSummary{};
     summary->prefix = prefix;
@@ -466,7 +532,8 @@ ModelWeights load_checkpoint(const SafetensorsFile& f, CheckpointSummary* summar
   return w;
 }
 
-BlockWeights load_dit_block(const SafetensorsFile& f, const ModelConfig& cfg, int64_t index) {
+BlockWeights load_dit_block(const SafetensorsFile& f, const ModelConfig& cfg, int64_t index,
+                            std::shared_ptr<const void> keep_alive) {
   if (index < 0 || index >= cfg.blocks)
     fail(ErrorKind::invalid_argument, "block index {} is out of range: the model has {} blocks",
          index, cfg.blocks);
@@ -489,7 +556,7 @@ BlockWeights load_dit_block(const SafetensorsFile& f, const ModelConfig& cfg, in
   w.config = cfg;
   w.blocks.resize(size_t(cfg.blocks));
   w.refiner.resize(size_t(cfg.refiner_blocks));
-  Reader r(f, prefix);
+  Reader r(f, prefix, std::move(keep_alive));
   load_slots(r, weight_slots(w), nullptr,
              [&](const std::string& name) { return name.compare(0, stem.size(), stem) == 0; });
   for (const std::string& name : f.names())
@@ -499,8 +566,10 @@ BlockWeights load_dit_block(const SafetensorsFile& f, const ModelConfig& cfg, in
 }
 
 ModelWeights load_checkpoint(const std::string& path, CheckpointSummary* summary) {
-  const SafetensorsFile f = SafetensorsFile::open(path);
-  return load_checkpoint(f, summary);
+  auto f = std::make_shared<const SafetensorsFile>(SafetensorsFile::open(path));
+  LoadOptions o;
+  o.keep_alive = f;
+  return load_checkpoint(*f, summary, o);
 }
 
 }  // namespace h3s

@@ -13,6 +13,15 @@ namespace {
 
 class Writer {
  public:
+  // Host arrays only (a device-prepared model is not written).
+  template <typename T>
+  void add(std::string name, std::string dtype, std::vector<int64_t> shape,
+           const WeightArray<T>& v) {
+    if (v.device() != Device::host)
+      fail(ErrorKind::invalid_argument, "write_checkpoint: '{}' is in device memory", name);
+    add_bytes(std::move(name), std::move(dtype), std::move(shape),
+              {reinterpret_cast<const std::byte*>(v.data()), v.bytes()});
+  }
   template <typename T>
   void add(std::string name, std::string dtype, std::vector<int64_t> shape,
            const std::vector<T>& v) {
@@ -40,13 +49,13 @@ class Writer {
   std::deque<std::vector<std::byte>> owned_;
 };
 
-bool bf16_exact(const std::vector<float>& v) {
+bool bf16_exact(const WeightArray<float>& v) {
   for (float x : v)
     if (round_bf16(x) != x && !std::isnan(x)) return false;
   return true;
 }
 
-std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+std::vector<uint16_t> to_bf16(const WeightArray<float>& v) {
   std::vector<uint16_t> out(v.size());
   for (size_t i = 0; i < v.size(); ++i) out[i] = f32_to_bf16(v[i]).bits;
   return out;

@@ -36,9 +36,25 @@ WeightFormat parse_format(std::string_view s) {
 }
 
 size_t QuantLinear::weight_bytes() const {
-  return w_bf16.size() * 2 + w_f32.size() * 4 + w_i8.size() + w_scale.size() * 4 + w4_codes.size() +
-         w4_s_rel.size() + w4_codebook.size() * 4 + fp4_codes.size() + fp4_scales.size() +
-         bias.size() * 4;
+  return w_bf16.bytes() + w_f32.bytes() + w_i8.bytes() + w_scale.bytes() + w4_codes.bytes() +
+         w4_s_rel.bytes() + w4_codebook.bytes() + fp4_codes.bytes() + fp4_scales.bytes() +
+         bias.bytes();
+}
+
+Device QuantLinear::device() const {
+  switch (format) {
+    case WeightFormat::bf16:
+      return w_bf16.device();
+    case WeightFormat::f32:
+      return w_f32.device();
+    case WeightFormat::int8:
+      return w_i8.device();
+    case WeightFormat::w4a8:
+      return w4_codes.empty() ? w_i8.device() : w4_codes.device();
+    case WeightFormat::nvfp4:
+      return w_bf16.empty() ? fp4_codes.device() : w_bf16.device();
+  }
+  return Device::host;
 }
 
 void QuantLinear::check_complete(const char* op) const {
@@ -53,8 +69,11 @@ void QuantLinear::check_complete(const char* op) const {
       ok = w_f32.size() == nk;
       break;
     case WeightFormat::int8:
-    case WeightFormat::w4a8:  // decoded to w_i8 at load
       ok = w_i8.size() == nk && w_scale.size() == size_t(out) && in % kConvRotGroup == 0;
+      break;
+    case WeightFormat::w4a8:  // packed, decoded (w_i8), or both
+      ok = (w_i8.size() == nk || (w4_codes.size() == nk / 2 && w4_s_rel.size() == nk / kW4Group)) &&
+           w_scale.size() == size_t(out) && in % kConvRotGroup == 0;
       break;
   }
   if (!ok)
@@ -70,6 +89,7 @@ QuantLinear QuantLinear::from_f32(std::vector<float> w, int64_t out, int64_t in)
   q.format = WeightFormat::f32;
   q.out = out;
   q.in = in;
+  q.generation = new_weight_generation();
   q.w_f32 = std::move(w);
   return q;
 }
@@ -86,29 +106,32 @@ QuantLinear quantize_nvfp4(std::span<const uint16_t> w, int64_t out, int64_t in)
   q.format = WeightFormat::nvfp4;
   q.out = out;
   q.in = in;
+  q.generation = new_weight_generation();
   const int64_t np = round_up(out, 16), kp = round_up(in, 16);
   const int64_t blocks = kp / 16, scale_cols = round_up(blocks, 4);
   float amax = 0.0f;
   for (uint16_t v : w) amax = std::max(amax, std::fabs(bf16_to_f32(bf16{v})));
   q.fp4_global = amax > 0.0f ? round_bf16(amax / (448.0f * 6.0f)) : 1.0f;
-  q.fp4_codes.assign(size_t(np * kp / 2), 0);
-  q.fp4_scales.assign(size_t(round_up(np, 128) * scale_cols), 0);
+  std::vector<uint8_t> codes(size_t(np * kp / 2), 0);
+  std::vector<uint8_t> scales(size_t(round_up(np, 128) * scale_cols), 0);
   for (int64_t n = 0; n < out; ++n) {
     for (int64_t b = 0; b < blocks; ++b) {
       float bmax = 0.0f;
       for (int64_t k = b * 16; k < std::min(in, b * 16 + 16); ++k)
         bmax = std::max(bmax, std::fabs(bf16_to_f32(bf16{w[size_t(n * in + k)]})));
       const uint8_t s8 = f32_to_e4m3(std::min(bmax / 6.0f / q.fp4_global, 448.0f));
-      q.fp4_scales[size_t(nvfp4_scale_offset(n, b, scale_cols))] = s8;
+      scales[size_t(nvfp4_scale_offset(n, b, scale_cols))] = s8;
       const float step = e4m3_to_f32(s8) * q.fp4_global;
       for (int64_t k = b * 16; k < std::min(in, b * 16 + 16); ++k) {
         const float v = bf16_to_f32(bf16{w[size_t(n * in + k)]});
         const uint8_t code = step > 0.0f ? f32_to_e2m1(v / step) : 0;
-        uint8_t& byte = q.fp4_codes[size_t(n * (kp / 2) + k / 2)];
+        uint8_t& byte = codes[size_t(n * (kp / 2) + k / 2)];
         byte = uint8_t(k % 2 == 0 ? (byte & 0x0f) | (code << 4) : (byte & 0xf0) | code);
       }
     }
   }
+  q.fp4_codes = std::move(codes);
+  q.fp4_scales = std::move(scales);
   decode_nvfp4(q);
   return q;
 }
@@ -119,13 +142,14 @@ int64_t nvfp4_scale_offset(int64_t r, int64_t c, int64_t cols) {
   return ((r / 128) * (cols / 4) + c / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + (c % 4);
 }
 
-void decode_nvfp4(QuantLinear& q) {
+std::vector<uint16_t> decode_nvfp4_values(const QuantLinear& q) {
   H3S_CHECK(q.format == WeightFormat::nvfp4);
+  H3S_CHECK(q.fp4_codes.device() == Device::host && q.fp4_scales.device() == Device::host);
   const int64_t np = round_up(q.out, 16), kp = round_up(q.in, 16);
   const int64_t scale_cols = round_up(kp / 16, 4);
   H3S_CHECK(int64_t(q.fp4_codes.size()) == np * kp / 2);
   H3S_CHECK(int64_t(q.fp4_scales.size()) == round_up(np, 128) * scale_cols);
-  q.w_bf16.resize(size_t(q.out * q.in));
+  std::vector<uint16_t> w(size_t(q.out * q.in));
   for (int64_t n = 0; n < q.out; ++n)
     for (int64_t k = 0; k < q.in; ++k) {
       const uint8_t byte = q.fp4_codes[size_t(n * (kp / 2) + k / 2)];
@@ -134,8 +158,13 @@ void decode_nvfp4(QuantLinear& q) {
       // comfy-kitchen's order (CUDA kernel and fp32 eager path): decode_scale = scale *
       // global first, then value * decode_scale; differs from (value * global) * scale
       // when the global is not a bf16 value.
-      q.w_bf16[size_t(n * q.in + k)] = f32_to_bf16(e2m1_to_f32(code) * (s * q.fp4_global)).bits;
+      w[size_t(n * q.in + k)] = f32_to_bf16(e2m1_to_f32(code) * (s * q.fp4_global)).bits;
     }
+  return w;
+}
+
+void decode_nvfp4(QuantLinear& q) {
+  q.w_bf16 = decode_nvfp4_values(q);
 }
 
 QuantLinear QuantLinear::from_bf16(std::span<const uint16_t> w, int64_t out, int64_t in,
@@ -145,13 +174,15 @@ QuantLinear QuantLinear::from_bf16(std::span<const uint16_t> w, int64_t out, int
   q.format = format;
   q.out = out;
   q.in = in;
+  q.generation = new_weight_generation();
   if (format == WeightFormat::bf16) {
-    q.w_bf16.assign(w.begin(), w.end());
+    q.w_bf16 = std::vector<uint16_t>(w.begin(), w.end());
     return q;
   }
   if (format == WeightFormat::f32) {
-    q.w_f32.resize(w.size());
-    for (size_t i = 0; i < w.size(); ++i) q.w_f32[i] = bf16_to_f32(bf16{w[i]});
+    std::vector<float> f(w.size());
+    for (size_t i = 0; i < w.size(); ++i) f[i] = bf16_to_f32(bf16{w[i]});
+    q.w_f32 = std::move(f);
     return q;
   }
   if (format == WeightFormat::nvfp4) return quantize_nvfp4(w, out, in);
@@ -162,63 +193,74 @@ QuantLinear QuantLinear::from_bf16(std::span<const uint16_t> w, int64_t out, int
   std::vector<float> row(static_cast<size_t>(in));
   if (format == WeightFormat::int8) {
     // comfy-kitchen quantises int8 ConvRot weights with the activation quantiser.
-    q.w_i8.resize(size_t(out * in));
-    q.w_scale.resize(size_t(out));
+    std::vector<int8_t> w8(size_t(out * in));
+    std::vector<float> scale(static_cast<size_t>(out));
     for (int64_t n = 0; n < out; ++n) {
       for (int64_t k = 0; k < in; ++k) row[size_t(k)] = bf16_to_f32(bf16{w[size_t(n * in + k)]});
-      quantize_row_convrot(row.data(), in, q.w_i8.data() + n * in, &q.w_scale[size_t(n)]);
+      quantize_row_convrot(row.data(), in, w8.data() + n * in, &scale[size_t(n)]);
     }
+    q.w_i8 = std::move(w8);
+    q.w_scale = std::move(scale);
     return q;
   }
   // w4a8: rotate, per-channel scale = absmax / 127, per-16 group e4m3 scale so
   // that levels -8..7 span the group, codes = level + 8.
-  q.w4_codes.assign(size_t(out * in / 2), 0);
-  q.w4_s_rel.resize(size_t(out * in / kW4Group));
-  q.w_scale.resize(size_t(out));
+  std::vector<uint8_t> codes(size_t(out * in / 2), 0);
+  std::vector<uint8_t> s_rel(size_t(out * in / kW4Group));
+  std::vector<float> s_channel_all(static_cast<size_t>(out));
   for (int64_t n = 0; n < out; ++n) {
     for (int64_t k = 0; k < in; ++k) row[size_t(k)] = bf16_to_f32(bf16{w[size_t(n * in + k)]});
     for (int64_t g = 0; g < in; g += kConvRotGroup) convrot_rotate_group(row.data() + g);
     float amax = 0.0f;
     for (float v : row) amax = std::max(amax, std::fabs(v));
     const float s_channel = std::max(amax / 127.0f, 1e-30f);
-    q.w_scale[size_t(n)] = s_channel;
+    s_channel_all[size_t(n)] = s_channel;
     for (int64_t g = 0; g < in / kW4Group; ++g) {
       float gmax = 0.0f;
       for (int64_t j = 0; j < kW4Group; ++j)
         gmax = std::max(gmax, std::fabs(row[size_t(g * kW4Group + j)]));
       const uint8_t s8 = f32_to_e4m3(gmax / s_channel / 7.0f);
-      q.w4_s_rel[size_t(n * (in / kW4Group) + g)] = s8;
+      s_rel[size_t(n * (in / kW4Group) + g)] = s8;
       const float s = e4m3_to_f32(s8);
       for (int64_t j = 0; j < kW4Group; ++j) {
         const int64_t k = g * kW4Group + j;
         float level = s > 0.0f ? std::nearbyint(row[size_t(k)] / s_channel / s) : 0.0f;
         level = std::clamp(level, -8.0f, 7.0f);
         const uint8_t code = uint8_t(int(level) + 8);
-        uint8_t& byte = q.w4_codes[size_t(n * (in / 2) + k / 2)];
+        uint8_t& byte = codes[size_t(n * (in / 2) + k / 2)];
         byte = uint8_t(k % 2 == 0 ? (byte & 0xf0) | code : (byte & 0x0f) | (code << 4));
       }
     }
   }
+  q.w4_codes = std::move(codes);
+  q.w4_s_rel = std::move(s_rel);
+  q.w_scale = std::move(s_channel_all);
   decode_w4a8(q);
   return q;
 }
 
-void decode_w4a8(QuantLinear& q) {
+std::vector<int8_t> decode_w4a8_values(const QuantLinear& q) {
   H3S_CHECK(q.format == WeightFormat::w4a8);
+  H3S_CHECK(q.w4_codes.device() == Device::host && q.w4_s_rel.device() == Device::host &&
+            q.w4_codebook.device() == Device::host);
   const int64_t out = q.out, in = q.in;
   H3S_CHECK(int64_t(q.w4_codes.size()) == out * in / 2);
   H3S_CHECK(int64_t(q.w4_s_rel.size()) == out * in / kW4Group);
-  q.w_i8.resize(size_t(out * in));
+  std::vector<int8_t> w8(size_t(out * in));
   for (int64_t n = 0; n < out; ++n) {
     for (int64_t k = 0; k < in; ++k) {
       const uint8_t byte = q.w4_codes[size_t(n * (in / 2) + k / 2)];
       const int code = k % 2 == 0 ? (byte & 0x0f) : (byte >> 4);  // even column: low nibble
       const float level = q.w4_codebook.empty() ? float(code - 8) : q.w4_codebook[size_t(code)];
       const float s = e4m3_to_f32(q.w4_s_rel[size_t(n * (in / kW4Group) + k / kW4Group)]);
-      const float w8 = std::clamp(std::nearbyint(level * s), -127.0f, 127.0f);
-      q.w_i8[size_t(n * in + k)] = int8_t(w8);
+      w8[size_t(n * in + k)] = int8_t(std::clamp(std::nearbyint(level * s), -127.0f, 127.0f));
     }
   }
+  return w8;
+}
+
+void decode_w4a8(QuantLinear& q) {
+  q.w_i8 = decode_w4a8_values(q);
 }
 
 }  // namespace h3s

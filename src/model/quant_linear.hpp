@@ -6,9 +6,9 @@
 //    256-wide input group, one fp32 scale per output row;
 //  - w4a8 (`asym_w4a8_int8`): 4-bit codes [out, in/2] (even column in the LOW
 //    nibble), e4m3 group scales [out, in/16], fp32 per-channel scale [out],
-//    optional 16-entry codebook. Decoded once to int8 at load (`w_i8`) so the
-//    CPU's int8 GEMM serves both formats; the packed form is kept for writing
-//    files and for the CUDA backend, whose gemm_w4a8 decodes in the kernel;
+//    optional 16-entry codebook. Loaded packed (what a file or a host framework
+//    holds, and what CUDA's gemm_w4a8 decodes in the kernel); the CPU backend's
+//    prepare decodes it to int8 (`w_i8`) once, so its int8 GEMM serves both;
 //  - nvfp4: e2m1 codes [round16(out), round16(in)/2] (even column in the HIGH
 //    nibble), e4m3 block scales (one per 16 inputs) in cuBLAS's swizzled
 //    layout, fp32 global scale. Hopper and the CPU have no fp4 GEMM, so it is
@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "model/weight_array.hpp"
+
 namespace h3s {
 
 enum class WeightFormat : uint8_t { bf16, f32, int8, w4a8, nvfp4 };
@@ -30,40 +32,54 @@ WeightFormat parse_format(std::string_view s);
 inline constexpr int64_t kConvRotGroup = 256;
 inline constexpr int64_t kW4Group = 16;
 
+// One linear layer's weight: its format, shape and arrays as views
+// (weight_array.hpp). A loader or builder fills the arrays of the stored
+// format; Backend::prepare makes the form a backend's kernels read (on the
+// CPU the int8 decode of w4a8; on CUDA device copies, or the caller's own
+// device arrays used in place).
 struct QuantLinear {
   WeightFormat format = WeightFormat::bf16;
   int64_t out = 0, in = 0;
-  std::vector<uint16_t> w_bf16;     // bf16 bits [out, in]
-  std::vector<float> w_f32;         // [out, in]
-  std::vector<int8_t> w_i8;         // int8 [out, in] (int8, and w4a8 decoded)
-  std::vector<float> w_scale;       // [out]: weight_scale (int8) or s_channel (w4a8)
-  std::vector<uint8_t> w4_codes;    // w4a8 packed codes [out, in/2]
-  std::vector<uint8_t> w4_s_rel;    // w4a8 e4m3 group scales [out, in/16]
-  std::vector<float> w4_codebook;   // empty, or 16 levels
-  std::vector<uint8_t> fp4_codes;   // nvfp4 [round16(out), round16(in) / 2]
-  std::vector<uint8_t> fp4_scales;  // nvfp4 e4m3, swizzled [round128(N'), round4(K'/16)]
+  uint64_t generation = 0;          // new_weight_generation() of the arrays' content
+  WeightArray<uint16_t> w_bf16;     // bf16 bits [out, in]
+  WeightArray<float> w_f32;         // [out, in]
+  WeightArray<int8_t> w_i8;         // int8 [out, in] (int8, and w4a8 decoded)
+  WeightArray<float> w_scale;       // [out]: weight_scale (int8) or s_channel (w4a8)
+  WeightArray<uint8_t> w4_codes;    // w4a8 packed codes [out, in/2]
+  WeightArray<uint8_t> w4_s_rel;    // w4a8 e4m3 group scales [out, in/16]
+  WeightArray<float> w4_codebook;   // empty, or 16 levels
+  WeightArray<uint8_t> fp4_codes;   // nvfp4 [round16(out), round16(in) / 2]
+  WeightArray<uint8_t> fp4_scales;  // nvfp4 e4m3, swizzled [round128(N'), round4(K'/16)]
   float fp4_global = 0.0f;          // nvfp4 weight_scale_2
-  std::vector<float> bias;          // empty, or [out] (bf16 biases held exactly in fp32)
+  WeightArray<float> bias;          // empty, or [out] (bf16 biases held exactly in fp32)
 
   bool has_bias() const { return !bias.empty(); }
+  // Where the arrays the format computes with live (host for an empty layer).
+  Device device() const;
   // Throws Error(invalid_argument) naming `op` when the arrays the format
   // computes with are missing or the wrong size.
   void check_complete(const char* op) const;
+  // Bytes of every array held (the stored and any decoded form).
   size_t weight_bytes() const;
 
   // From a bf16 master weight [out, in] (bits). int8 and w4a8 rotate by the
-  // ConvRot Hadamard and quantise exactly like comfy-kitchen's weight path.
+  // ConvRot Hadamard and quantise exactly like comfy-kitchen's weight path;
+  // w4a8 also carries its int8 decode and nvfp4 its bf16 decode.
   static QuantLinear from_bf16(std::span<const uint16_t> w, int64_t out, int64_t in,
                                WeightFormat format);
   static QuantLinear from_f32(std::vector<float> w, int64_t out, int64_t in);
 };
 
-// Decode w4a8 codes to int8: w8 = clamp(rne(level * float(s_rel)), -127, 127),
-// level = codebook[code] or code - 8 (H3_MODEL.md 5).
+// Decode w4a8 codes (host arrays) to int8: w8 = clamp(rne(level * float(s_rel)),
+// -127, 127), level = codebook[code] or code - 8 (H3_MODEL.md 5). The first
+// returns the int8 array, the second stores it in q.w_i8.
+std::vector<int8_t> decode_w4a8_values(const QuantLinear& q);
 void decode_w4a8(QuantLinear& q);
 
-// Decode nvfp4 to bf16: w = bf16(e2m1[code] * (e4m3[scale] * global)), the order
-// comfy-kitchen's dequantisation multiplies (tests/model/test_nvfp4_golden.cpp).
+// Decode nvfp4 (host arrays) to bf16: w = bf16(e2m1[code] * (e4m3[scale] *
+// global)), the order comfy-kitchen's dequantisation multiplies
+// (tests/model/test_nvfp4_golden.cpp); stored in q.w_bf16.
+std::vector<uint16_t> decode_nvfp4_values(const QuantLinear& q);
 void decode_nvfp4(QuantLinear& q);
 
 // Byte offset of the block scale for row r, block c in cuBLAS's swizzled

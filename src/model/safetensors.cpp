@@ -237,9 +237,10 @@ SafetensorsFile SafetensorsFile::from_bytes(std::vector<std::byte> bytes, std::s
 
 SafetensorsFile SafetensorsFile::from_entries(std::vector<TensorEntry> entries,
                                               std::map<std::string, std::string> metadata,
-                                              std::string name) {
+                                              std::string name, DeviceReader read_device) {
   SafetensorsFile f;
   f.path_ = std::move(name);
+  f.read_device_ = std::move(read_device);
   for (TensorEntry& e : entries) {
     const std::optional<size_t> elem = safetensors_dtype_size(e.dtype);
     if (e.name.empty() || e.name == kMetadataKey)
@@ -338,6 +339,7 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& o) noexcept {
     o.owned_.clear();
     entries_ = std::move(o.entries_);
     metadata_ = std::move(o.metadata_);
+    read_device_ = std::move(o.read_device_);
     o.entries_.clear();
     o.metadata_.clear();
   }
@@ -390,8 +392,24 @@ const TensorEntry& SafetensorsFile::checked_entry(std::string_view name,
   return e;
 }
 
+std::span<const std::byte> SafetensorsFile::host_bytes(const TensorEntry& e,
+                                                       std::vector<std::byte>& scratch) const {
+  if (e.device == Device::host) return {e.data, e.bytes};
+  if (!read_device_)
+    fail(ErrorKind::invalid_argument,
+         "{}: tensor '{}' is in device memory and this reader cannot "
+         "read it",
+         path_, e.name);
+  scratch.resize(e.bytes);
+  if (e.bytes != 0) read_device_(e, scratch.data());
+  return {scratch.data(), scratch.size()};
+}
+
 Tensor SafetensorsFile::view(std::string_view name) const {
   const TensorEntry& e = entry(name);
+  if (e.device != Device::host)
+    fail(ErrorKind::invalid_argument, "{}: tensor '{}' is in device memory: no host view", path_,
+         name);
   const std::optional<DType> dtype = to_engine_dtype(e.dtype);
   if (!dtype) {
     fail(ErrorKind::bad_input, "{}: tensor '{}' is {}, which has no engine dtype", path_, name,
@@ -458,8 +476,13 @@ void write_safetensors(const std::string& path, const std::vector<WriteEntry>& t
     }
   }
 
-  // ordered_json keeps the reference layout: metadata first, then tensors by
-  // name, each as {dtype, shape, data_offsets}.
+  // The reference layout: tensors by element size (largest first), then name,
+  // so every tensor starts aligned for its dtype and a reader can view it in
+  // place (load_checkpoint's zero-copy arrays). ordered_json keeps metadata
+  // first, then the tensors in data order, each as {dtype, shape, data_offsets}.
+  std::stable_sort(sorted.begin(), sorted.end(), [](const WriteEntry* a, const WriteEntry* b) {
+    return *safetensors_dtype_size(a->dtype) > *safetensors_dtype_size(b->dtype);
+  });
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header[kMetadataKey] = metadata;
   size_t offset = 0;

@@ -43,7 +43,13 @@ struct TensorEntry {
   std::vector<int64_t> shape;       // empty for a scalar
   const std::byte* data = nullptr;  // into the mapping (or owned bytes): valid while open
   size_t bytes = 0;
+  Device device = Device::host;  // from_entries() may hold device memory (never dereferenced)
 };
+
+// Copies a device entry's bytes to host memory at `dst` (entry.bytes bytes):
+// how a reader over a host framework's CUDA tensors reads the values it
+// validates (scales, biases) without touching the weights themselves.
+using DeviceReader = std::function<void(const TensorEntry& entry, void* dst)>;
 
 class SafetensorsFile {
  public:
@@ -60,9 +66,11 @@ class SafetensorsFile {
   // alive and unchanged while the reader is used. Each entry is validated as
   // a header entry is (known dtype, element size, bytes == product(shape) x
   // element size, a name given once); `name` stands in for the path.
+  // Entries may sit in device memory (entry.device): their bytes are read
+  // only through `read_device`, and only where a value must be checked.
   static SafetensorsFile from_entries(std::vector<TensorEntry> entries,
-                                      std::map<std::string, std::string> metadata,
-                                      std::string name);
+                                      std::map<std::string, std::string> metadata, std::string name,
+                                      DeviceReader read_device = {});
 
   SafetensorsFile(SafetensorsFile&& o) noexcept;
   SafetensorsFile& operator=(SafetensorsFile&& o) noexcept;
@@ -77,6 +85,11 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& path() const { return path_; }
 
+  // The entry's bytes in host memory: its own for a host entry, else a copy
+  // through the DeviceReader into `scratch` (throws when there is none).
+  std::span<const std::byte> host_bytes(const TensorEntry& e,
+                                        std::vector<std::byte>& scratch) const;
+
   // A copy of the tensor's elements. Checks that its dtype is `expect_dtype`
   // and that T has the dtype's element size; memcpy, so any alignment works.
   template <class T>
@@ -84,8 +97,10 @@ class SafetensorsFile {
     static_assert(std::is_trivially_copyable_v<T> && !std::is_same_v<T, bool>,
                   "read_as needs a trivially copyable T (not bool: vector<bool> is packed)");
     const TensorEntry& e = checked_entry(name, expect_dtype, sizeof(T));
+    std::vector<std::byte> scratch;
+    const std::span<const std::byte> b = host_bytes(e, scratch);
     std::vector<T> out(e.bytes / sizeof(T));
-    if (e.bytes != 0) std::memcpy(out.data(), e.data, e.bytes);
+    if (e.bytes != 0) std::memcpy(out.data(), b.data(), e.bytes);
     return out;
   }
 
@@ -111,6 +126,7 @@ class SafetensorsFile {
   std::vector<std::byte> owned_;  // from_bytes(): the file itself (map_ is null)
   std::map<std::string, TensorEntry, std::less<>> entries_;  // less<>: lookup by string_view
   std::map<std::string, std::string> metadata_;
+  DeviceReader read_device_;
 };
 
 struct WriteEntry {

@@ -1,6 +1,9 @@
-// ModelWeights: one H3 model's weights in memory, named after the checkpoint
-// keys (H3_MODEL.md section 2). Norm weights are bf16 bits; fp32 islands
-// (patch projections, time embedder, output heads, curve-form adaLN) are f32.
+// ModelWeights: one H3 model's weights, named after the checkpoint keys
+// (H3_MODEL.md section 2), as views (weight_array.hpp) into a mapped file,
+// arrays a loader or builder owns, or a host framework's tensors. Norm weights
+// are bf16 bits; fp32 islands (patch projections, time embedder, output heads,
+// curve-form adaLN) are f32. The same structs hold a backend's prepared copy
+// (Backend::prepare: device views).
 #pragma once
 
 #include <cstdint>
@@ -14,8 +17,8 @@ namespace h3s {
 struct AttnWeights {
   QuantLinear qkv;               // [3 * inner, hidden], rows q | k | v
   QuantLinear out;               // [hidden, inner]
-  std::vector<uint16_t> q_norm;  // [head_dim] bf16
-  std::vector<uint16_t> k_norm;  // [head_dim] bf16
+  WeightArray<uint16_t> q_norm;  // [head_dim] bf16
+  WeightArray<uint16_t> k_norm;  // [head_dim] bf16
 };
 
 struct MlpWeights {
@@ -24,7 +27,7 @@ struct MlpWeights {
 };
 
 struct BlockWeights {
-  std::vector<uint16_t> norm1, norm2;  // [hidden] bf16
+  WeightArray<uint16_t> norm1, norm2;  // [hidden] bf16
   AttnWeights attn;
   MlpWeights mlp;
   // adaln_proj.linear [6 * 3 * hidden, time_dim] + bias; output index
@@ -33,13 +36,13 @@ struct BlockWeights {
 };
 
 struct RefinerBlockWeights {
-  std::vector<uint16_t> norm1, norm2;
+  WeightArray<uint16_t> norm1, norm2;
   AttnWeights attn;
   MlpWeights mlp;
 };
 
 struct FinalLayerWeights {
-  std::vector<uint16_t> norm;  // [hidden] bf16
+  WeightArray<uint16_t> norm;  // [hidden] bf16
   QuantLinear adaln;           // [2 * hidden, time_dim] + bias: shift then scale
   QuantLinear video_out;       // f32 [96, hidden] + bias
   QuantLinear audio_out;       // f32 [32, hidden] + bias
@@ -56,7 +59,7 @@ struct ModelWeights {
   std::vector<float> adaln_t_table;          // f32 [curve_grid, time_dim] (curve form)
   std::vector<float> rope_inv_freq;          // f32 [rope_freqs]
   std::vector<RefinerBlockWeights> refiner;
-  std::vector<uint16_t> refiner_final_norm;  // [hidden] bf16
+  WeightArray<uint16_t> refiner_final_norm;  // [hidden] bf16
   std::vector<BlockWeights> blocks;
   FinalLayerWeights final_layer;
 

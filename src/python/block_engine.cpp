@@ -9,6 +9,7 @@
 #include "exec/block.hpp"
 #include "exec/block_context.hpp"
 #include "exec/time_embed.hpp"
+#include "exec/weight_feed.hpp"
 
 namespace h3s::py {
 
@@ -52,18 +53,27 @@ void expect_tensor(const Tensor& t, const char* arg, std::initializer_list<DType
 }  // namespace
 
 BlockEngine::BlockEngine(ModelWeights weights, const std::string& backend, int device,
-                         size_t budget_bytes, int threads)
-    : weights_(std::move(weights)), backend_(backend, device, budget_bytes, threads) {}
+                         size_t budget_bytes, int threads, size_t vram_budget)
+    : weights_(std::move(weights)), backend_(backend, device, budget_bytes, threads) {
+  resident_.resize(weights_.blocks.size());
+  // Blocks only (the engine runs single blocks): resident when they all fit.
+  if (vram_budget != 0) {
+    size_t all = 0;
+    for (const BlockWeights& b : weights_.blocks)
+      all += prepared_block_bytes(backend_.ops(), b, Residency::streamed);
+    resident_weights_ = all <= vram_budget;
+  }
+}
 
 void BlockEngine::check_call(const BlockCall& c) const {
   const ModelConfig& cfg = config();
   if (c.index < 0 || c.index >= cfg.blocks)
     fail(ErrorKind::invalid_argument, "index: block {} does not exist, the model has blocks 0..{}",
          c.index, cfg.blocks - 1);
-  if (weights_.blocks[size_t(c.index)].attn.qkv.out == 0)
+  if (!c.weights && weights_.blocks[size_t(c.index)].attn.qkv.out == 0)
     fail(ErrorKind::invalid_argument,
-         "index: block {}'s weights are not loaded (a lazy engine): call load_block({}, "
-         "tensors) first",
+         "index: block {}'s weights are not loaded (a lazy engine): pass weights= with the "
+         "call, or call load_block({}, tensors) first",
          c.index, c.index);
   const Device dev = device_kind();
   if (c.x.rank != 2)
@@ -105,6 +115,32 @@ void BlockEngine::check_call(const BlockCall& c) const {
   c.options.validate();
 }
 
+const BlockWeights& BlockEngine::prepared(const BlockCall& c) {
+  Backend& be = backend_.ops();
+  auto fill = [&](Prepared& p, const BlockWeights& src, Residency r) {
+    if (!p.store) p.store = be.make_weight_store(fmt::format("block {} weights", c.index), 0);
+    p.store->reset();
+    p.block = prepare_block(be, src, r, *p.store);
+    p.generation = src.attn.qkv.generation;
+    p.store->seal();
+  };
+  Prepared* p = &per_call_;
+  if (c.weights) {
+    // The caller's arrays for this call only: used in place where they already
+    // are in the kernels' form on this device (zero copy), uploaded otherwise.
+    fill(per_call_, *c.weights, Residency::borrowed);
+  } else if (resident_weights_) {
+    const BlockWeights& src = weights_.blocks[size_t(c.index)];
+    p = &resident_[size_t(c.index)];
+    if (!p->store || p->generation != src.attn.qkv.generation) fill(*p, src, Residency::resident);
+  } else {
+    fill(per_call_, weights_.blocks[size_t(c.index)], Residency::streamed);
+  }
+  weight_peak_ = std::max(weight_peak_, weight_bytes_unlocked());
+  be.wait_ready(*p->store);
+  return p->block;
+}
+
 template <class Run>
 void BlockEngine::with_block(const BlockCall& c, Run&& run) {
   const std::lock_guard<std::mutex> lock(mutex_);
@@ -113,7 +149,7 @@ void BlockEngine::with_block(const BlockCall& c, Run&& run) {
   const EngineBackend::CallScope scope(backend_, c.stream);
   Backend& be = backend_.ops();
   Arena& arena = backend_.arena();
-  const BlockWeights& w = weights_.blocks[size_t(c.index)];
+  const BlockWeights& w = prepared(c);
   const int block = int(c.index);
 
   // AdalnProj: the full form applies SiLU (in bf16) before the bf16 linear;
@@ -139,8 +175,10 @@ void BlockEngine::with_block(const BlockCall& c, Run&& run) {
   ctx.block_index = block;
   run(be, arena, BlockView::dit(w, ctx));
   mods.reset();
-  if (!resident_weights_)
-    backend_.release_weights({&w.attn.qkv, &w.attn.out, &w.mlp.fc1, &w.mlp.fc2, &w.adaln});
+  // The next call may refill the per-call store once these ops have run; the
+  // caller's arrays are not referenced past its call.
+  if (per_call_.store) be.release(*per_call_.store);
+  if (c.weights) per_call_.block = BlockWeights{};
 }
 
 namespace {
@@ -156,13 +194,10 @@ void BlockEngine::load_block(int64_t index, BlockWeights weights) {
   if (index < 0 || index >= config().blocks)
     fail(ErrorKind::invalid_argument, "block index {} is out of range: the model has {} blocks",
          index, config().blocks);
-  BlockWeights& w = weights_.blocks[size_t(index)];
-  // Device copies are keyed by the layers' addresses (which stay the same) and
-  // by the norm vectors' data pointers (which the new vectors may reuse):
-  // drop both before the host weights change.
-  backend_.release_weights({&w.attn.qkv, &w.attn.out, &w.mlp.fc1, &w.mlp.fc2, &w.adaln});
-  backend_.release_vectors({&w.norm1, &w.norm2, &w.attn.q_norm, &w.attn.k_norm});
-  w = std::move(weights);
+  // The prepared copy of the old block goes with it; a new load has a new
+  // generation, so it could never be served anyway.
+  resident_[size_t(index)] = Prepared{};  // its memory is freed once kernels using it ran
+  weights_.blocks[size_t(index)] = std::move(weights);
 }
 
 void BlockEngine::drop_block(int64_t index) {
@@ -177,6 +212,25 @@ bool BlockEngine::block_loaded(int64_t index) const {
 void BlockEngine::set_resident_weights(bool resident) {
   const std::lock_guard<std::mutex> lock(mutex_);
   resident_weights_ = resident;
+  if (!resident)
+    for (Prepared& p : resident_) p = Prepared{};
+}
+
+size_t BlockEngine::weight_bytes_unlocked() const {
+  size_t n = per_call_.store ? per_call_.store->bytes() : 0;
+  for (const Prepared& p : resident_)
+    if (p.store) n += p.store->bytes();
+  return n;
+}
+
+size_t BlockEngine::weight_bytes() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return weight_bytes_unlocked();
+}
+
+size_t BlockEngine::weight_peak_bytes() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return weight_peak_;
 }
 
 bool BlockEngine::resident_weights() const {

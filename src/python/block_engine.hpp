@@ -1,6 +1,7 @@
-// BlockEngine: what the Python module drives. It owns one model's weights
-// (its own host copy), one backend and its activation arena, and runs single
-// DiT blocks on caller-owned tensors exactly as ComfyUI's
+// BlockEngine: what the Python module drives. It holds one model's weights as
+// views (a mapped checkpoint, or the caller's own arrays: no copy of the
+// model), one backend with its activation arena and weight stores, and runs
+// single DiT blocks on caller-owned tensors exactly as ComfyUI's
 // DiTBlock.forward(x, t_emb, mod_segments, rope_freqs) does, stock or
 // streamed. No Python or nanobind types here: the binding (py_engine.cpp)
 // turns DLPack arrays into Tensor views and calls this.
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,12 +33,18 @@ struct BlockCall {
   ExecOptions options;
   uintptr_t stream = 0;                   // cudaStream_t of the caller (0: legacy default stream)
   BlockPhases phases = BlockPhases::all;  // attn_only: the attention half
+  // This call's weights (the caller's arrays, borrowed: used in place on the
+  // engine's device, uploaded for this call otherwise); none: the engine's own.
+  std::optional<BlockWeights> weights;
 };
 
 class BlockEngine {
  public:
+  // vram_budget: device bytes for the blocks' weights (0: no limit); blocks stay
+  // resident after their first call when the model fits, otherwise they are
+  // prepared per call (exec/weight_feed.hpp's plan).
   BlockEngine(ModelWeights weights, const std::string& backend, int device, size_t budget_bytes,
-              int threads);
+              int threads, size_t vram_budget = 0);
 
   const ModelWeights& weights() const { return weights_; }
   const ModelConfig& config() const { return weights_.config; }
@@ -62,29 +70,46 @@ class BlockEngine {
   size_t arena_peak() const;
   size_t arena_allocated() const;
 
-  // false: a block's layers leave the GPU after each call (re-uploaded from
-  // the engine's host copy on the next one), so the engine adds at most one
-  // block of weights to the VRAM of a host (ComfyUI) that keeps its own copy
-  // resident; costs one host -> device copy of the block per call. true (the
-  // default): every block stays resident after its first call.
+  // false: a block's prepared weights go after each call (re-prepared from the
+  // engine's source on the next one), so the engine adds at most one block of
+  // weights to the VRAM of a host that keeps its own copy; true: every block
+  // stays prepared after its first call (the default when the model fits the
+  // engine's vram_budget).
   void set_resident_weights(bool resident);
   bool resident_weights() const;
+  // Device bytes held by prepared weights now, and at most so far.
+  size_t weight_bytes() const;
+  size_t weight_peak_bytes() const;
 
-  // Lazy engines (built without the DiT blocks' data) take a block's weights
-  // per call: load_block replaces block `index` (its device copy is dropped
-  // first, so nothing stale is served), drop_block frees it (host and device).
+  // Lazy engines (built from the config only) take a block's weights per call
+  // or through load_block, which replaces block `index` (a new generation: a
+  // prepared copy of the old one is never used again); drop_block forgets it.
   void load_block(int64_t index, BlockWeights weights);
   void drop_block(int64_t index);
   bool block_loaded(int64_t index) const;
 
  private:
   void check_call(const BlockCall& call) const;
+  size_t weight_bytes_unlocked() const;
+  // The block's weights prepared for the backend (and ready), from the call's
+  // own or the engine's source.
+  const BlockWeights& prepared(const BlockCall& call);
   template <class Run>
   void with_block(const BlockCall& call, Run&& run);
 
-  ModelWeights weights_;
+  ModelWeights weights_;  // the source: views of a mapped file or the caller's arrays
   EngineBackend backend_;
   bool resident_weights_ = true;
+  // Resident: block i prepared into its own store, tagged with the source's
+  // generation. Per call: one store reused by every call.
+  struct Prepared {
+    std::unique_ptr<WeightStore> store;
+    BlockWeights block;
+    uint64_t generation = 0;
+  };
+  std::vector<Prepared> resident_;
+  Prepared per_call_;
+  size_t weight_peak_ = 0;
   mutable std::mutex mutex_;  // one call at a time: the backend and arena are not thread-safe
 };
 

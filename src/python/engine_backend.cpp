@@ -49,7 +49,7 @@ EngineBackend::CallScope::CallScope(EngineBackend& b, uintptr_t stream) {
 #ifdef H3S_HAVE_CUDA
   if (b.device_kind() == Device::cuda) {
     device_ = std::make_unique<DeviceScope>(b.device_);
-    static_cast<cuda::CudaBackend&>(*b.backend_).set_stream(reinterpret_cast<cudaStream_t>(stream));
+    b.backend_->use_stream(reinterpret_cast<void*>(stream));
   }
 #else
   (void)b, (void)stream;
@@ -57,28 +57,6 @@ EngineBackend::CallScope::CallScope(EngineBackend& b, uintptr_t stream) {
 }
 
 EngineBackend::CallScope::~CallScope() = default;
-
-void EngineBackend::release_weights(std::initializer_list<const QuantLinear*> layers) {
-#ifdef H3S_HAVE_CUDA
-  if (device_kind() != Device::cuda) return;
-  const cuda::DeviceGuard on(device_);
-  // evict frees with cudaFree, which waits for queued kernels that read them.
-  for (const QuantLinear* w : layers) static_cast<cuda::CudaBackend&>(*backend_).evict(*w);
-#else
-  (void)layers;
-#endif
-}
-
-void EngineBackend::release_vectors(std::initializer_list<const std::vector<uint16_t>*> vectors) {
-#ifdef H3S_HAVE_CUDA
-  if (device_kind() != Device::cuda) return;
-  const cuda::DeviceGuard on(device_);
-  for (const std::vector<uint16_t>* v : vectors)
-    static_cast<cuda::CudaBackend&>(*backend_).evict(*v);
-#else
-  (void)vectors;
-#endif
-}
 
 EngineBackend::EngineBackend(const std::string& name, int device, size_t budget_bytes, int threads)
     : name_(name), device_(device) {
@@ -110,7 +88,7 @@ EngineBackend::EngineBackend(const std::string& name, int device, size_t budget_
 
 EngineBackend::~EngineBackend() {
 #ifdef H3S_HAVE_CUDA
-  // The CUDA backend frees its weights and stream on the engine's device.
+  // The CUDA backend frees its stream on the engine's device.
   std::unique_ptr<cuda::DeviceGuard> on;
   if (backend_ && backend_->device() == Device::cuda) {
     try {

@@ -36,12 +36,6 @@ class EngineBackend {
   Backend& ops() { return *backend_; }
   Arena& arena() { return *arena_; }
   const Arena& arena() const { return *arena_; }
-  // Drops the device copies of these layers (CUDA; a no-op on the CPU, which
-  // reads the host weights directly). The next use uploads them again.
-  void release_weights(std::initializer_list<const QuantLinear*> layers);
-  // The same for small weight vectors (norm weights), whose device copies are
-  // keyed by data pointer: call before freeing or replacing them.
-  void release_vectors(std::initializer_list<const std::vector<uint16_t>*> vectors);
 
   // While alive: the engine's GPU is current and every op goes to `stream`
   // (a cudaStream_t as an integer; 0 = the legacy default stream). A no-op on

@@ -37,10 +37,18 @@ struct PyEngine {
 };
 
 std::unique_ptr<PyEngine> make(ModelWeights w, const std::string& backend, int device,
-                               size_t memory_budget, int threads) {
+                               size_t memory_budget, int threads, size_t vram_budget) {
   auto e = std::make_unique<PyEngine>();
-  e->engine = std::make_unique<BlockEngine>(std::move(w), backend, device, memory_budget, threads);
+  e->engine = std::make_unique<BlockEngine>(std::move(w), backend, device, memory_budget, threads,
+                                            vram_budget);
   return e;
+}
+
+std::vector<ArrayEntry> array_entries(const std::vector<Entry>& tensors) {
+  std::vector<ArrayEntry> arrays;
+  arrays.reserve(tensors.size());
+  for (const auto& [name, dtype, array] : tensors) arrays.push_back({name, dtype, array});
+  return arrays;
 }
 
 ExecMode parse_mode(const std::string& mode) {
@@ -136,6 +144,19 @@ nb::list ledger_list(const BlockEngine& e) {
   return out;
 }
 
+// A call's own weights: views of the caller's arrays (checked like a
+// checkpoint's block), referenced until the call's end.
+void attach_weights(PyEngine& e, BlockCall& call, const std::optional<std::vector<Entry>>& weights,
+                    const std::map<std::string, std::string>& metadata) {
+  if (!weights) return;
+  const std::vector<ArrayEntry> arrays = array_entries(*weights);
+  for (const ArrayEntry& a : arrays) expect_engine_gpu(*e.engine, a.array, a.name.c_str());
+  std::shared_ptr<const void> keep_alive = keep_arrays_alive(arrays);
+  const nb::gil_scoped_release unlocked;
+  call.weights = load_block_from_arrays(arrays, metadata, e.engine->config(), call.index,
+                                        std::move(keep_alive));
+}
+
 nb::dict self_check_dict(const SelfCheckResult& r, int64_t tokens) {
   nb::dict d;
   d["line"] = r.line(tokens);
@@ -160,43 +181,42 @@ void bind_engine(nb::module_& m) {
   c.def_static(
       "from_checkpoint",
       [](const std::string& path, const std::string& backend, int device, size_t memory_budget,
-         int threads) {
+         int threads, size_t vram_budget) {
         ModelWeights w;
         {
           const nb::gil_scoped_release unlocked;
-          w = load_checkpoint(path);
+          w = load_checkpoint(path);  // the file mapped and viewed in place
         }
-        return make(std::move(w), backend, device, memory_budget, threads);
+        return make(std::move(w), backend, device, memory_budget, threads, vram_budget);
       },
-      "path"_a, "backend"_a = "cpu", "device"_a = 0, "memory_budget"_a = 0, "threads"_a = 0);
+      "path"_a, "backend"_a = "cpu", "device"_a = 0, "memory_budget"_a = 0, "threads"_a = 0,
+      "vram_budget"_a = 0);
   c.def_static(
       "from_arrays",
       [](const std::vector<Entry>& tensors, const std::map<std::string, std::string>& metadata,
          const std::string& backend, int device, size_t memory_budget, int threads,
-         bool lazy_blocks) {
-        std::vector<ArrayEntry> arrays;
-        arrays.reserve(tensors.size());
-        for (const auto& [name, dtype, array] : tensors) arrays.push_back({name, dtype, array});
+         bool lazy_blocks, size_t vram_budget) {
+        const std::vector<ArrayEntry> arrays = array_entries(tensors);
+        // The weights are views of the arrays, which this keeps referenced.
+        std::shared_ptr<const void> keep_alive = keep_arrays_alive(arrays);
         ModelWeights w;
         {
-          // The arrays stay referenced by `arrays` while unlocked.
           const nb::gil_scoped_release unlocked;
-          w = load_weights_from_arrays(arrays, metadata, lazy_blocks);
+          w = load_weights_from_arrays(arrays, metadata, std::move(keep_alive), lazy_blocks);
         }
-        return make(std::move(w), backend, device, memory_budget, threads);
+        return make(std::move(w), backend, device, memory_budget, threads, vram_budget);
       },
       "tensors"_a, "metadata"_a, "backend"_a = "cpu", "device"_a = 0, "memory_budget"_a = 0,
-      "threads"_a = 0, "lazy_blocks"_a = false);
+      "threads"_a = 0, "lazy_blocks"_a = false, "vram_budget"_a = 0);
   c.def(
       "load_block",
       [](PyEngine& e, int64_t index, const std::vector<Entry>& tensors,
          const std::map<std::string, std::string>& metadata) {
-        std::vector<ArrayEntry> arrays;
-        arrays.reserve(tensors.size());
-        for (const auto& [name, dtype, array] : tensors) arrays.push_back({name, dtype, array});
+        const std::vector<ArrayEntry> arrays = array_entries(tensors);
+        std::shared_ptr<const void> keep_alive = keep_arrays_alive(arrays);
         const nb::gil_scoped_release unlocked;
-        e.engine->load_block(index,
-                             load_block_from_arrays(arrays, metadata, e.engine->config(), index));
+        e.engine->load_block(index, load_block_from_arrays(arrays, metadata, e.engine->config(),
+                                                           index, std::move(keep_alive)));
       },
       "index"_a, "tensors"_a, "metadata"_a);
   c.def("drop_block", [](PyEngine& e, int64_t index) { e.engine->drop_block(index); });
@@ -209,15 +229,21 @@ void bind_engine(nb::module_& m) {
   c.def_prop_rw(
       "resident_weights", [](const PyEngine& e) { return e.engine->resident_weights(); },
       [](PyEngine& e, bool v) { e.engine->set_resident_weights(v); },
-      "False: each block's layers leave the GPU after its call (at most one block of weights "
-      "added to the host's VRAM; one host -> device copy per call).");
+      "False: each block's prepared weights go after its call (at most one block of weights "
+      "added to the host's VRAM; one preparation per call).");
+  c.def_prop_ro("weight_bytes", [](const PyEngine& e) { return e.engine->weight_bytes(); });
+  c.def_prop_ro("weight_peak_bytes",
+                [](const PyEngine& e) { return e.engine->weight_peak_bytes(); });
   c.def(
       "run_block",
       [](PyEngine& e, int64_t index, WriteArray x, ReadArray t_emb, const std::vector<Run>& runs,
          ReadArray rope, const std::string& mode, const std::optional<ExecOptions>& options,
-         std::optional<uintptr_t> stream, const std::string& phases) {
-        const BlockCall call =
+         std::optional<uintptr_t> stream, const std::string& phases,
+         const std::optional<std::vector<Entry>>& weights,
+         const std::map<std::string, std::string>& metadata) {
+        BlockCall call =
             make_call(*e.engine, index, x, t_emb, runs, rope, mode, options, stream, phases);
+        attach_weights(e, call, weights, metadata);
         std::optional<std::string> line;
         ExecMode ran = ExecMode::stock;
         {
@@ -232,15 +258,18 @@ void bind_engine(nb::module_& m) {
       },
       "index"_a, "x"_a.noconvert(), "t_emb"_a.noconvert(), "mod_runs"_a, "rope"_a.noconvert(),
       nb::kw_only(), "mode"_a = "streamed", "options"_a = nb::none(), "stream"_a = nb::none(),
-      "phases"_a = "all");
+      "phases"_a = "all", "weights"_a = nb::none(),
+      "metadata"_a = std::map<std::string, std::string>{});
   c.def(
       "self_check",
       [](PyEngine& e, int64_t index, ReadArray x, ReadArray t_emb, const std::vector<Run>& runs,
-         ReadArray rope, const std::optional<ExecOptions>& options,
-         std::optional<uintptr_t> stream) {
+         ReadArray rope, const std::optional<ExecOptions>& options, std::optional<uintptr_t> stream,
+         const std::optional<std::vector<Entry>>& weights,
+         const std::map<std::string, std::string>& metadata) {
         // x is only read (the variants run on copies): a read-only view will do.
-        const BlockCall call =
+        BlockCall call =
             make_call(*e.engine, index, x, t_emb, runs, rope, "streamed", options, stream, "all");
+        attach_weights(e, call, weights, metadata);
         SelfCheckResult r;
         {
           const nb::gil_scoped_release unlocked;
@@ -249,7 +278,8 @@ void bind_engine(nb::module_& m) {
         return self_check_dict(r, call.x.rows());
       },
       "index"_a, "x"_a.noconvert(), "t_emb"_a.noconvert(), "mod_runs"_a, "rope"_a.noconvert(),
-      nb::kw_only(), "options"_a = nb::none(), "stream"_a = nb::none());
+      nb::kw_only(), "options"_a = nb::none(), "stream"_a = nb::none(), "weights"_a = nb::none(),
+      "metadata"_a = std::map<std::string, std::string>{});
   c.def("ledger", [](const PyEngine& e) { return ledger_list(*e.engine); });
   c.def("reset_ledger", [](PyEngine& e) { e.engine->reset_ledger(); });
   c.def("arena_peak", [](const PyEngine& e) { return e.engine->arena_peak(); });

@@ -26,15 +26,13 @@ bool c_contiguous(const ReadArray& a) {
   return true;
 }
 
-// The arrays as a SafetensorsFile over their memory. CUDA arrays are copied
-// to host (kept alive in `host_copies`) unless `skip_block_data` says their
-// data is never read (lazy blocks: only names, dtypes and shapes matter).
+// The arrays as a SafetensorsFile over their memory (CPU and CUDA alike);
+// a CUDA entry's bytes are read only through the DeviceReader.
 SafetensorsFile arrays_file(const std::vector<ArrayEntry>& arrays,
-                            const std::map<std::string, std::string>& metadata,
-                            bool skip_block_data,
-                            std::vector<std::unique_ptr<std::byte[]>>& host_copies) {
+                            const std::map<std::string, std::string>& metadata) {
   std::vector<TensorEntry> entries;
   entries.reserve(arrays.size());
+  std::map<std::string, int> cuda_device;  // entry name -> its GPU
   for (const ArrayEntry& in : arrays) {
     const ReadArray& a = in.array;
     TensorEntry e;
@@ -62,41 +60,64 @@ SafetensorsFile arrays_file(const std::vector<ArrayEntry>& arrays,
     if (!c_contiguous(a))
       fail(ErrorKind::bad_input, "{}: tensor '{}' is not contiguous: pass .contiguous() arrays",
            kSource, in.name);
+    e.data = static_cast<const std::byte*>(a.data());
     const int dev = a.device_type();
-    if (dev == nb::device::cpu::value || (skip_block_data && is_dit_block_data(in.name))) {
-      e.data = static_cast<const std::byte*>(a.data());  // CUDA here: never dereferenced
-    } else if (dev == nb::device::cuda::value) {
-      auto copy = std::make_unique<std::byte[]>(e.bytes ? e.bytes : 1);
-      copy_cuda_to_host(a.device_id(), copy.get(), a.data(), e.bytes);
-      e.data = copy.get();
-      host_copies.push_back(std::move(copy));
-    } else {
+    if (dev == nb::device::cuda::value) {
+      if (!cuda_built())
+        fail(ErrorKind::bad_input,
+             "{}: tensor '{}' is a CUDA tensor but this h3stream was built without the CUDA "
+             "backend: pass CPU tensors, or rebuild with nvcc on PATH",
+             kSource, in.name);
+      e.device = Device::cuda;
+      cuda_device[in.name] = a.device_id();
+    } else if (dev != nb::device::cpu::value) {
       fail(ErrorKind::bad_input, "{}: tensor '{}' lives on {}, expected cpu or cuda memory",
            kSource, in.name, device_label(dev, a.device_id()));
     }
     entries.push_back(std::move(e));
   }
-  return SafetensorsFile::from_entries(std::move(entries), metadata, kSource);
+  DeviceReader read = [devices = std::move(cuda_device)](const TensorEntry& e, void* dst) {
+    copy_cuda_to_host(devices.at(e.name), dst, e.data, e.bytes);
+  };
+  return SafetensorsFile::from_entries(std::move(entries), metadata, kSource, std::move(read));
 }
 
 }  // namespace
 
+std::shared_ptr<const void> keep_arrays_alive(std::vector<ArrayEntry> arrays) {
+  // The last reference may go on any thread, with or without the GIL.
+  return std::shared_ptr<const void>(new std::vector<ArrayEntry>(std::move(arrays)),
+                                     [](const void* p) {
+                                       const nb::gil_scoped_acquire gil;
+                                       delete static_cast<const std::vector<ArrayEntry>*>(p);
+                                     });
+}
+
 ModelWeights load_weights_from_arrays(const std::vector<ArrayEntry>& arrays,
                                       const std::map<std::string, std::string>& metadata,
-                                      bool lazy_blocks) {
-  std::vector<std::unique_ptr<std::byte[]>> host_copies;  // alive for the load
-  const SafetensorsFile f = arrays_file(arrays, metadata, lazy_blocks, host_copies);
+                                      std::shared_ptr<const void> keep_alive, bool lazy_blocks) {
+  const SafetensorsFile f = arrays_file(arrays, metadata);
   LoadOptions options;
   options.skip_dit_blocks = lazy_blocks;
-  return load_checkpoint(f, nullptr, options);
+  options.keep_alive = std::move(keep_alive);
+  ModelWeights w = load_checkpoint(f, nullptr, options);
+  if (!lazy_blocks) return w;
+  // A lazy engine keeps the config only: no reference to the host's tensors,
+  // which the host may move or free between calls.
+  ModelWeights config_only;
+  config_only.config = w.config;
+  config_only.format = w.format;
+  config_only.refiner.resize(w.refiner.size());
+  config_only.blocks.resize(w.blocks.size());
+  return config_only;
 }
 
 BlockWeights load_block_from_arrays(const std::vector<ArrayEntry>& arrays,
                                     const std::map<std::string, std::string>& metadata,
-                                    const ModelConfig& config, int64_t index) {
-  std::vector<std::unique_ptr<std::byte[]>> host_copies;
-  const SafetensorsFile f = arrays_file(arrays, metadata, false, host_copies);
-  return load_dit_block(f, config, index);
+                                    const ModelConfig& config, int64_t index,
+                                    std::shared_ptr<const void> keep_alive) {
+  const SafetensorsFile f = arrays_file(arrays, metadata);
+  return load_dit_block(f, config, index, std::move(keep_alive));
 }
 
 }  // namespace h3s::py

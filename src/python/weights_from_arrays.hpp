@@ -2,9 +2,17 @@
 // checkpoint loader's own per-layer format dispatch and checks: every format
 // a file loads (bf16, int8 ConvRot, W4A8, NVFP4, curve or full time form)
 // loads from arrays too, with the same messages.
+//
+// Nothing is copied: the loaded weights are views of the arrays themselves
+// (CPU or CUDA memory), which `keep_alive` keeps referenced. Only small arrays
+// whose values the loader checks (scales, biases, the comfy_quant JSON) are
+// read, through a device -> host copy for CUDA arrays; arrays in a dtype the
+// kernels do not read (an F16 weight, a bf16 scale) are converted into new
+// host arrays, and NVFP4 is decoded to bf16 on the host, as from a file.
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,19 +27,21 @@ struct ArrayEntry {
   ReadArray array;    // C-contiguous, CPU or CUDA memory; never written
 };
 
-// The engine keeps its own copy: CPU arrays are read in place during the
-// load, CUDA arrays are first copied to host memory (synchronously) on their
-// device. Throws Error(bad_input) naming the tensor and what is wrong.
-// lazy_blocks: the DiT blocks stay empty (their tensors must be there, for
-// detection, but their data is neither read nor copied); load_block_from_arrays
-// fills one block per call.
+// The arrays kept referenced for as long as any view of them lives. Must be
+// made (and is released) with Python's GIL available: it holds Python objects.
+std::shared_ptr<const void> keep_arrays_alive(std::vector<ArrayEntry> arrays);
+
+// The whole model as views of `arrays`. lazy_blocks: the config only (every
+// name and shape is still checked, no array is read or kept): for hosts that
+// hand each block's tensors over per call.
 ModelWeights load_weights_from_arrays(const std::vector<ArrayEntry>& arrays,
                                       const std::map<std::string, std::string>& metadata,
-                                      bool lazy_blocks = false);
+                                      std::shared_ptr<const void> keep_alive, bool lazy_blocks);
 // DiT block `index` from that block's tensors (its keys as in the model,
-// "[prefix]blocks.<index>.*"), checked like a checkpoint's.
+// "[prefix]blocks.<index>.*"), checked like a checkpoint's, as views.
 BlockWeights load_block_from_arrays(const std::vector<ArrayEntry>& arrays,
                                     const std::map<std::string, std::string>& metadata,
-                                    const ModelConfig& config, int64_t index);
+                                    const ModelConfig& config, int64_t index,
+                                    std::shared_ptr<const void> keep_alive);
 
 }  // namespace h3s::py

@@ -54,8 +54,21 @@ class PerturbingBackend final : public Backend {
   void convert(const Tensor& x, const Tensor& y) override { inner_->convert(x, y); }
   void copy(const Tensor& x, const Tensor& y) override { inner_->copy(x, y); }
   void scale(const Tensor& x, float alpha) override { inner_->scale(x, alpha); }
-  Tensor weight(const std::vector<uint16_t>& bf16_values) override {
-    return inner_->weight(bf16_values);
+  std::unique_ptr<WeightStore> make_weight_store(std::string name, size_t capacity) override {
+    return inner_->make_weight_store(std::move(name), capacity);
+  }
+  QuantLinear prepare(const QuantLinear& src, Residency r, WeightStore& store) override {
+    return inner_->prepare(src, r, store);
+  }
+  WeightArray<uint16_t> prepare(const WeightArray<uint16_t>& src, Residency r,
+                                WeightStore& store) override {
+    return inner_->prepare(src, r, store);
+  }
+  size_t prepared_bytes(const QuantLinear& src, Residency r) const override {
+    return inner_->prepared_bytes(src, r);
+  }
+  size_t prepared_bytes(const WeightArray<uint16_t>& src, Residency r) const override {
+    return inner_->prepared_bytes(src, r);
   }
   void upload(const void* host, const Tensor& dst) override { inner_->upload(host, dst); }
   void download(const Tensor& src, void* host) override { inner_->download(src, host); }

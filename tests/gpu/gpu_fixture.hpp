@@ -110,15 +110,31 @@ class GpuBackendTest : public ::testing::Test {
     arena_ = std::make_unique<Arena>(*memory_, 0);
     gpu_ = std::make_unique<cuda::CudaBackend>(*arena_);
     cpu_ = make_cpu_backend(4);
+    weights_ = gpu_->make_weight_store("test weights", 0);
+    cpu_weights_ = cpu_->make_weight_store("test weights (cpu)", 0);
   }
   void TearDown() override {
     if (gpu_) gpu_->synchronize();
+  }
+
+  // `w` prepared for the GPU (uploaded into the test's weight store) and
+  // ready for the ops issued next.
+  QuantLinear on_gpu(const QuantLinear& w) {
+    QuantLinear p = gpu_->prepare(w, Residency::resident, *weights_);
+    weights_->seal();
+    gpu_->wait_ready(*weights_);
+    return p;
+  }
+  // `w` as the CPU backend reads it (its int8 decode of W4A8).
+  QuantLinear on_cpu(const QuantLinear& w) {
+    return cpu_->prepare(w, Residency::resident, *cpu_weights_);
   }
 
   std::unique_ptr<cuda::CudaMemory> memory_;
   std::unique_ptr<Arena> arena_;
   std::unique_ptr<cuda::CudaBackend> gpu_;
   std::unique_ptr<Backend> cpu_;
+  std::unique_ptr<WeightStore> weights_, cpu_weights_;
 };
 
 }  // namespace h3s::test

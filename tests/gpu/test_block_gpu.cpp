@@ -23,13 +23,25 @@ struct GpuBlock {
   std::unique_ptr<Backend> be = make_cuda_backend(arena);
   const ModelWeights* w;
   PackedLayout layout;
+  std::unique_ptr<WeightStore> store = be->make_weight_store("block 0", 0);
+  ModelWeights extras;  // the time embedder, prepared
+  BlockWeights block;   // block 0, prepared
   OwnedTensor adaln_in, mods, rope, x;
   BlockContext ctx;
 
   GpuBlock(const ModelWeights& weights, PackedLayout l) : w(&weights), layout(std::move(l)) {
     const ModelConfig& c = w->config;
-    adaln_in = adaln_input(*be, arena, *w, layout.timesteps);
-    mods = adaln_project(*be, arena, w->blocks[0].adaln, adaln_in.view, "mods");
+    extras.config = c;
+    extras.adaln_t_table = w->adaln_t_table;
+    if (w->time_in.out > 0) {
+      extras.time_in = be->prepare(w->time_in, Residency::resident, *store);
+      extras.time_out = be->prepare(w->time_out, Residency::resident, *store);
+    }
+    block = prepare_block(*be, w->blocks[0], Residency::resident, *store);
+    store->seal();
+    be->wait_ready(*store);
+    adaln_in = adaln_input(*be, arena, extras, layout.timesteps);
+    mods = adaln_project(*be, arena, block.adaln, adaln_in.view, "mods");
     rope = arena.tensor(DType::bf16, {layout.seq_len, c.rope_dim / 2, 2}, "rope");
     be->upload(rope_table(layout, w->rope_inv_freq, c.rope_dim).data(), rope.view);
     x = arena.tensor(DType::bf16, {layout.seq_len, c.hidden}, "x");
@@ -40,7 +52,7 @@ struct GpuBlock {
   }
   std::vector<uint16_t> run(const std::vector<uint16_t>& x0, const StreamChunks* c) {
     be->upload(x0.data(), x.view);
-    const BlockView v = BlockView::dit(w->blocks[0], ctx);
+    const BlockView v = BlockView::dit(block, ctx);
     if (c)
       run_block_streamed(*be, arena, v, x.view, *c);
     else

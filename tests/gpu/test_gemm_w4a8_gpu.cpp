@@ -102,12 +102,14 @@ struct W4A8Problem {
     q.format = WeightFormat::w4a8;
     q.out = n;
     q.in = k;
-    q.w4_codes.resize(size_t(n * k / 2));
-    for (auto& c : q.w4_codes) c = uint8_t(byte(rng));
+    std::vector<uint8_t> packed(static_cast<size_t>(n * k / 2));
+    for (auto& c : packed) c = uint8_t(byte(rng));
+    q.w4_codes = std::move(packed);
     q.w4_s_rel = random_scales(size_t(n * k / kW4Group), seed + 1);
     if (codebook) q.w4_codebook = test_codebook();
-    q.w_scale.resize(size_t(n));
-    for (auto& s : q.w_scale) s = std::exp(log_scale(rng));
+    std::vector<float> row_scales(static_cast<size_t>(n));
+    for (auto& s : row_scales) s = std::exp(log_scale(rng));
+    q.w_scale = std::move(row_scales);
     decode_w4a8(q);
     hxs.resize(size_t(m));
     for (auto& s : hxs) s = std::exp(log_scale(rng)) * 1e3f;
@@ -123,13 +125,14 @@ struct W4A8Problem {
       std::fill_n(hx.begin() + ldx, k, int8_t(0));
     }
     x = std::make_unique<DeviceArray<int8_t>>(hx);
-    w_i8 = std::make_unique<DeviceArray<int8_t>>(q.w_i8);
+    w_i8 = std::make_unique<DeviceArray<int8_t>>(q.w_i8.to_vector());
     xs = std::make_unique<DeviceArray<float>>(hxs);
-    ws = std::make_unique<DeviceArray<float>>(q.w_scale);
+    ws = std::make_unique<DeviceArray<float>>(q.w_scale.to_vector());
     bias = std::make_unique<DeviceArray<float>>(hbias);
-    levels = std::make_unique<DeviceArray<float>>(codebook ? q.w4_codebook : default_levels());
-    codes = std::make_unique<DeviceArray<uint8_t>>(q.w4_codes, offset);
-    s_rel = std::make_unique<DeviceArray<uint8_t>>(q.w4_s_rel, offset);
+    levels = std::make_unique<DeviceArray<float>>(codebook ? q.w4_codebook.to_vector()
+                                                           : default_levels());
+    codes = std::make_unique<DeviceArray<uint8_t>>(q.w4_codes.to_vector(), offset);
+    s_rel = std::make_unique<DeviceArray<uint8_t>>(q.w4_s_rel.to_vector(), offset);
   }
 
   // Rows [r0, r0 + rows), output features [f0, f1) into y (row stride ldy,
@@ -271,20 +274,21 @@ TEST_F(GpuGemmW4A8, DecodeEqualsDecodeW4a8ForEveryScaleAndCode) {
     q.format = WeightFormat::w4a8;
     q.out = n;
     q.in = k;
-    q.w4_codes.assign(size_t(n * k / 2), 0);
-    q.w4_s_rel.resize(size_t(n * groups));
+    std::vector<uint8_t> packed(size_t(n * k / 2), 0), scales(size_t(n * groups));
     for (int64_t r = 0; r < n; ++r)
       for (int64_t g = 0; g < groups; ++g) {
         uint8_t s = uint8_t((r * groups + g) % 256);
         if ((s & 0x7f) == 0x7f) s ^= 1;
-        q.w4_s_rel[size_t(r * groups + g)] = s;
+        scales[size_t(r * groups + g)] = s;
         for (int64_t j = 0; j < kW4Group; ++j) {
           const int64_t col = g * kW4Group + j;
           const uint8_t code = uint8_t((j * 7 + r) % 16);  // every code once per group
-          uint8_t& b = q.w4_codes[size_t(r * (k / 2) + col / 2)];
+          uint8_t& b = packed[size_t(r * (k / 2) + col / 2)];
           b = uint8_t(col % 2 == 0 ? (b & 0xf0) | code : (b & 0x0f) | (code << 4));
         }
       }
+    q.w4_codes = std::move(packed);
+    q.w4_s_rel = std::move(scales);
     if (codebook) q.w4_codebook = test_codebook();
     decode_w4a8(q);
 
@@ -292,8 +296,8 @@ TEST_F(GpuGemmW4A8, DecodeEqualsDecodeW4a8ForEveryScaleAndCode) {
     for (int64_t i = 0; i < k; ++i) eye[size_t(i * k + i)] = 1;
     const DeviceArray<int8_t> x(eye);
     const DeviceArray<float> ones(std::vector<float>(size_t(n), 1.0f));
-    const DeviceArray<float> levels(codebook ? q.w4_codebook : default_levels());
-    const DeviceArray<uint8_t> codes(q.w4_codes), s_rel(q.w4_s_rel);
+    const DeviceArray<float> levels(codebook ? q.w4_codebook.to_vector() : default_levels());
+    const DeviceArray<uint8_t> codes(q.w4_codes.to_vector()), s_rel(q.w4_s_rel.to_vector());
     DeviceArray<uint16_t> y(size_t(k * n));
     cuda::gemm_w4a8(x.get(), k, ones.get(), codes.get(), s_rel.get(), levels.get(), ones.get(),
                     nullptr, y.get(), n, k, n, k, nullptr);
@@ -343,10 +347,11 @@ QuantLinear w4a8_layer(int64_t n, int64_t k, bool codebook, uint32_t seed) {
     w.w4_codebook = test_codebook();
     decode_w4a8(w);
   }
-  w.bias.resize(size_t(n));
+  std::vector<float> bias(static_cast<size_t>(n));
   std::mt19937 rng(seed + 1);
   std::normal_distribution<float> d(0.0f, 0.1f);
-  for (float& b : w.bias) b = bf16_to_f32(f32_to_bf16(d(rng)));
+  for (float& b : bias) b = bf16_to_f32(f32_to_bf16(d(rng)));
+  w.bias = std::move(bias);
   return w;
 }
 
@@ -369,7 +374,7 @@ TEST_F(GpuW4A8Backend, LinearAndSwigluMatchCpuWithPackedWeights) {
         Tensor dx, dy;
         const Buffer bx = to_device(hx, m, kIn, &dx);
         const Buffer by = to_device(got, m, feat.size(), &dy);
-        gpu_->linear(dx, w, dy, feat);
+        gpu_->linear(dx, on_gpu(w), dy, feat);
         gpu_->download(dy, got.data());
         EXPECT_EQ(count_bit_diffs(got, want, m, 0, feat.size(), feat.size()), 0);
       }
@@ -382,28 +387,43 @@ TEST_F(GpuW4A8Backend, LinearAndSwigluMatchCpuWithPackedWeights) {
       Tensor df, dy;
       const Buffer bf = to_device(hf, m, 2 * kIn, &df);
       const Buffer by = to_device(got, m, kOut, &dy);
-      gpu_->swiglu_linear(df, w, dy);
+      gpu_->swiglu_linear(df, on_gpu(w), dy);
       gpu_->download(dy, got.data());
       EXPECT_EQ(count_bit_diffs(got, want, m, 0, kOut, kOut), 0);
     }
-    // codes (in / 2) + scales (in / 16) + levels + row scales + bias.
-    const size_t packed = size_t(kOut * kIn / 2 + kOut * kIn / kW4Group + 16 * 4 + kOut * 4 * 2);
-    EXPECT_EQ(gpu_->weights(w).bytes, packed);
-    EXPECT_EQ(gpu_->weights(w).w_i8, nullptr);
-    gpu_->clear_weights();
+    // codes (in / 2) + scales (in / 16) + levels + row scales + bias, each array
+    // 256-byte aligned in the store; no int8 decode on the device.
+    const size_t packed = WeightStore::aligned(kOut * kIn / 2) +
+                          WeightStore::aligned(kOut * kIn / kW4Group) +
+                          WeightStore::aligned(16 * 4) + 2 * WeightStore::aligned(kOut * 4);
+    EXPECT_EQ(gpu_->prepared_bytes(w, Residency::resident), packed);
+    const std::unique_ptr<WeightStore> store = gpu_->make_weight_store("one layer", 0);
+    const QuantLinear p = gpu_->prepare(w, Residency::resident, *store);
+    EXPECT_EQ(store->bytes(), packed);
+    EXPECT_TRUE(p.w_i8.empty());
+    EXPECT_EQ(p.w4_codes.device(), Device::cuda);
+    gpu_->synchronize();
   }
 }
 
 // A w4a8 layer without its packed arrays is refused by name, not read.
 TEST_F(GpuW4A8Backend, MissingPackedArraysAreRefused) {
   QuantLinear w = w4a8_layer(64, 256, false, 3);
-  w.w4_codes.clear();
   std::vector<uint16_t> hx(256, 0);
   Tensor dx, dy;
   const Buffer bx = to_device(hx, 1, 256, &dx);
   const Buffer by = to_device(std::vector<uint16_t>(64, 0), 1, 64, &dy);
+  // Host weights that did not go through prepare are refused by name.
   try {
     gpu_->linear(dx, w, dy);
+    ADD_FAILURE() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("prepare it for this backend"), std::string::npos)
+        << e.what();
+  }
+  w.w4_codes = WeightArray<uint8_t>{};
+  try {
+    gpu_->linear(dx, on_gpu(w), dy);
     ADD_FAILURE() << "expected an error";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("w4a8"), std::string::npos) << e.what();

@@ -537,8 +537,9 @@ QuantLinear make_weight(WeightFormat format, int64_t n, int64_t k, bool bias, ui
     w = QuantLinear::from_bf16(b, n, k, format);
   }
   if (bias) {
-    w.bias.resize(size_t(n));
-    for (float& e : w.bias) e = round_bf16(rng.normal() * 0.1f);
+    std::vector<float> b(static_cast<size_t>(n));
+    for (float& e : b) e = round_bf16(rng.normal() * 0.1f);
+    w.bias = std::move(b);
   }
   return w;
 }
@@ -572,7 +573,7 @@ TEST_F(GpuOps, LinearQuantisedBitEqualFloatWithinBound) {
           cpu_->linear(x.view(), w, want.view(), feat);
           const DevMat dx = to_device(x);
           DevMat dy = to_device(init);
-          gpu_->linear(dx.view, w, dy.view, feat);
+          gpu_->linear(dx.view, on_gpu(w), dy.view, feat);
           const Mat got = to_host(dy, want);
           if (exact) {
             expect_same_bits(got, want, label);
@@ -613,7 +614,7 @@ TEST_F(GpuOps, SwigluLinearMatchesCpu) {
       cpu_->swiglu_linear(fx.view(), w, want.view());
       const DevMat df = to_device(fx);
       DevMat dy = to_device(init);
-      gpu_->swiglu_linear(df.view, w, dy.view);
+      gpu_->swiglu_linear(df.view, on_gpu(w), dy.view);
       const Mat got = to_host(dy, want);
       if (f == WeightFormat::w4a8)
         expect_same_bits(got, want, label);
@@ -646,7 +647,11 @@ TEST_F(GpuOps, StreamOrderedArenaGivesTheSameBits) {
     const Tensor dx = Tensor::contiguous(bx.data(), DType::bf16, {130, 512}, Device::cuda);
     const Tensor dy = Tensor::contiguous(by.data(), DType::bf16, {130, 96}, Device::cuda);
     be.upload(x.bf(0), dx);
-    for (int i = 0; i < 3; ++i) be.linear(dx, w, dy);  // scratch freed and reused each time
+    const std::unique_ptr<WeightStore> store = be.make_weight_store("weights", 0);
+    const QuantLinear wd = be.prepare(w, Residency::resident, *store);
+    store->seal();
+    be.wait_ready(*store);
+    for (int i = 0; i < 3; ++i) be.linear(dx, wd, dy);  // scratch freed and reused each time
     Mat got(DType::bf16, 130, 96);
     be.download(dy, got.bf(0));
     expect_same_bits(got, want, "int8 linear on a stream-ordered arena");
@@ -862,7 +867,7 @@ TEST_F(GpuOps, HostTensorsAndBadShapesAreRefusedNamingTheOperand) {
   const QuantLinear w = make_weight(WeightFormat::int8, 8, 256, false, 1);
   const Mat out(DType::bf16, 4, 9);
   const DevMat dout = to_device(out);
-  expect_error([&] { gpu_->linear(dx.view, w, dout.view); }, "y has 9 columns", "wrong y");
+  expect_error([&] { gpu_->linear(dx.view, on_gpu(w), dout.view); }, "y has 9 columns", "wrong y");
   expect_error([&] { gpu_->silu(dx.view, dout.view); }, "shapes differ", "silu shapes");
 }
 

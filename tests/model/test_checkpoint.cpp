@@ -95,12 +95,15 @@ std::vector<std::byte> as_bytes(const std::vector<T>& v) {
   return b;
 }
 
-template <class T>
-::testing::AssertionResult same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  if (a.size() != b.size())
-    return ::testing::AssertionFailure() << "sizes " << a.size() << " vs " << b.size();
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0)
+// Bitwise equality of two host arrays (vectors or WeightArrays) of one element type.
+template <class A, class B>
+::testing::AssertionResult same_bits(const A& a, const B& b) {
+  static_assert(sizeof(*std::data(a)) == sizeof(*std::data(b)));
+  constexpr size_t kElem = sizeof(*std::data(a));
+  if (std::size(a) != std::size(b))
+    return ::testing::AssertionFailure() << "sizes " << std::size(a) << " vs " << std::size(b);
+  for (size_t i = 0; i < std::size(a); ++i)
+    if (std::memcmp(std::data(a) + i, std::data(b) + i, kElem) != 0)
       return ::testing::AssertionFailure() << "first difference at element " << i;
   return ::testing::AssertionSuccess();
 }
@@ -112,7 +115,11 @@ void expect_same_linear(const QuantLinear& a, const QuantLinear& b, const std::s
   EXPECT_EQ(a.in, b.in);
   EXPECT_TRUE(same_bits(a.w_bf16, b.w_bf16)) << "w_bf16";
   EXPECT_TRUE(same_bits(a.w_f32, b.w_f32)) << "w_f32";
-  EXPECT_TRUE(same_bits(a.w_i8, b.w_i8)) << "w_i8";
+  // W4A8 loads packed (the CPU backend decodes at prepare): compare the decodes.
+  if (a.format == WeightFormat::w4a8)
+    EXPECT_TRUE(same_bits(decode_w4a8_values(a), decode_w4a8_values(b))) << "w4a8 decode";
+  else
+    EXPECT_TRUE(same_bits(a.w_i8, b.w_i8)) << "w_i8";
   EXPECT_TRUE(same_bits(a.w_scale, b.w_scale)) << "w_scale";
   EXPECT_TRUE(same_bits(a.w4_codes, b.w4_codes)) << "w4_codes";
   EXPECT_TRUE(same_bits(a.w4_s_rel, b.w4_s_rel)) << "w4_s_rel";
@@ -410,8 +417,11 @@ TEST(CheckpointGolden, W4A8LayerDecodesLikeComfyKitchen) {
   for (int i = 0; i < 2; ++i) {
     const std::string v = variants[i].first;
     SCOPED_TRACE(v);
-    const QuantLinear& q = loaded.blocks[size_t(i)].attn.out;
+    // Loaded packed; decoded as the CPU backend's prepare decodes it.
+    QuantLinear q = loaded.blocks[size_t(i)].attn.out;
     ASSERT_EQ(q.format, WeightFormat::w4a8);
+    ASSERT_TRUE(q.w_i8.empty());
+    decode_w4a8(q);
     const std::vector<uint8_t> codes = g.read_as<uint8_t>(v + ".weight", "I8");
     const std::vector<uint8_t> s_rel = g.read_as<uint8_t>(v + ".weight_s_rel", "F8_E4M3");
     const std::vector<float> s_ch = g.read_as<float>(v + ".weight_s_channel", "F32");
@@ -515,16 +525,18 @@ TEST(CheckpointNvfp4, DecodeByHandWithPaddingAndSwizzle) {
   q.out = 20;
   q.in = 40;
   const int64_t np = 32, kp = 48, cols = 4;
-  q.fp4_codes.assign(size_t(np * kp / 2), 0);
+  std::vector<uint8_t> codes(size_t(np * kp / 2), 0);
   for (int64_t n = 0; n < np; ++n)
     for (int64_t j = 0; j < kp / 2; ++j)
-      q.fp4_codes[size_t(n * kp / 2 + j)] = uint8_t((((n + 2 * j) % 16) << 4) | ((3 * n + j) % 16));
+      codes[size_t(n * kp / 2 + j)] = uint8_t((((n + 2 * j) % 16) << 4) | ((3 * n + j) % 16));
   // Unused scale slots hold e4m3 NaN: a wrong offset would show as NaN.
-  q.fp4_scales.assign(size_t(128 * cols), 0x7f);
+  std::vector<uint8_t> scales(size_t(128 * cols), 0x7f);
   const uint8_t scale_codes[] = {0x38, 0x40, 0x3c, 0x30, 0x01, 0x7e, 0xb8, 0x44};
   for (int64_t n = 0; n < q.out; ++n)
     for (int64_t b = 0; b < 3; ++b)
-      q.fp4_scales[size_t(swizzled(n, b, cols))] = scale_codes[(3 * n + b) % 8];
+      scales[size_t(swizzled(n, b, cols))] = scale_codes[(3 * n + b) % 8];
+  q.fp4_codes = codes;
+  q.fp4_scales = scales;
   q.fp4_global = 1.0f / 3.0f;
   decode_nvfp4(q);
   ASSERT_EQ(q.w_bf16.size(), size_t(20 * 40));
@@ -547,12 +559,13 @@ TEST(CheckpointNvfp4, ExactValuesAndScaleOffsetFormula) {
   q.format = WeightFormat::nvfp4;
   q.out = 16;
   q.in = 32;
-  q.fp4_codes.assign(16 * 16, 0);
-  q.fp4_scales.assign(128 * 4, 0);
-  q.fp4_codes[0] = 0x7f;                           // column 0: 6.0 (high nibble), column 1: -6.0
-  q.fp4_codes[8] = 0x29;                           // column 16: 1.0, column 17: -0.5
-  q.fp4_scales[size_t(swizzled(0, 0, 4))] = 0x40;  // 2.0
-  q.fp4_scales[size_t(swizzled(0, 1, 4))] = 0x30;  // 0.5
+  std::vector<uint8_t> codes(16 * 16, 0), scales(128 * 4, 0);
+  codes[0] = 0x7f;                           // column 0: 6.0 (high nibble), column 1: -6.0
+  codes[8] = 0x29;                           // column 16: 1.0, column 17: -0.5
+  scales[size_t(swizzled(0, 0, 4))] = 0x40;  // 2.0
+  scales[size_t(swizzled(0, 1, 4))] = 0x30;  // 0.5
+  q.fp4_codes = std::move(codes);
+  q.fp4_scales = std::move(scales);
   q.fp4_global = 0.5f;
   decode_nvfp4(q);
   EXPECT_EQ(q.w_bf16[0], 0x40c0);   // 6 * 0.5 * 2 = 6
@@ -611,7 +624,7 @@ TEST(CheckpointNvfp4, LoaderDecodesHandMadeLayer) {
       const uint8_t byte = codes[size_t(n * kK / 2 + k / 2)];
       const uint8_t code = k % 2 == 0 ? uint8_t(byte >> 4) : uint8_t(byte & 0x0f);
       const float s = e4m3_by_hand(scales[size_t(swizzled(n, k / 16, kCols))]);
-      ASSERT_EQ(q.w_bf16[size_t(n * kK + k)], f32_to_bf16((e2m1_by_hand(code) * global) * s).bits)
+      ASSERT_EQ(q.w_bf16[size_t(n * kK + k)], f32_to_bf16(e2m1_by_hand(code) * (s * global)).bits)
           << n << ", " << k;
     }
 }

@@ -11,10 +11,12 @@
 // each wrong variant mismatches.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <functional>
 #include <iterator>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -78,12 +80,16 @@ struct Mismatch {
   int64_t count = 0;
   std::string first;
 };
-Mismatch compare(const std::vector<uint16_t>& got, const std::vector<uint16_t>& want,
-                 int64_t cols) {
+Mismatch compare(std::span<const uint16_t> got, std::span<const uint16_t> want, int64_t cols) {
   Mismatch m;
   std::ostringstream s;
+  if (got.size() != want.size()) {
+    m.count = int64_t(std::max(got.size(), want.size()));
+    m.first = " sizes differ";
+    return m;
+  }
   for (size_t i = 0; i < want.size(); ++i)
-    if (got.at(i) != want[i]) {
+    if (got[i] != want[i]) {
       if (m.count++ < 4)
         s << " (" << int64_t(i) / cols << ", " << int64_t(i) % cols << "): got 0x" << std::hex
           << got[i] << " want 0x" << want[i] << std::dec << ";";
@@ -101,10 +107,10 @@ std::vector<uint16_t> decode_variant(const QuantLinear& q, Nibble nib, Order ord
   std::vector<uint16_t> out(size_t(q.out * q.in));
   for (int64_t n = 0; n < q.out; ++n)
     for (int64_t k = 0; k < q.in; ++k) {
-      const uint8_t byte = q.fp4_codes.at(size_t(n * (kp / 2) + k / 2));
+      const uint8_t byte = q.fp4_codes.span()[size_t(n * (kp / 2) + k / 2)];
       const bool high = (k % 2 == 0) == (nib == Nibble::even_high);
       const float c = e2m1_to_f32(high ? uint8_t(byte >> 4) : uint8_t(byte & 0x0f));
-      const float s = e4m3_to_f32(q.fp4_scales.at(size_t(offset(n, k / 16))));
+      const float s = e4m3_to_f32(q.fp4_scales.span()[size_t(offset(n, k / 16))]);
       const float g = q.fp4_global;
       float v = 0.0f;
       switch (order) {

@@ -59,18 +59,20 @@ TEST(QuantLinear, W4a8DecodeFollowsTheFormula) {
   q.format = WeightFormat::w4a8;
   q.out = 1;
   q.in = 32;
-  q.w4_codes.assign(16, 0);
-  q.w4_codes[0] = 0x1f;  // column 0 = code 15 (low nibble), column 1 = code 1
-  q.w4_s_rel = {f32_to_e4m3(20.0f), f32_to_e4m3(0.5f)};
-  q.w_scale = {1.0f};
+  std::vector<uint8_t> codes(16, 0);
+  codes[0] = 0x1f;  // column 0 = code 15 (low nibble), column 1 = code 1
+  q.w4_codes = codes;
+  q.w4_s_rel = std::vector<uint8_t>{f32_to_e4m3(20.0f), f32_to_e4m3(0.5f)};
+  q.w_scale = std::vector<float>{1.0f};
   decode_w4a8(q);
   EXPECT_EQ(q.w_i8[0], 127);   // (15 - 8) * 20 = 140 clamps to 127
   EXPECT_EQ(q.w_i8[1], -127);  // (1 - 8) * 20 = -140 clamps to -127
   EXPECT_EQ(q.w_i8[2], -127);  // code 0: -8 * 20 = -160 clamps to -127
   EXPECT_EQ(q.w_i8[16], -4);   // code 0 in group 1: -8 * 0.5
-  q.w4_codebook.assign(16, 0.0f);
-  q.w4_codebook[15] = 0.25f;
-  q.w4_codebook[1] = -0.125f;
+  std::vector<float> codebook(16, 0.0f);
+  codebook[15] = 0.25f;
+  codebook[1] = -0.125f;
+  q.w4_codebook = codebook;
   decode_w4a8(q);
   EXPECT_EQ(q.w_i8[0], 5);   // rne(0.25 * 20) = 5
   EXPECT_EQ(q.w_i8[1], -2);  // rne(-0.125 * 20) = -2.5 -> -2 (ties to even)
@@ -87,8 +89,8 @@ TEST(ModelWeights, RandomPresetsAreDeterministicPerSeed) {
   const ModelWeights a = ModelWeights::random(c, WeightFormat::int8, 3);
   const ModelWeights b = ModelWeights::random(c, WeightFormat::int8, 3);
   const ModelWeights d = ModelWeights::random(c, WeightFormat::int8, 4);
-  EXPECT_EQ(a.blocks[1].attn.qkv.w_i8, b.blocks[1].attn.qkv.w_i8);
-  EXPECT_NE(a.blocks[1].attn.qkv.w_i8, d.blocks[1].attn.qkv.w_i8);
+  EXPECT_EQ(a.blocks[1].attn.qkv.w_i8.to_vector(), b.blocks[1].attn.qkv.w_i8.to_vector());
+  EXPECT_NE(a.blocks[1].attn.qkv.w_i8.to_vector(), d.blocks[1].attn.qkv.w_i8.to_vector());
   EXPECT_EQ(a.blocks.size(), size_t(c.blocks));
   EXPECT_EQ(a.refiner.size(), size_t(c.refiner_blocks));
   EXPECT_EQ(a.blocks[0].attn.qkv.out, 3 * c.inner());

@@ -51,9 +51,10 @@ QuantLinear make_weight(WeightFormat format, int64_t n, int64_t k, bool bias, ui
     w = QuantLinear::from_bf16(b, n, k, format);
   }
   if (bias) {
-    w.bias.resize(size_t(n));
-    for (float& b : w.bias)
-      b = format == WeightFormat::f32 ? rng.normal() * 0.1f : round_bf16(rng.normal() * 0.1f);
+    std::vector<float> b(static_cast<size_t>(n));
+    for (float& e : b)
+      e = format == WeightFormat::f32 ? rng.normal() * 0.1f : round_bf16(rng.normal() * 0.1f);
+    w.bias = std::move(b);
   }
   return w;
 }
@@ -779,7 +780,9 @@ TEST(OpsErrors, LinearNamesTheOperand) {
       },
       "features", "reversed features");
   QuantLinear broken = wb;
-  broken.w_bf16.pop_back();
+  std::vector<uint16_t> short_values = wb.w_bf16.to_vector();
+  short_values.pop_back();
+  broken.w_bf16 = std::move(short_values);
   expect_error([&] { be.linear(x.view(), broken, y.view()); }, "weight", "incomplete weight");
 }
 

@@ -164,18 +164,22 @@ def test_from_tensors_equals_from_checkpoint(engine, checkpoint, fmt):
     assert torch.equal(bits(run(from_tensors, 1, inputs, "stock")), bits(a))
 
 
-def test_from_tensors_keeps_its_own_copy(checkpoint):
+def test_from_tensors_borrows_the_tensors(checkpoint, engine):
+    """No copy of the model: the engine computes from the caller's own tensors (a change
+    to them in place shows in the next call) and keeps them referenced (dropping the
+    caller's dict changes nothing)."""
     from safetensors.torch import load_file
 
     tensors = load_file(str(checkpoint("int8")))
     eng = h3stream.Engine.from_tensors(tensors)
     inputs = block_inputs(eng.config, 40, seed=2)
     opts = streamed_options(q_chunk=9, kv_chunk=9, mlp_chunk=9)
-    before = run(eng, 0, inputs, "streamed", opts)
-    for t in tensors.values():  # the caller reuses its memory
-        t.zero_()
+    want = run(engine("int8"), 0, inputs, "streamed", opts)
+    fc2 = tensors["blocks.0.mlp.fc2.weight"]
     del tensors
-    assert torch.equal(bits(run(eng, 0, inputs, "streamed", opts)), bits(before))
+    assert torch.equal(bits(run(eng, 0, inputs, "streamed", opts)), bits(want))
+    fc2.zero_()  # the engine reads this very memory
+    assert not torch.equal(bits(run(eng, 0, inputs, "streamed", opts)), bits(want))
 
 
 def test_self_check(engine):

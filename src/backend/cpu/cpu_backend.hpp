@@ -35,9 +35,13 @@ class CpuBackend final : public Backend {
   void convert(const Tensor& x, const Tensor& y) override;
   void copy(const Tensor& x, const Tensor& y) override;
   void scale(const Tensor& x, float alpha) override;
-  Tensor weight(const std::vector<uint16_t>& v) override {
-    return Tensor::contiguous(const_cast<uint16_t*>(v.data()), DType::bf16, {int64_t(v.size())});
-  }
+  // Weights (weights.cpp): host memory is this backend's memory.
+  std::unique_ptr<WeightStore> make_weight_store(std::string name, size_t capacity) override;
+  QuantLinear prepare(const QuantLinear& src, Residency r, WeightStore& store) override;
+  WeightArray<uint16_t> prepare(const WeightArray<uint16_t>& src, Residency r,
+                                WeightStore& store) override;
+  size_t prepared_bytes(const QuantLinear& src, Residency r) const override;
+  size_t prepared_bytes(const WeightArray<uint16_t>& src, Residency r) const override;
   void upload(const void* host, const Tensor& dst) override;
   void download(const Tensor& src, void* host) override;
 

@@ -84,7 +84,7 @@ void CpuBackend::linear(const Tensor& x, const QuantLinear& w, const Tensor& y, 
 
 void CpuBackend::swiglu_linear(const Tensor& f, const QuantLinear& w, const Tensor& y) {
   const char* op = "swiglu_linear";
-  w.check_complete(op);
+  checks::expect_prepared(w, Device::host, op);
   if (w.format == WeightFormat::f32)
     fail(ErrorKind::invalid_argument, "{}: fc2 weight must be bf16, int8 or w4a8", op);
   expect_dtype(f, DType::bf16, op, "f");

@@ -43,34 +43,6 @@ void expect_contiguous(const Tensor& t, const char* op, const char* operand) {
     fail(ErrorKind::invalid_argument, "{}: {} must be contiguous", op, operand);
 }
 
-const void* host_array(const QuantLinear& w) {
-  switch (w.format) {
-    case WeightFormat::bf16:
-    case WeightFormat::nvfp4:
-      return w.w_bf16.data();
-    case WeightFormat::f32:
-      return w.w_f32.data();
-    case WeightFormat::int8:
-      return w.w_i8.data();
-    case WeightFormat::w4a8:
-      return w.w4_codes.data();
-  }
-  return nullptr;
-}
-
-// The packed arrays gemm_w4a8 reads (check_complete covers the decoded w_i8
-// the CPU backend uses).
-void expect_packed_w4a8(const QuantLinear& w) {
-  const size_t nk = size_t(w.out * w.in);
-  if (w.w4_codes.size() != nk / 2 || w.w4_s_rel.size() != nk / size_t(kW4Group) ||
-      (!w.w4_codebook.empty() && w.w4_codebook.size() != 16))
-    fail(ErrorKind::invalid_argument,
-         "cuda backend: w4a8 weight [{}, {}] needs {} code bytes, {} group scales and an empty or "
-         "16-entry codebook (has {}, {}, {})",
-         w.out, w.in, nk / 2, nk / size_t(kW4Group), w.w4_codes.size(), w.w4_s_rel.size(),
-         w.w4_codebook.size());
-}
-
 // An elementwise operand as rows of contiguous columns: 2-D views as they
 // are; rank 1 as one row when unit-stride, else one column; rank 3-4 as
 // [shape[0], the rest] when the inner dimensions are contiguous.
@@ -109,12 +81,13 @@ std::pair<Rows, Rows> as_rows2(const Tensor& x, const Tensor& y, const char* op)
 
 }  // namespace
 
-// ---- construction and the weight cache ------------------------------------------
+// ---- construction and weight views --------------------------------------------------
 
 CudaBackend::CudaBackend(Arena& scratch, cudaStream_t stream) : scratch_(scratch), stream_(stream) {
   if (scratch.device() != Device::cuda)
     fail(ErrorKind::invalid_argument,
          "cuda backend: the scratch arena must be device memory (an Arena over CudaMemory)");
+  check(cudaGetDevice(&device_), "cuda backend: device");
   if (!stream_) {
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cuda backend: stream");
     own_stream_ = true;
@@ -123,115 +96,23 @@ CudaBackend::CudaBackend(Arena& scratch, cudaStream_t stream) : scratch_(scratch
 
 CudaBackend::~CudaBackend() {
   (void)cudaStreamSynchronize(stream_);
-  clear_weights();
   if (own_stream_) (void)cudaStreamDestroy(stream_);
 }
 
-void CudaBackend::release(DeviceWeights& d) {
-  for (auto& [p, bytes] : d.blocks) weight_memory_.deallocate(p, bytes);
-  weight_bytes_ -= d.bytes;
-  d.blocks.clear();
-  d.bytes = 0;
-}
-
-void CudaBackend::evict(const QuantLinear& w) {
-  const auto it = weights_.find(&w);
-  if (it == weights_.end()) return;
-  release(it->second);
-  weights_.erase(it);
-}
-
-void CudaBackend::evict(const std::vector<uint16_t>& v) {
-  const auto it = small_weights_.find(v.data());
-  if (it == small_weights_.end()) return;
-  weight_memory_.deallocate(it->second.data, it->second.bytes);
-  small_weights_.erase(it);
-}
-
-void CudaBackend::clear_weights() {
-  for (auto& [key, d] : weights_) release(d);
-  weights_.clear();
-  for (auto& [key, w] : small_weights_) weight_memory_.deallocate(w.data, w.bytes);
-  small_weights_.clear();
-}
-
-Tensor CudaBackend::weight(const std::vector<uint16_t>& v) {
-  const size_t bytes = v.size() * sizeof(uint16_t);
-  auto it = small_weights_.find(v.data());
-  if (it == small_weights_.end() || it->second.bytes != bytes) {
-    if (it != small_weights_.end()) {
-      weight_memory_.deallocate(it->second.data, it->second.bytes);
-      small_weights_.erase(it);
-    }
-    SmallWeight w{weight_memory_.allocate(bytes), bytes};
-    // Synchronous copy: norm weights are uploaded once per backend lifetime.
-    check(cudaMemcpy(w.data, v.data(), bytes, cudaMemcpyHostToDevice),
-          "cuda backend: weight upload");
-    it = small_weights_.emplace(v.data(), w).first;
-  }
-  return Tensor::contiguous(it->second.data, DType::bf16, {int64_t(v.size())}, Device::cuda);
-}
-
-const DeviceWeights& CudaBackend::weights(const QuantLinear& w) {
-  const auto it = weights_.find(&w);
-  if (it != weights_.end()) {
-    const DeviceWeights& d = it->second;
-    if (d.format == w.format && d.out == w.out && d.in == w.in && d.host_data == host_array(w) &&
-        (d.bias != nullptr) == w.has_bias())
-      return d;
-    release(it->second);
-    weights_.erase(it);
-  }
+DeviceWeights DeviceWeights::of(const QuantLinear& w) {
   DeviceWeights d;
   d.format = w.format;
   d.out = w.out;
   d.in = w.in;
-  d.host_data = host_array(w);
-  // From pageable host memory, cudaMemcpyAsync returns once the bytes are
-  // staged, so the QuantLinear may change or go after this call.
-  auto put = [&]<class T>(const std::vector<T>& v) -> const T* {
-    if (v.empty()) return nullptr;
-    const size_t bytes = v.size() * sizeof(T);
-    void* p = weight_memory_.allocate(bytes);
-    d.blocks.emplace_back(p, bytes);
-    d.bytes += bytes;
-    weight_bytes_ += bytes;
-    check(cudaMemcpyAsync(p, v.data(), bytes, cudaMemcpyHostToDevice, stream_),
-          "cuda backend: weight upload");
-    return static_cast<const T*>(p);
-  };
-  try {
-    switch (w.format) {
-      case WeightFormat::bf16:
-      case WeightFormat::nvfp4:
-        d.w_bf16 = put(w.w_bf16);
-        break;
-      case WeightFormat::f32:
-        d.w_f32 = put(w.w_f32);
-        break;
-      case WeightFormat::int8:
-        d.w_i8 = put(w.w_i8);
-        d.w_scale = put(w.w_scale);
-        break;
-      case WeightFormat::w4a8: {
-        // Packed, not the decoded w_i8: gemm_w4a8 decodes in the kernel.
-        expect_packed_w4a8(w);
-        std::vector<float> levels = w.w4_codebook;
-        if (levels.empty())
-          for (int c = 0; c < 16; ++c) levels.push_back(float(c - 8));
-        d.w4_codes = put(w.w4_codes);
-        d.w4_s_rel = put(w.w4_s_rel);
-        d.w4_levels = put(levels);  // staged before put returns: the local may go
-        d.w_scale = put(w.w_scale);
-        break;
-      }
-    }
-    d.bias = put(w.bias);
-  } catch (...) {
-    release(d);
-    throw;
-  }
-  return weights_.emplace(&w, std::move(d)).first->second;
+  d.w_bf16 = w.w_bf16.data();
+  d.w_f32 = w.w_f32.data();
+  d.w_i8 = w.w_i8.data();
+  d.w4_codes = w.w4_codes.data();
+  d.w4_s_rel = w.w4_s_rel.data();
+  d.w4_levels = w.w4_codebook.data();
+  d.w_scale = w.w_scale.data();
+  d.bias = w.has_bias() ? w.bias.data() : nullptr;
+  return d;
 }
 
 Buffer CudaBackend::mod_rows(std::span<const ModRun> runs, int64_t rows) {
@@ -341,7 +222,7 @@ void CudaBackend::linear(const Tensor& x, const QuantLinear& w, const Tensor& y,
   features = checks::linear_args(x, w, y, features, Device::cuda);
   const int64_t m = x.rows(), n = features.size(), k = w.in, f0 = features.begin;
   if (m == 0 || n == 0) return;
-  const DeviceWeights& d = weights(w);
+  const DeviceWeights d = DeviceWeights::of(w);
   const float* bias = d.bias ? d.bias + f0 : nullptr;
   switch (w.format) {
     case WeightFormat::f32:
@@ -362,7 +243,7 @@ void CudaBackend::linear(const Tensor& x, const QuantLinear& w, const Tensor& y,
 
 void CudaBackend::swiglu_linear(const Tensor& f, const QuantLinear& w, const Tensor& y) {
   const char* op = "swiglu_linear";
-  w.check_complete(op);
+  checks::expect_prepared(w, Device::cuda, op);
   if (w.format == WeightFormat::f32)
     fail(ErrorKind::invalid_argument, "{}: fc2 weight must be bf16, int8 or w4a8", op);
   expect_dtype(f, DType::bf16, op, "f");
@@ -374,7 +255,7 @@ void CudaBackend::swiglu_linear(const Tensor& f, const QuantLinear& w, const Ten
   expect_rows(y, f.rows(), op, "y");
   const int64_t m = f.rows(), ffn = w.in;
   if (m == 0 || w.out == 0) return;
-  const DeviceWeights& d = weights(w);
+  const DeviceWeights d = DeviceWeights::of(w);
   switch (w.format) {
     case WeightFormat::int8:  // comfy-kitchen's fused fp32 SwiGLU quantiser
       quantized_linear(f.ptr<uint16_t>(), f.stride[0], ActInput::swiglu_f32, m, d, 0, w.out, y);

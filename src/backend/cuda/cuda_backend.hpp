@@ -7,9 +7,9 @@
 // of an op and released when the op has queued its kernels: with a plain
 // CudaMemory the release (cudaFree) waits for the device; with a stream-ordered
 // CudaMemory on this backend's stream it is ordered after those kernels and
-// nothing waits. Weights are model memory, outside the activation arena: each
-// QuantLinear (host memory) is uploaded on first use into a cache owned by the
-// backend, allocated from its own CudaMemory and reported by weight_bytes().
+// nothing waits. Weights are model memory, outside the activation arena: ops
+// read QuantLinears prepared for this backend (weights/cuda_weights.cpp:
+// device views into a CudaWeightStore, or the caller's own device arrays).
 //
 // Streams. Every kernel and copy goes to one stream: the caller's, or one the
 // backend creates. Nothing synchronises except download() and synchronize().
@@ -20,9 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <unordered_map>
-#include <utility>
-#include <vector>
+#include <string>
 
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_memory.hpp"
@@ -30,26 +28,20 @@
 
 namespace h3s::cuda {
 
-// One QuantLinear on the device, in the form its GEMM reads: bf16 (bf16 and
-// nvfp4, which is dequantised at load), fp32 (f32), int8 + fp32 row scales
-// (int8), packed w4a8 (codes, e4m3 group scales, the 16 levels and fp32 row
-// scales: gemm_w4a8 decodes them to int8 in the kernel, so the device holds
-// ~0.56 bytes per weight instead of 1); bias as fp32. Pointers are into
-// `blocks`.
+// The device pointers of a prepared QuantLinear (Backend::prepare), as the
+// GEMM launchers take them; w4_levels are the 16 decode levels.
 struct DeviceWeights {
   WeightFormat format = WeightFormat::bf16;
   int64_t out = 0, in = 0;
-  const void* host_data = nullptr;  // the host array uploaded (address-reuse guard)
   const uint16_t* w_bf16 = nullptr;
   const float* w_f32 = nullptr;
   const int8_t* w_i8 = nullptr;
   const uint8_t* w4_codes = nullptr;  // [out, in / 2]
   const uint8_t* w4_s_rel = nullptr;  // [out, in / 16]
-  const float* w4_levels = nullptr;   // [16]: the codebook, or code - 8
+  const float* w4_levels = nullptr;   // [16]
   const float* w_scale = nullptr;
   const float* bias = nullptr;
-  std::vector<std::pair<void*, size_t>> blocks;
-  size_t bytes = 0;
+  static DeviceWeights of(const QuantLinear& w);
 };
 
 class CudaBackend final : public Backend {
@@ -70,6 +62,7 @@ class CudaBackend final : public Backend {
   // later work by an event, never a synchronisation. A stream the backend
   // created itself is released. Defined in cuda_stream_switch.cpp.
   void set_stream(cudaStream_t stream);
+  void use_stream(void* stream) override { set_stream(static_cast<cudaStream_t>(stream)); }
 
   void rms_norm_mod(const Tensor& x, const Tensor& gamma, float eps, const ModTable* mod,
                     std::span<const ModRun> runs, const Tensor& out) override;
@@ -88,23 +81,20 @@ class CudaBackend final : public Backend {
   void convert(const Tensor& x, const Tensor& y) override;
   void copy(const Tensor& x, const Tensor& y) override;
   void scale(const Tensor& x, float alpha) override;
-  Tensor weight(const std::vector<uint16_t>& v) override;
   void upload(const void* host, const Tensor& dst) override;
   void download(const Tensor& src, void* host) override;
   void synchronize() override;
 
-  // The weight cache. It is keyed by the QuantLinear's address and checked
-  // against its format, shape and host array, so a QuantLinear destroyed and
-  // another built at the same address is uploaded again; a QuantLinear whose
-  // values change in place must be evicted by the caller.
-  const DeviceWeights& weights(const QuantLinear& w);
-  void evict(const QuantLinear& w);
-  // The same for a small weight vector handed to weight(): its device copy is
-  // keyed by the vector's data pointer, which a new vector may reuse once
-  // this one is freed, so free-and-reload callers must evict first.
-  void evict(const std::vector<uint16_t>& v);
-  void clear_weights();
-  size_t weight_bytes() const { return weight_bytes_; }
+  // Weights (weights/cuda_weights.cpp).
+  std::unique_ptr<WeightStore> make_weight_store(std::string name, size_t capacity) override;
+  QuantLinear prepare(const QuantLinear& src, Residency r, WeightStore& store) override;
+  WeightArray<uint16_t> prepare(const WeightArray<uint16_t>& src, Residency r,
+                                WeightStore& store) override;
+  size_t prepared_bytes(const QuantLinear& src, Residency r) const override;
+  size_t prepared_bytes(const WeightArray<uint16_t>& src, Residency r) const override;
+  void wait_ready(WeightStore& store) override;
+  void release(WeightStore& store) override;
+  int device_index() const { return device_; }
 
  private:
   // The int8 path: ConvRot-quantise rows of x (read as `input`) into scratch,
@@ -114,20 +104,11 @@ class CudaBackend final : public Backend {
                         const DeviceWeights& w, int64_t f0, int64_t n, const Tensor& y);
   // The device int32 [rows] row -> mod row index of `runs` (-1 elsewhere).
   Buffer mod_rows(std::span<const ModRun> runs, int64_t rows);
-  void release(DeviceWeights& d);
 
   Arena& scratch_;
   cudaStream_t stream_ = nullptr;
   bool own_stream_ = false;
-  CudaMemory weight_memory_;  // plain cudaMalloc: weights live as long as the backend
-  std::unordered_map<const QuantLinear*, DeviceWeights> weights_;
-  // Norm weights by host address: (device copy, bytes, host size guard).
-  struct SmallWeight {
-    void* data = nullptr;
-    size_t bytes = 0;
-  };
-  std::unordered_map<const void*, SmallWeight> small_weights_;
-  size_t weight_bytes_ = 0;
+  int device_ = 0;  // current when the backend was made
 };
 
 }  // namespace h3s::cuda
