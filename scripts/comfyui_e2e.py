@@ -81,7 +81,7 @@ class _AvStub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-def setup_comfy(comfy_dir, cpu):
+def setup_comfy(comfy_dir, cpu, extra_args=()):
     try:
         import av  # noqa: F401
         stubbed = False
@@ -89,7 +89,7 @@ def setup_comfy(comfy_dir, cpu):
         sys.meta_path.insert(0, _AvStub())
         stubbed = True
     sys.path.insert(0, comfy_dir)
-    sys.argv = [os.path.join(comfy_dir, "main.py")] + (["--cpu"] if cpu else [])
+    sys.argv = [os.path.join(comfy_dir, "main.py")] + (["--cpu"] if cpu else []) + list(extra_args)
     import comfy.options
 
     comfy.options.enable_args_parsing()

@@ -98,10 +98,9 @@ CONTROLS = (
         "are not offered."),
     Control(
         "trim_forward", "BOOLEAN", True,
-        tooltip="Release the patch-embed/row buffers once the packed sequence exists "
-        "(2.1-2.3 GiB at 216k tokens; same math). Applies to h3stream's own forward "
-        "(h3s run, the C++ API). Inside ComfyUI the model's _forward owns those buffers "
-        "and this node cannot reach them: no effect here."),
+        tooltip="Release the patch embeds once the packed sequence exists (the video embed "
+        "is 2.1 GiB at 216k tokens; same math): the node produces them through the patch "
+        "projections in the model's compute dtype and frees them when block 0 starts."),
     Control(
         "self_check", "BOOLEAN", False,
         tooltip="On block 0's first long call: run h3stream's stock block and its streamed "

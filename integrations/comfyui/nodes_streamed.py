@@ -4,19 +4,19 @@ three-phase streamed block (K/V build, attention, MLP in row chunks).
 The node returns a clone of the model whose DiT blocks are replaced through
 transformer_options["patches_replace"]["dit"][("double_block", i)]. A
 replacement receives exactly what ComfyUI's DiTBlock.forward receives (x, t_emb,
-mod_segments, rope_freqs) and updates x in place like it. The weights are the
-ones ComfyUI holds (plain bf16/fp32 tensors or comfy-kitchen QuantizedTensors,
-read through the block modules' own state_dict(), i.e. the raw int8 data, scales
-and comfy_quant as in the file, not dequantised copies); h3stream keeps its own
-copy of them (one engine per model, shared by every node instance, rebuilt when
-ComfyUI patches the weights).
+mod_segments, rope_freqs) and updates x in place like it. Each call takes that
+block's weights as ComfyUI hands them to its own modules (comfy_weights.py: cast by
+ComfyUI for the call, offloaded weights moved and LoRA patches applied by ComfyUI,
+quantised layers as their raw int8/W4A8 data and scales) and runs on them in place:
+h3stream holds no copy of the model. The engine (one per model and device, shared by
+every node instance) keeps the config only.
 """
 
 import logging
 import threading
 import weakref
 
-from . import h3_controls, h3_native
+from . import comfy_weights, h3_controls, h3_native, trim_forward
 from .nodes_memory import PROBE_KEY
 
 log = logging.getLogger("h3stream.comfyui")
@@ -29,21 +29,17 @@ def say_once(key, line):
         log.warning(f"[h3stream] {line}")
 
 
-# -- engines: one per (diffusion model, weights version, device) -------------
+# -- engines: one per (diffusion model, device); they hold the config only ----
 _engines = {}
 _engines_lock = threading.Lock()
 
 
 def drop_engines():
-    """Forget every cached engine (their weight copies go with them). Returns how many."""
+    """Forget every cached engine (and its activation arena). Returns how many."""
     with _engines_lock:
         n = len(_engines)
         _engines.clear()
     return n
-
-
-def _weights_version(base_model):
-    return getattr(base_model, "current_weight_patches_uuid", None)
 
 
 class _Run:
@@ -58,6 +54,7 @@ class _Run:
         opts["self_check"] = False  # the node runs self_check itself, once, on block 0
         self.options = h3.Options(**opts)
         self.self_check_pending = bool(values["self_check"])
+        self.trim = trim_forward.EmbedHolder() if values["trim_forward"] else None
         self._rope_src = None  # weakref to the rope_freqs tensor the cached table came from
         self._rope = None
 
@@ -80,20 +77,17 @@ class _Run:
             backend, index = "cpu", 0
         else:
             return None, f"device {dev} is not supported (cpu or cuda)"
-        base = self.base
-        dm = base.diffusion_model
-        key = (id(dm), _weights_version(base), backend, index)
+        dm = self.base.diffusion_model
+        key = (id(dm), backend, index)
         with _engines_lock:
             hit = _engines.get(key)
             if hit is not None and hit[0]() is dm:
                 return hit[1], None
         try:
-            # One host copy of the weights (Engine.lazy_blocks would avoid it, but handing a
-            # full-size block over per call costs ~2.4 s on the H200, docs/COMFYUI.md); on
-            # the GPU each block's device copy goes after its call, so h3stream adds at most
-            # one block of weights to the VRAM next to ComfyUI's resident model.
-            engine = self.h3.Engine.from_tensors(dm.state_dict(), backend=backend, device=index)
-            engine.resident_weights = False
+            # The config only (every name and shape checked, no tensor kept): each call
+            # brings its block's weights as ComfyUI casts them (comfy_weights.py).
+            engine = self.h3.Engine.from_tensors(dm.state_dict(), backend=backend, device=index,
+                                                 lazy_blocks=True)
         except Exception as e:
             return None, f"h3stream cannot take this model's weights: {type(e).__name__}: {e}"
         with _engines_lock:
@@ -112,11 +106,9 @@ class _Run:
 
 
 def _unsupported_block(block):
-    """Why ComfyUI must run this block itself (weights patched on the fly), or None."""
-    for name, mod in block.named_modules():
-        if len(getattr(mod, "weight_function", ()) or ()) or len(getattr(mod, "bias_function", ()) or ()):
-            return f"{name} has on-the-fly weight patches (LoRA in low-VRAM mode)"
-    return None
+    """Why ComfyUI must run this block itself, or None (on-the-fly weight patches are
+    supported: ComfyUI's own cast applies them, comfy_weights.py)."""
+    return comfy_weights.unsupported(block)
 
 
 def comfy_mlp_half(block, x, t_emb, mod_segments):
@@ -149,6 +141,8 @@ class StreamedBlock:
     def __call__(self, args, extra):
         x = args["img"]
         run = self.run
+        if self.index == 0 and run.trim is not None:
+            run.trim.release()  # h holds the packed rows: the patch embeds are dead
         if x.shape[0] < run.values["min_tokens"]:
             return self._stock(args, extra)
         import torch
@@ -186,17 +180,20 @@ class StreamedBlock:
 
     def _run(self, engine, block, x, t_emb, segs, rope, args=None, extra=None):
         run = self.run
-        if run.values["mlp_chunk"] == 0:
-            try:
+        attn_only = run.values["mlp_chunk"] == 0
+        with comfy_weights.block_weights(block, self.index, x, mlp=not attn_only) as weights:
+            if attn_only:
+                try:
+                    engine.run_block(self.index, x, t_emb, segs, rope, mode=run.mode,
+                                     options=run.options, phases="attn", weights=weights)
+                except NotImplementedError as e:
+                    say_once(("attn-only",), f"mlp_chunk 0 needs the attention-only phase: "
+                             f"{e}; ComfyUI's own blocks run instead")
+                    return None
+            else:
                 engine.run_block(self.index, x, t_emb, segs, rope, mode=run.mode,
-                                 options=run.options, phases="attn")
-            except NotImplementedError as e:
-                say_once(("attn-only",), f"mlp_chunk 0 needs the attention-only phase: {e}; "
-                         "ComfyUI's own blocks run instead")
-                return None
-            return comfy_mlp_half(block, x, t_emb, segs)
-        engine.run_block(self.index, x, t_emb, segs, rope, mode=run.mode, options=run.options)
-        return x
+                                 options=run.options, weights=weights)
+        return comfy_mlp_half(block, x, t_emb, segs) if attn_only else x
 
     def _self_check(self, engine, args, extra, rope):
         """One line: h3stream streamed vs h3stream stock (variants), and h3stream vs
@@ -207,9 +204,11 @@ class StreamedBlock:
         x = args["img"]
         t_emb, segs = args["t_emb"], args["mod_segments"]
         try:
-            ours = engine.self_check(self.index, x, t_emb, segs, rope, options=run.options)
-            mine = x.clone()
             block = run.base.diffusion_model.blocks[self.index]
+            with comfy_weights.block_weights(block, self.index, x) as weights:
+                ours = engine.self_check(self.index, x, t_emb, segs, rope, options=run.options,
+                                         weights=weights)
+            mine = x.clone()
             mine = self._run(engine, block, mine, t_emb, segs, rope)
             ref_args = dict(args)
             ref_args["img"] = x.clone()
@@ -306,6 +305,8 @@ def apply_streamed(model, values, mode="streamed", h3=None):
         else:
             patch = StreamedBlock(i, run, prev)
         m.set_model_patch_replace(patch, "dit", "double_block", i)
+    if run.trim is not None:
+        trim_forward.apply(m, dm, run.trim)
     if values["final_layer_chunk"] > 0:
         m.add_object_patch("diffusion_model.final_layer.forward",
                            ChunkedFinalLayer(dm.final_layer, values["final_layer_chunk"],

@@ -29,13 +29,15 @@ size_t estimate_activation_peak(const ModelConfig& c, const PackedLayout& l, con
   // Per-row bytes of one chunk of each phase (exec/streamed_block.cpp,
   // stock_block.cpp, block_steps.cpp): norm output h, projections, the
   // attention state (m, l, fp32 acc), outputs, and the int8 scratch.
-  const int64_t scratch_h = H + 4, scratch_i = I + 4, scratch_f = F + 4;
-  const int64_t kv_row = H * 2 + 2 * I * 2 + scratch_h;
+  // int8 rows + a row scale per quantised linear input; the CUDA backend's
+  // modulation-row index (int32 per row) per modulated op.
+  const int64_t scratch_h = H + 4, scratch_i = I + 4, scratch_f = F + 4, mod_index = 2 * 4;
+  const int64_t kv_row = H * 2 + 2 * I * 2 + scratch_h + mod_index;
   const int64_t attn_row =
-      H * 2 + I * 2 + I * 2 + heads * 8 + I * 4 + H * 2 + scratch_h + scratch_i;
-  const int64_t mlp_row = H * 2 + 2 * F * 2 + H * 2 + scratch_h + scratch_f;
+      H * 2 + I * 2 + I * 2 + heads * 8 + I * 4 + H * 2 + scratch_h + scratch_i + mod_index;
+  const int64_t mlp_row = H * 2 + 2 * F * 2 + H * 2 + scratch_h + scratch_f + mod_index;
   const int64_t stock_attn_row =
-      H * 2 + 3 * I * 2 + I * 2 + heads * 8 + I * 4 + H * 2 + scratch_h + scratch_i;
+      H * 2 + 3 * I * 2 + I * 2 + heads * 8 + I * 4 + H * 2 + scratch_h + scratch_i + mod_index;
   const size_t kv_store = rows_bytes(S, 2 * I * 2);
   const size_t streamed_block = std::max({kv_store + rows_bytes(chunk(o.kv_chunk, true), kv_row),
                                           kv_store + rows_bytes(std::min(S, o.q_chunk), attn_row),
@@ -65,12 +67,15 @@ size_t estimate_activation_peak(const ModelConfig& c, const PackedLayout& l, con
   const int64_t seg = std::max(l.video.size(), l.audio.size());
   const int64_t frows = fchunk == 0 ? seg : std::min(seg, fchunk + merge);
   const bool whole = fchunk == 0 || o.final_layer_gemm == FinalLayerGemm::exact;
-  const size_t final_phase =
-      rows_bytes(S, H * 2) + time + rows_bytes(l.video.size(), c.video_features() * 4) +
-      rows_bytes(l.audio.size(), c.audio_latent * 4) + rows_bytes(frows, H * 2 + H * 4) +
-      (whole ? rows_bytes(seg, H * 4) : 0);
+  const size_t final_phase = rows_bytes(S, H * 2) + time + (o.trim_forward ? 0 : embeds) +
+                             rows_bytes(l.video.size(), c.video_features() * 4) +
+                             rows_bytes(l.audio.size(), c.audio_latent * 4) +
+                             rows_bytes(frows, H * 2 + H * 4) +
+                             (whole ? rows_bytes(seg, H * 4) : 0);
 
-  return std::max({embed_phase, base + block, final_phase});
+  // Small buffers (run tables, per-call host-side copies) stay below this.
+  constexpr size_t kSmall = size_t(64) << 10;
+  return std::max({embed_phase, base + block, final_phase}) + kSmall;
 }
 
 }  // namespace h3s

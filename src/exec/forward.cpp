@@ -94,7 +94,19 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
            format_bytes(opt.vram_budget), format_bytes(out.activation_estimate), seq);
     weight_budget = size_t(opt.vram_budget) - out.activation_estimate;
   }
-  out.weights = plan_weights(be, w, weight_budget);
+  try {
+    out.weights = plan_weights(be, w, weight_budget);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::out_of_memory || opt.vram_budget == 0) throw;
+    const WeightPlan all = plan_weights(be, w, 0);
+    const size_t need = out.activation_estimate + all.extras_bytes + all.block_bytes;
+    fail(ErrorKind::out_of_memory,
+         "--vram-budget {} cannot hold this forward: its activations ({} estimated at {} tokens) "
+         "plus the weights it must hold at once (non-block weights {} and one block {}) need at "
+         "least {}; raise the budget (or lower the chunk sizes)",
+         format_bytes(opt.vram_budget), format_bytes(out.activation_estimate), seq,
+         format_bytes(all.extras_bytes), format_bytes(all.block_bytes), format_bytes(need));
+  }
   report(out.weights.describe());
   WeightFeed feed(be, w, out.weights);
   const ModelWeights& wx = feed.model();

@@ -128,7 +128,10 @@ const BlockWeights& BlockEngine::prepared(const BlockCall& c) {
   if (c.weights) {
     // The caller's arrays for this call only: used in place where they already
     // are in the kernels' form on this device (zero copy), uploaded otherwise.
-    fill(per_call_, *c.weights, Residency::borrowed);
+    // The attention half never reads the MLP's weights: leave them where they are.
+    BlockWeights src = *c.weights;
+    if (c.phases == BlockPhases::attn_only) src.mlp = MlpWeights{};
+    fill(per_call_, src, Residency::borrowed);
   } else if (resident_weights_) {
     const BlockWeights& src = weights_.blocks[size_t(c.index)];
     p = &resident_[size_t(c.index)];

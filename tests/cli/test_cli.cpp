@@ -86,6 +86,7 @@ TEST(Cli, BadValuesGiveOneLineAndExitCode2) {
       {"demo --tokens 5", "--tokens 5 is too small"},
       {"demo --frames 10 --width 100 --height 64", "--width 100"},
       {"demo --memory-budget 12XB", "--memory-budget"},
+      {"demo --vram-budget 3TB", "--vram-budget"},
       {"demo --final-layer-gemm fast", "--final-layer-gemm"},
       {"demo --kv-store kvi8r", "--kv-store"},
       {"demo --no-such-flag", "no-such-flag"},
@@ -97,6 +98,31 @@ TEST(Cli, BadValuesGiveOneLineAndExitCode2) {
     // One line: the message and its newline, nothing else.
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.args << "\n" << r.out;
   }
+}
+
+// --vram-budget: the same forward with resident and with streamed weights (the
+// CPU plans and copies like a device) gives the same output bits; too small a
+// budget is refused with the minimum.
+TEST(Cli, VramBudgetStreamsWeightsAndKeepsTheBits) {
+  const std::string base = "run --json --tokens 600 --threads 2 --min-tokens 0 --q-chunk 97 ";
+  auto run = [&](const std::string& budget) {
+    const Result r = run_cli(base + "--vram-budget " + budget, /*merge_stderr=*/false);
+    EXPECT_EQ(r.code, 0) << budget << "\n" << r.out;
+    return nlohmann::json::parse(r.out);
+  };
+  const nlohmann::json resident = run("0"), roomy = run("1GiB"), tight = run("20MiB");
+  EXPECT_EQ(resident.at("weights_residency"), "resident");
+  EXPECT_EQ(roomy.at("weights_residency"), "resident");
+  EXPECT_EQ(tight.at("weights_residency"), "streamed");
+  EXPECT_EQ(tight.at("prefetch"), 0);
+  EXPECT_LE(tight.at("peak_bytes").get<size_t>() + tight.at("weights_peak_bytes").get<size_t>(),
+            size_t(20) << 20);
+  EXPECT_EQ(tight.at("output_hash"), resident.at("output_hash"));
+  EXPECT_EQ(roomy.at("output_hash"), resident.at("output_hash"));
+  const Result bad = run_cli(base + "--vram-budget 8MiB");
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("--vram-budget 8.00 MiB cannot hold this forward"), std::string::npos)
+      << bad.out;
 }
 
 TEST(Cli, TooSmallBudgetFailsWithTheNumbers) {

@@ -9,9 +9,11 @@
 #include <cstring>
 
 #include "deviation.hpp"
+#include "exec/activation_estimate.hpp"
 #include "exec/forward.hpp"
 #include "exec_fixture.hpp"
 #include "gpu_fixture.hpp"
+#include "model/checkpoint.hpp"
 
 namespace h3s::test {
 namespace {
@@ -162,6 +164,67 @@ TEST(GpuForward, StreamedEqualsStockBitForBit) {
     EXPECT_EQ(std::memcmp(a.video.data(), b.video.data(), a.video.size() * 4), 0);
     EXPECT_EQ(std::memcmp(a.audio.data(), b.audio.data(), a.audio.size() * 4), 0);
     EXPECT_LT(b.peak_bytes, a.peak_bytes);
+  }
+}
+
+}  // namespace
+}  // namespace h3s::test
+
+namespace h3s::test {
+namespace {
+
+// Weights on the GPU under a device budget: resident, streamed with the
+// prefetch worker (copies on each slot store's stream, the compute stream
+// waiting on them) and streamed one block at a time all give the unbudgeted
+// stock bits, inside the budget; from a mapped file too.
+TEST(GpuForward, WeightResidencyPlansGiveTheStockBits) {
+  H3S_REQUIRE_GPU();
+  for (WeightFormat f : {WeightFormat::int8, WeightFormat::w4a8, WeightFormat::bf16}) {
+    SCOPED_TRACE(format_name(f));
+    const ModelWeights& w = weights_for(f);
+    const PackedLayout l = small_layout(w.config, 23, 9, 331, true, true);
+    const ForwardInputs in = random_inputs(w.config, l, 3);
+    auto run = [&](const ModelWeights& weights, const ExecOptions& o) {
+      cuda::CudaMemory mem;
+      Arena arena(mem, 0);
+      auto be = make_cuda_backend(arena);
+      return run_forward(*be, arena, weights, l, in, o);
+    };
+    ExecOptions o;
+    o.q_chunk = 64;
+    o.kv_chunk = 100;
+    o.mlp_chunk = 77;
+    o.final_layer_chunk = 50;
+    o.min_tokens = 0;
+    o.merge_tail_below = 0;
+    size_t est = 0, extras = 0, block = 0;
+    {
+      cuda::CudaMemory mem;
+      Arena arena(mem, 0);
+      auto be = make_cuda_backend(arena);
+      const WeightPlan all = plan_weights(*be, w, 0);
+      est = estimate_activation_peak(w.config, l, o);
+      extras = all.extras_bytes;
+      block = all.block_bytes;
+    }
+    const ForwardOutputs stock = run(w, ExecOptions::stock());
+    const std::string path = ::testing::TempDir() + "/h3s_gpu_residency.safetensors";
+    write_checkpoint(w, path);
+    const ModelWeights mapped = load_checkpoint(path);
+    for (const auto& [budget, prefetch] :
+         {std::pair<size_t, int>{est + extras + 2 * block, 1}, {est + extras + block, 0}})
+      for (const ModelWeights* src : {&w, &mapped}) {
+        SCOPED_TRACE(::testing::Message() << "budget " << budget << (src == &w ? "" : " file"));
+        o.vram_budget = budget;
+        const ForwardOutputs s = run(*src, o);
+        EXPECT_EQ(s.weights.residency, Residency::streamed);
+        EXPECT_EQ(s.weights.prefetch, prefetch);
+        ASSERT_EQ(s.video.size(), stock.video.size());
+        EXPECT_EQ(std::memcmp(s.video.data(), stock.video.data(), s.video.size() * 4), 0);
+        EXPECT_EQ(std::memcmp(s.audio.data(), stock.audio.data(), s.audio.size() * 4), 0);
+        EXPECT_LE(s.peak_bytes + s.weights_peak_bytes, budget);
+      }
+    std::remove(path.c_str());
   }
 }
 

@@ -13,6 +13,7 @@
 #include "core/thread_pool.hpp"
 #include "exec/block.hpp"
 #include "exec/time_embed.hpp"
+#include "exec/weight_feed.hpp"
 #include "model/weights.hpp"
 
 namespace h3s::cli {
@@ -55,9 +56,13 @@ int run_bench(BenchArgs& a) {
     Backend& be = *b.backend;
     Arena& arena = *b.arena;
     const int64_t s = layout.seq_len, h = cfg.hidden;
+    // The block's weights, resident on the backend (what a forward whose
+    // model fits holds).
+    WeightFeed feed(be, w, plan_weights(be, w, 0));
+    const BlockWeights& bw = feed.block(0);
     // Inputs: modulation, RoPE table, the block input x0.
-    OwnedTensor adaln_in = adaln_input(be, arena, w, layout.timesteps);
-    OwnedTensor mods = adaln_project(be, arena, w.blocks[0].adaln, adaln_in.view, "mods");
+    OwnedTensor adaln_in = adaln_input(be, arena, feed.model(), layout.timesteps);
+    OwnedTensor mods = adaln_project(be, arena, bw.adaln, adaln_in.view, "mods");
     OwnedTensor rope = arena.tensor(DType::bf16, {s, cfg.rope_dim / 2, 2}, "rope");
     be.upload(rope_table(layout, w.rope_inv_freq, cfg.rope_dim).data(), rope.view);
     OwnedTensor x0 = arena.tensor(DType::bf16, {s, h}, "x0");
@@ -83,7 +88,7 @@ int run_bench(BenchArgs& a) {
     ctx.rope = rope.view;
     ctx.mods = split_block_mods(mods.view, h);
     ctx.block_index = 0;
-    const BlockView view = BlockView::dit(w.blocks[0], ctx);
+    const BlockView view = BlockView::dit(bw, ctx);
     OwnedTensor x = arena.tensor(DType::bf16, {s, h}, "x");
     auto measure = [&](bool streamed, std::vector<uint16_t>& out) {
       double best = 1e30;

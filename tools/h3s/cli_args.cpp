@@ -47,7 +47,13 @@ void add_run_flags(CLI::App& cmd, RunArgs& a) {
       ->capture_default_str();
   cmd.add_option("--threads", a.threads, "CPU threads (0 = all)")->capture_default_str();
   cmd.add_option("--memory-budget", a.memory_budget,
-                 "arena budget, e.g. 8GiB or 512MiB (0 = unlimited)")
+                 "activation arena budget, e.g. 8GiB or 512MiB (0 = unlimited)")
+      ->capture_default_str();
+  cmd.add_option("--vram-budget", a.vram_budget,
+                 "device bytes for the forward's weights plus activations, e.g. 14GiB (0 = "
+                 "unlimited): weights stay resident when they fit beside the activations, "
+                 "otherwise they stream block by block (with prefetch when two blocks fit); "
+                 "the CPU backend plans and copies the same way")
       ->capture_default_str();
 
   cmd.add_option("--q-chunk", o.q_chunk,
@@ -62,7 +68,7 @@ void add_run_flags(CLI::App& cmd, RunArgs& a) {
       ->capture_default_str();
   cmd.add_option("--kv-block", o.kv_block,
                  "K/V rows per attention pass, carried online-softmax state (0 = one pass; "
-                 "multiple of 64)")
+                 "multiple of the 128-key attention tile)")
       ->capture_default_str();
   cmd.add_option("--final-layer-chunk", o.final_layer_chunk,
                  "rows per output-head chunk (0 = stock: whole span promoted at once)")
@@ -146,13 +152,13 @@ PackedLayout layout_from(const RunArgs& a, const ModelConfig& cfg) {
   return PackedLayout::build(s, cfg);
 }
 
-size_t parse_bytes(const std::string& s) {
+size_t parse_bytes(const std::string& s, const char* flag) {
   size_t pos = 0;
   double v = 0;
   try {
     v = std::stod(s, &pos);
   } catch (...) {
-    fail(ErrorKind::invalid_argument, "--memory-budget '{}' is not a size like 8GiB or 512MiB", s);
+    fail(ErrorKind::invalid_argument, "{} '{}' is not a size like 8GiB or 512MiB", flag, s);
   }
   const std::string unit = s.substr(pos);
   double mul = 1;
@@ -165,8 +171,8 @@ size_t parse_bytes(const std::string& s) {
   else if (unit == "GiB")
     mul = 1024.0 * 1024 * 1024;
   else
-    fail(ErrorKind::invalid_argument, "--memory-budget '{}': unit must be B, KiB, MiB or GiB", s);
-  if (v < 0) fail(ErrorKind::invalid_argument, "--memory-budget '{}' is negative", s);
+    fail(ErrorKind::invalid_argument, "{} '{}': unit must be B, KiB, MiB or GiB", flag, s);
+  if (v < 0) fail(ErrorKind::invalid_argument, "{} '{}' is negative", flag, s);
   return size_t(v * mul);
 }
 

@@ -29,6 +29,7 @@ struct RunArgs {
   uint64_t seed = 1;
   int threads = 0;
   std::string memory_budget = "0";
+  std::string vram_budget = "0";
   std::string final_gemm = "exact";
   bool json = false;
   ExecOptions exec;
@@ -42,7 +43,7 @@ ModelConfig config_from(const RunArgs& a);
 // The packed layout the flags describe; throws Error(invalid_argument) naming
 // the flag to change.
 PackedLayout layout_from(const RunArgs& a, const ModelConfig& cfg);
-// "8GiB", "512MiB", "1000000", "0" (unlimited) -> bytes.
-size_t parse_bytes(const std::string& s);
+// "8GiB", "512MiB", "1000000", "0" (unlimited) -> bytes; errors name `flag`.
+size_t parse_bytes(const std::string& s, const char* flag = "--memory-budget");
 
 }  // namespace h3s::cli

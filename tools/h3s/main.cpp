@@ -32,6 +32,7 @@ Prepared prepare(RunArgs& a) {
   a.exec.final_layer_gemm = parse_final_gemm(a.final_gemm);
   a.exec.validate();
   (void)parse_bytes(a.memory_budget);  // reject a bad budget before any work
+  a.exec.vram_budget = parse_bytes(a.vram_budget, "--vram-budget");
   if (a.backend == "cuda" && !cuda_available())
     (void)make_backend("cuda", 0, 0);  // throws the one-line "built without CUDA" error
   Prepared p;
@@ -67,6 +68,29 @@ ForwardOutputs forward(const Prepared& p, const RunArgs& a, const ExecOptions& o
       fmt::print(stderr, "h3s:   {} {} ({:.1f} s)\n", label, stage, s);
     };
   return run_forward(*backend, arena, p.weights, p.layout, p.inputs, opt, progress);
+}
+
+// FNV-1a over the outputs' bits: two runs with the same hash gave the same bits
+// (how runs in separate processes, e.g. resident vs streamed weights, are compared).
+std::string output_hash(const ForwardOutputs& f) {
+  uint64_t h = 1469598103934665603ull;
+  auto eat = [&](const std::vector<float>& v) {
+    const auto* b = reinterpret_cast<const unsigned char*>(v.data());
+    for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  eat(f.video);
+  eat(f.audio);
+  return fmt::format("{:016x}", h);
+}
+
+// What the forward's weight plan did (exec/weight_feed.hpp).
+nlohmann::json weights_json(const ForwardOutputs& f, size_t vram_budget) {
+  return {{"weights_residency", std::string(residency_name(f.weights.residency))},
+          {"prefetch", f.weights.prefetch},
+          {"weights_held_bytes", f.weights.held_bytes},
+          {"weights_peak_bytes", f.weights_peak_bytes},
+          {"activation_estimate", f.activation_estimate},
+          {"vram_budget", vram_budget}};
 }
 
 int run_demo(RunArgs& a) {
@@ -108,11 +132,17 @@ int run_demo(RunArgs& a) {
           {"trim_forward", a.exec.trim_forward}}},
         {"log", streamed.log},
     };
+    // The streamed run's weight plan (the stock run has no budget).
+    j.update(weights_json(streamed, a.exec.vram_budget));
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("h3s demo: preset {}, format {}, {} blocks, {}\n", p.config.name, a.format,
                p.config.blocks, layout_summary(p.layout));
     for (const std::string& line : streamed.log) fmt::print("{}\n", line);
+    fmt::print("streamed run: {}{}\n", streamed.weights.describe(),
+               a.exec.vram_budget
+                   ? fmt::format(" (--vram-budget {})", format_bytes(a.exec.vram_budget))
+                   : "");
     fmt::print("\n  {:<10} {:>8} {:>10} {:>14}  {}\n", "run", "tokens", "seconds", "arena peak",
                "blocks");
     fmt::print("  {:<10} {:>8} {:>10.3f} {:>14}  {} stock\n", "stock", p.layout.seq_len,
@@ -130,7 +160,8 @@ int run_demo(RunArgs& a) {
 
 int run_one(RunArgs& a, bool stock_mode) {
   Prepared p = prepare(a);
-  const ExecOptions opt = stock_mode ? ExecOptions::stock() : a.exec;
+  ExecOptions opt = stock_mode ? ExecOptions::stock() : a.exec;
+  opt.vram_budget = a.exec.vram_budget;  // a stock forward may stream its weights too
   const ForwardOutputs out = forward(p, a, opt, stock_mode ? "stock" : "streamed");
   if (a.json) {
     nlohmann::json j = {{"command", "run"},
@@ -144,15 +175,19 @@ int run_one(RunArgs& a, bool stock_mode) {
                         {"weight_bytes", out.weight_bytes},
                         {"phase_peaks", phase_peaks(out.ledger)},
                         {"ledger", ledger_json(out.ledger)},
-                        {"log", out.log}};
+                        {"log", out.log},
+                        {"output_hash", output_hash(out)}};
+    j.update(weights_json(out, opt.vram_budget));
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("h3s run ({}): preset {}, format {}, {} blocks, {}\n",
                stock_mode ? "stock" : "streamed", p.config.name, a.format, p.config.blocks,
                layout_summary(p.layout));
     for (const std::string& line : out.log) fmt::print("{}\n", line);
-    fmt::print("  {:.3f} s, arena peak {}, weights {}\n", out.seconds, format_bytes(out.peak_bytes),
-               format_bytes(out.weight_bytes));
+    fmt::print("  {:.3f} s, arena peak {}, weights {} ({}; weight stores peaked at {})\n",
+               out.seconds, format_bytes(out.peak_bytes), format_bytes(out.weight_bytes),
+               out.weights.describe(), format_bytes(out.weights_peak_bytes));
+    fmt::print("  output hash {} (equal hashes: equal bits)\n", output_hash(out));
     print_ledger_table(out.ledger);
   }
   return 0;

@@ -1,6 +1,7 @@
-"""A stand-in for ComfyUI's `comfy.ldm.minimax.model`, reduced to what the node's
-mlp_chunk = 0 path calls: a DiT block's MLP half (norm2, adaln_proj, mlp) and the
-segment-wise `_mod_scale_shift` / `_mod_gate`. Written here from H3_MODEL.md section 3
+"""A stand-in for ComfyUI's `comfy.ldm.minimax.model`, reduced to what the node touches:
+a DiT block's modules under ComfyUI's names (whose weights the node casts and hands to
+h3stream each call; the MLP half also runs, for mlp_chunk = 0) and the segment-wise
+`_mod_scale_shift` / `_mod_gate`. Written here from H3_MODEL.md section 3
 (the arithmetic ComfyUI's block performs, bf16 with the roundings it lists) and
 tests/python/test_reference.py's torch re-statement; no ComfyUI code. The weights come
 from an H3 checkpoint's tensors under their file keys."""
@@ -89,13 +90,27 @@ class Mlp(nn.Module):
         return self.fc2(F.silu(gate) * up)
 
 
-class BlockMlpHalf(nn.Module):
-    """DiT block `index` with the modules the MLP half uses, from bf16 checkpoint tensors."""
+class Attention(nn.Module):
+    """The attention's modules (their weights are what the node hands to h3stream; the
+    attention itself runs in h3stream)."""
+
+    def __init__(self, sd, p, eps):
+        super().__init__()
+        self.qkv_proj = _linear(sd[p + "attn.qkv_proj.weight"])
+        self.out_proj = _linear(sd[p + "attn.out_proj.weight"])
+        self.q_norm = RMSNorm(sd[p + "attn.q_norm.weight"], eps)
+        self.k_norm = RMSNorm(sd[p + "attn.k_norm.weight"], eps)
+
+
+class Block(nn.Module):
+    """DiT block `index` from bf16 checkpoint tensors, ComfyUI's module names."""
 
     def __init__(self, sd, index, hidden, eps):
         super().__init__()
         p = f"blocks.{index}."
+        self.norm1 = RMSNorm(sd[p + "norm1.weight"], eps)
         self.norm2 = RMSNorm(sd[p + "norm2.weight"], eps)
+        self.attn = Attention(sd, p, eps)
         self.adaln_proj = AdalnProj(sd[p + "adaln_proj.linear.weight"],
                                     sd[p + "adaln_proj.linear.bias"], hidden)
         self.mlp = Mlp(sd[p + "mlp.fc1.weight"], sd[p + "mlp.fc2.weight"])
@@ -109,7 +124,7 @@ class DiffusionModel(nn.Module):
     def __init__(self, sd, blocks, hidden, eps):
         super().__init__()
         self._sd = dict(sd)
-        self.blocks = nn.ModuleList(BlockMlpHalf(sd, i, hidden, eps) for i in range(blocks))
+        self.blocks = nn.ModuleList(Block(sd, i, hidden, eps) for i in range(blocks))
         for name in ("final_layer", "video_patch_proj", "audio_patch_proj", "rope"):
             setattr(self, name, nn.Module())
 
@@ -119,7 +134,11 @@ class DiffusionModel(nn.Module):
 
 def install(monkeypatch):
     """Makes `from comfy.ldm.minimax.model import _mod_gate, _mod_scale_shift` find this
-    module for the rest of the test (monkeypatch undoes it)."""
+    module, and comfy.ops / comfy.model_management the casts of fake_comfy_ops, for the
+    rest of the test (monkeypatch undoes it)."""
+    import fake_comfy_ops
+
+    fake_comfy_ops.install(monkeypatch)
     names = ["comfy", "comfy.ldm", "comfy.ldm.minimax"]
     for name in names:
         if name not in sys.modules:

@@ -64,7 +64,7 @@ def test_tooltips_are_there_and_say_where_a_control_does_nothing_here():
     ctl = _controls()
     for c in ctl.CONTROLS:
         assert len(c.tooltip) > 40, c.name
-    assert "no effect here" in ctl.BY_NAME["trim_forward"].tooltip
+    assert "frees them when block 0 starts" in ctl.BY_NAME["trim_forward"].tooltip
     assert "no effect" in ctl.BY_NAME["exact_av_rows"].tooltip
     assert "Exact" in ctl.BY_NAME["q_chunk"].tooltip
 

@@ -73,7 +73,8 @@ def test_mlp_chunk_zero_runs_the_models_own_mlp_half(tmp_path, monkeypatch):
     ns._said.clear()
     dm = fake_comfy_h3.DiffusionModel(sd, cfg["blocks"], cfg["hidden"], cfg["eps"])
     m = ns.apply_streamed(_Patcher(_Base(dm)),
-                          {"min_tokens": 0, "mlp_chunk": 0, "final_layer_chunk": 0}, h3=h3stream)
+                          {"min_tokens": 0, "mlp_chunk": 0, "final_layer_chunk": 0,
+                           "trim_forward": False}, h3=h3stream)
     replace = m.model_options["transformer_options"]["patches_replace"]["dit"]
 
     def comfy_block(args):
@@ -109,4 +110,6 @@ def test_mlp_chunk_zero_runs_the_models_own_mlp_half(tmp_path, monkeypatch):
         # The MLP really ran: the node's output is the full block, not the attention half.
         assert rel_attn_only > 0.9, rel_attn_only
     eng = next(iter(ns._engines.values()))[1]
-    assert eng.resident_weights is False  # the node's engine, built from dm.state_dict()
+    # The node's engine holds the config only: every call brought its block's weights.
+    assert not any(eng.block_loaded(i) for i in range(cfg["blocks"]))
+    assert eng.weight_bytes == 0

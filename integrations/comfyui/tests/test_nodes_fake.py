@@ -40,11 +40,27 @@ def _install_fake_patcher_extension():
     sys.modules["comfy.patcher_extension"] = pe
 
 
+class FakeNorm(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n, dtype=torch.bfloat16), requires_grad=False)
+
+
 class FakeBlock(nn.Module):
+    """A DiT block's module tree under ComfyUI's names (tiny shapes: the fake engine only
+    records which tensors each call brings)."""
+
     def __init__(self):
         super().__init__()
-        self.norm2 = nn.Identity()
-        self.lin = nn.Linear(4, 4)
+        self.norm1, self.norm2 = FakeNorm(4), FakeNorm(4)
+        self.attn = nn.Module()
+        self.attn.qkv_proj, self.attn.out_proj = nn.Linear(4, 12, bias=False), nn.Linear(4, 4,
+                                                                                       bias=False)
+        self.attn.q_norm, self.attn.k_norm = FakeNorm(4), FakeNorm(4)
+        self.mlp = nn.Module()
+        self.mlp.fc1, self.mlp.fc2 = nn.Linear(4, 8, bias=False), nn.Linear(4, 4, bias=False)
+        self.adaln_proj = nn.Module()
+        self.adaln_proj.linear = nn.Linear(8, 72)
 
 
 class FakeFinal(nn.Module):
@@ -135,9 +151,13 @@ def fake_forward(patcher, S=64, recorder=None):
             x = rep(args, {"original_block": original})["img"] if rep else original(args)["img"]
         return x
 
-    if calls:
-        return calls[0](lambda xx, *a, **k: body(), [x], None, None)
-    return body()
+    # Every DIFFUSION_MODEL wrapper, outermost first, as ComfyUI's WrapperExecutor chains them.
+    def run(i, xx, *a, **k):
+        if i == len(calls):
+            return body()
+        return calls[i](lambda *aa, **kk: run(i + 1, *aa, **kk), xx, *a, **k)
+
+    return run(0, [x], None, None)
 
 
 # -- a fake h3stream -------------------------------------------------------------------
@@ -155,29 +175,34 @@ def make_fake_h3(attn_only=True, diverged=()):
         config = {"format": "bf16"}
 
         def __init__(self):
-            self.resident_weights = True
             self.calls = []
+            self.weights = []  # each call's {key: tensor}
             self.ledger_entries = []
 
         @classmethod
-        def from_tensors(cls, sd, backend="cpu", device=0):
+        def from_tensors(cls, sd, backend="cpu", device=0, lazy_blocks=False):
+            assert lazy_blocks, "the node's engine must hold the config only"
             e = cls()
             h3.built.append((backend, device, sorted(sd)[:1]))
             return e
 
         def run_block(self, index, x, t_emb, segs, rope, mode="streamed", options=None,
-                      phases="all"):
+                      phases="all", weights=None, metadata=None):
             if phases == "attn" and not attn_only:
                 raise NotImplementedError("attention-only phase missing")
             assert rope.shape == (x.shape[0], 48, 2) and rope.is_contiguous()
             assert options.kw["self_check"] is False
+            assert weights is not None, "each call brings its block's weights"
             self.calls.append((index, mode, phases, x.shape[0]))
+            self.weights.append(dict(weights))
             x.add_(1)
             self.ledger_entries = [{"block": index, "phase": p, "allocated_at_start": 0,
                                     "allocated": 0, "peak": 1000 + index, "reserved": 0}
                                    for p in ("kv", "attn", "mlp")]
 
-        def self_check(self, index, x, t_emb, segs, rope, options=None):
+        def self_check(self, index, x, t_emb, segs, rope, options=None, weights=None,
+                       metadata=None):
+            assert weights is not None
             variants = [{"name": n, "max_ulp": 3 if n in diverged else 0,
                          "mean_ulp": 0.1 if n in diverged else 0.0,
                          "differing": 7 if n in diverged else 0}
@@ -198,8 +223,11 @@ def make_fake_h3(attn_only=True, diverged=()):
 
 
 @pytest.fixture
-def pack():
+def pack(monkeypatch):
     _install_fake_patcher_extension()
+    import fake_comfy_ops
+
+    fake_comfy_ops.install(monkeypatch)
     mod = load_pack()
     import importlib
 
@@ -235,7 +263,14 @@ def test_long_sequences_run_h3stream_with_one_engine(pack):
     assert len(h3.built) == 1  # cached
     p.model.current_weight_patches_uuid = "w2"  # ComfyUI patched the weights (LoRA)
     fake_forward(m)
-    assert len(h3.built) == 2
+    assert len(h3.built) == 1  # the engine holds the config only: each call brings weights
+    eng = streamed(pack)._engines[next(iter(streamed(pack)._engines))][1]
+    assert len(eng.weights) == 6  # 2 blocks x 3 forwards
+    assert sorted(eng.weights[0]) == sorted(
+        f"blocks.0.{k}" for k in ("norm1.weight", "norm2.weight", "attn.qkv_proj.weight",
+                                  "attn.out_proj.weight", "attn.q_norm.weight",
+                                  "attn.k_norm.weight", "mlp.fc1.weight", "mlp.fc2.weight",
+                                  "adaln_proj.linear.weight", "adaln_proj.linear.bias"))
     assert "model_options" not in p.__dict__.get("x", {})  # the input model is untouched
     assert "patches_replace" not in p.model_options["transformer_options"]
 
@@ -366,3 +401,102 @@ def test_node_inputs_are_the_controls(pack):
         p = FakePatcher()
         del p.model.diffusion_model.final_layer
         ns.apply_streamed(p, {}, h3=make_fake_h3())
+
+
+def test_on_the_fly_patches_run_in_h3stream_as_comfyui_casts_them(pack, caplog):
+    """LoRA in low-VRAM mode (a weight_function on the module): the node no longer falls
+    back; h3stream gets the weight ComfyUI's own cast returns (patched), and every cast
+    is handed back."""
+    import fake_comfy_ops
+
+    h3 = make_fake_h3()
+    p = FakePatcher()
+    qkv = p.model.diffusion_model.blocks[0].attn.qkv_proj
+    qkv.weight_function = [lambda w: w * 2]
+    m = streamed(pack).apply_streamed(p, {"min_tokens": 0, "final_layer_chunk": 0}, h3=h3)
+    with caplog.at_level(logging.INFO, logger="h3stream.comfyui"):
+        x = fake_forward(m)
+    assert torch.all(x == 3)  # both blocks took the h3stream path
+    assert not [r for r in caplog.records if "runs instead" in r.getMessage()]
+    eng = streamed(pack)._engines[next(iter(streamed(pack)._engines))][1]
+    assert torch.equal(eng.weights[0]["blocks.0.attn.qkv_proj.weight"], qkv.weight * 2)
+    assert torch.equal(eng.weights[1]["blocks.1.attn.qkv_proj.weight"],
+                       p.model.diffusion_model.blocks[1].attn.qkv_proj.weight)
+    assert len(fake_comfy_ops.CASTS) == 2 * 7  # 5 linears + norm1 + norm2 per block
+    assert sorted(map(id, fake_comfy_ops.CASTS)) == sorted(map(id, fake_comfy_ops.UNCASTS))
+
+
+def test_bypass_patched_modules_fall_back_once(pack, caplog):
+    h3 = make_fake_h3()
+    p = FakePatcher()
+    fc1 = p.model.diffusion_model.blocks[1].mlp.fc1
+    fc1.forward = lambda x: x  # what a bypass LoRA does to the instance
+    m = streamed(pack).apply_streamed(p, {"min_tokens": 0, "final_layer_chunk": 0}, h3=h3)
+    with caplog.at_level(logging.INFO, logger="h3stream.comfyui"):
+        x = fake_forward(m)
+    assert torch.all(x == 4)  # block 0 h3stream (+1), block 1 ComfyUI (x2)
+    lines = [r.getMessage() for r in caplog.records if "bypass" in r.getMessage()]
+    assert len(lines) == 1 and "block 1" in lines[0], lines
+
+
+def test_mlp_chunk_zero_casts_only_the_attention_half(pack, monkeypatch):
+    import fake_comfy_ops
+
+    h3 = make_fake_h3(attn_only=True)
+    ns = streamed(pack)
+    monkeypatch.setattr(ns, "comfy_mlp_half", lambda block, x, t, s: x)
+    m = ns.apply_streamed(FakePatcher(), {"min_tokens": 0, "mlp_chunk": 0}, h3=h3)
+    fake_forward(m)
+    blocks = m.model.diffusion_model.blocks
+    mlps = {id(b.mlp.fc1) for b in blocks} | {id(b.mlp.fc2) for b in blocks}
+    assert fake_comfy_ops.CASTS and not mlps & set(map(id, fake_comfy_ops.CASTS))
+    eng = ns._engines[next(iter(ns._engines))][1]
+    assert "blocks.0.mlp.fc1.weight" in eng.weights[0]  # still there, uncast (never read)
+
+
+@pytest.mark.parametrize("trim", [True, False])
+def test_trim_forward_frees_the_patch_embeds_at_block_0(pack, trim):
+    """ComfyUI's _forward keeps video_embed alive through the blocks; with trim_forward
+    the node's patch projection produces it (the same fp32 GEMM and one rounding to the
+    compute dtype) and block 0 frees it, leaving the packed sequence bit for bit as is."""
+    h3 = make_fake_h3()
+    p = FakePatcher()
+    dm = p.model.diffusion_model
+    torch.manual_seed(3)
+    dm.video_patch_proj = nn.Linear(12, S_HIDDEN)  # fp32, like ComfyUI's island
+    m = streamed(pack).apply_streamed(p, {"min_tokens": 0, "trim_forward": trim,
+                                          "final_layer_chunk": 0}, h3=h3)
+    to = m.model_options["transformer_options"]
+    patched = {k.split(".")[1]: v for k, v in m.object_patches.items()
+               if k.endswith("patch_proj.forward")}
+    assert bool(patched) == trim
+    rows = torch.randn(64, 12)
+    context = torch.zeros(1, 3, 8, dtype=torch.bfloat16)
+    seen = {}
+
+    def model_forward(x, timestep, context=None):  # the part of _forward that matters
+        proj = patched.get("video_patch_proj", dm.video_patch_proj)
+        video_embed = proj(rows).to(context.dtype)
+        h = torch.empty(64, S_HIDDEN, dtype=context.dtype)
+        h[:] = video_embed
+        seen["h"] = h.clone()
+        for i in range(len(dm.blocks)):
+            rep = to["patches_replace"]["dit"][("double_block", i)]
+            args = {"img": h, "t_emb": torch.randn(1, 8, dtype=torch.bfloat16),
+                    "mod_segments": [(0, 64, 0)],
+                    "rope_freqs": torch.randn(1, 64, 1, 48, 2, 2).to(torch.bfloat16),
+                    "transformer_options": to}
+            h = rep(args, {"original_block": lambda a: {"img": a["img"]}})["img"]
+            if i == 0:
+                seen["after_block0"] = video_embed.untyped_storage().nbytes()
+        return h
+
+    wrappers = to.get("wrappers", {}).get("diffusion_model", {})
+    fn = wrappers.get("h3stream_trim_forward", [None])[0]
+    if fn:
+        fn(model_forward, [rows], None, context=context)
+    else:
+        model_forward([rows], None, context=context)
+    want = dm.video_patch_proj(rows).to(torch.bfloat16)
+    assert torch.equal(seen["h"], want)  # the same math with or without the trim
+    assert (seen["after_block0"] == 0) == trim
