@@ -6,9 +6,14 @@ layers make: it moves offloaded weights to the GPU through ComfyUI's pinned buff
 offload stream (low-VRAM and dynamic-VRAM modes), applies on-the-fly patches (LoRA in
 low-VRAM mode: dequantised, patched, and requantised as ComfyUI does in dynamic mode or
 left bf16 as its legacy low-VRAM path runs it), and returns resident weights as they
-are. q_norm and k_norm are cast like ComfyUI's attention casts them. The tensors are
-used in place by the engine (no copy) and handed back with uncast_bias_weight after the
-call.
+are. q_norm and k_norm are cast like ComfyUI's attention casts them.
+
+A cast that returns the module's own resident tensors is used in place by the engine (no
+copy) and handed back with uncast_bias_weight after the call. A cast that returns a
+temporary (an offloaded weight in ComfyUI's cast buffer, which its next cast may reuse; a
+dynamic-VRAM slot; a patched weight) is copied on the GPU, in the compute stream's order
+after ComfyUI's transfer, and handed back at once, as ComfyUI's own layers hand each cast
+back before the next: the engine then holds at most one block of weights beside ComfyUI's.
 """
 
 import contextlib
@@ -50,6 +55,19 @@ def _comfy_quant(module, weight):
     return torch.tensor(list(json.dumps(conf).encode("utf-8")), dtype=torch.uint8)
 
 
+def _storage_ptr(t):
+    return (t._qdata if _quantized(t) else t).data_ptr()
+
+
+def _own(module, tensor, attr="weight"):
+    """True when a cast returned the module's own tensor (resident): safe to keep for the
+    whole call without a copy."""
+    own = getattr(module, attr, None)
+    return (tensor is own or (own is not None and tensor is not None
+                              and own.device == tensor.device
+                              and _storage_ptr(own) == _storage_ptr(tensor)))
+
+
 def linear_tensors(prefix, module, weight, bias):
     """{key: tensor} of one linear in the checkpoint's names: a QuantizedTensor's raw
     data and scales (its own state_dict) with the comfy_quant config, or a dense weight."""
@@ -75,6 +93,18 @@ def block_weights(block, index, x, mlp=True):
 
     casts, out = [], {}
     p = f"blocks.{index}"
+
+    def take(mod, cast, tensors):
+        """Keep the module's own tensors (handed back after the call); copy a temporary
+        cast and hand it back now, before the next cast may reuse its buffer."""
+        w, b, offload = cast
+        if _own(mod, w) and (b is None or _own(mod, b, "bias")):
+            casts.append((mod, w, b, offload))
+            out.update(tensors)
+        else:
+            out.update({k: (v.clone() if v.device == x.device else v) for k, v in tensors.items()})
+            comfy.ops.uncast_bias_weight(mod, w, b, offload)
+
     try:
         for name in LINEARS:
             mod = block.get_submodule(name)
@@ -83,16 +113,14 @@ def block_weights(block, index, x, mlp=True):
                 continue
             # The cast of ComfyUI's quantised Linear (ops.MixedPrecisionOps): the weight in
             # its stored dtype, requantised after an on-the-fly patch.
-            w, b, offload = comfy.ops.cast_bias_weight(
+            cast = comfy.ops.cast_bias_weight(
                 mod, None, dtype=mod.weight.dtype, device=x.device, bias_dtype=x.dtype,
                 offloadable=True, compute_dtype=x.dtype, want_requant=True)
-            casts.append((mod, w, b, offload))
-            out.update(linear_tensors(f"{p}.{name}", mod, w, b))
+            take(mod, cast, linear_tensors(f"{p}.{name}", mod, cast[0], cast[1]))
         for name in NORMS:
             mod = block.get_submodule(name)
-            w, b, offload = comfy.ops.cast_bias_weight(mod, x, offloadable=True)
-            casts.append((mod, w, b, offload))
-            out[f"{p}.{name}.weight"] = w
+            cast = comfy.ops.cast_bias_weight(mod, x, offloadable=True)
+            take(mod, cast, {f"{p}.{name}.weight": cast[0]})
         for name in QK_NORMS:  # ComfyUI's attention casts these directly
             out[f"{p}.{name}.weight"] = mm.cast_to(block.get_submodule(name).weight,
                                                    device=x.device)

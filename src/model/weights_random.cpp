@@ -1,6 +1,10 @@
 // Deterministic synthetic weights for the presets.
+#include <algorithm>
 #include <cmath>
 #include <future>
+#include <thread>
+#include <type_traits>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -138,19 +142,20 @@ ModelWeights ModelWeights::random(const ModelConfig& cfg, WeightFormat format, u
   }
   w.rope_inv_freq = default_inv_freq(c.rope_freqs);
 
-  for (int64_t i = 0; i < c.refiner_blocks; ++i) {
+  // Blocks are independent (each has its own seed): build them a few at a time
+  // on their own threads (full-size quantised blocks take ~15 s each on one
+  // core), with the same values whatever the thread count.
+  const int64_t mod_out = ModelConfig::kBlockMods * ModelConfig::kModalities * c.hidden;
+  auto refiner_block = [&](int64_t i) {
     const uint64_t s = mix_seed(seed, 1000 + uint64_t(i));
     RefinerBlockWeights r;
     r.norm1 = normal_bf16(mix_seed(s, kNorm1), c.hidden, 1.0f, 0.1f);
     r.norm2 = normal_bf16(mix_seed(s, kNorm2), c.hidden, 1.0f, 0.1f);
     r.attn = attn(s, c, format);
     r.mlp = mlp(s, c, format);
-    w.refiner.push_back(std::move(r));
-  }
-  w.refiner_final_norm = normal_bf16(mix_seed(seed, kRefNorm), c.hidden, 1.0f, 0.1f);
-
-  const int64_t mod_out = ModelConfig::kBlockMods * ModelConfig::kModalities * c.hidden;
-  for (int64_t i = 0; i < c.blocks; ++i) {
+    return r;
+  };
+  auto dit_block = [&](int64_t i) {
     const uint64_t s = mix_seed(seed, 2000 + uint64_t(i));
     BlockWeights b;
     b.norm1 = normal_bf16(mix_seed(s, kNorm1), c.hidden, 1.0f, 0.1f);
@@ -161,8 +166,23 @@ ModelWeights ModelWeights::random(const ModelConfig& cfg, WeightFormat format, u
     // Small modulation so activations stay in a realistic range.
     b.adaln = linear(mix_seed(s, kAdaln), mod_out, c.time_dim, adaln_fmt, 0.3f);
     b.adaln.bias = bias_bf16(mix_seed(s, kAdalnB), mod_out, 0.05f);
-    w.blocks.push_back(std::move(b));
-  }
+    return b;
+  };
+  // Each block already runs ~4 threads; a few blocks at once fill a machine.
+  const int64_t at_once =
+      std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()) / 4);
+  auto build_all = [&](auto& out, int64_t n, auto&& make) {
+    out.resize(size_t(n));
+    for (int64_t first = 0; first < n; first += at_once) {
+      std::vector<std::future<std::decay_t<decltype(out[0])>>> batch;
+      for (int64_t i = first; i < std::min(n, first + at_once); ++i)
+        batch.push_back(std::async(std::launch::async, make, i));
+      for (size_t k = 0; k < batch.size(); ++k) out[size_t(first) + k] = batch[k].get();
+    }
+  };
+  build_all(w.refiner, c.refiner_blocks, refiner_block);
+  w.refiner_final_norm = normal_bf16(mix_seed(seed, kRefNorm), c.hidden, 1.0f, 0.1f);
+  build_all(w.blocks, c.blocks, dit_block);
 
   FinalLayerWeights& f = w.final_layer;
   f.norm = normal_bf16(mix_seed(seed, kFinalNorm), c.hidden, 1.0f, 0.1f);

@@ -26,12 +26,13 @@ int cuda_device_count() {
 #endif
 }
 
-void copy_cuda_to_host(int device, void* host, const void* device_ptr, size_t bytes) {
+void copy_cuda_to_host(int device, void* host, const void* device_ptr, size_t bytes,
+                       uintptr_t stream) {
 #ifdef H3S_HAVE_CUDA
   const cuda::DeviceGuard on(device);
-  cuda::copy_to_host(host, device_ptr, bytes);
+  cuda::copy_to_host(host, device_ptr, bytes, reinterpret_cast<void*>(stream));
 #else
-  (void)device, (void)host, (void)device_ptr, (void)bytes;
+  (void)device, (void)host, (void)device_ptr, (void)bytes, (void)stream;
   fail(ErrorKind::invalid_argument,
        "a CUDA tensor was given but this h3stream was built without the CUDA backend: pass CPU "
        "tensors, or rebuild with nvcc on PATH");

@@ -17,8 +17,11 @@ namespace h3s::py {
 bool cuda_built();
 // Visible CUDA devices; 0 without the CUDA backend, a driver or a device.
 int cuda_device_count();
-// Synchronous device -> host copy on `device`; throws without the CUDA backend.
-void copy_cuda_to_host(int device, void* host, const void* device_ptr, size_t bytes);
+// Device -> host copy on `device` in the order of the caller's `stream` (a
+// cudaStream_t as an integer, 0: the legacy default stream), waited for; throws
+// without the CUDA backend.
+void copy_cuda_to_host(int device, void* host, const void* device_ptr, size_t bytes,
+                       uintptr_t stream);
 
 class EngineBackend {
  public:

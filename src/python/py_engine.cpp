@@ -154,7 +154,7 @@ void attach_weights(PyEngine& e, BlockCall& call, const std::optional<std::vecto
   std::shared_ptr<const void> keep_alive = keep_arrays_alive(arrays);
   const nb::gil_scoped_release unlocked;
   call.weights = load_block_from_arrays(arrays, metadata, e.engine->config(), call.index,
-                                        std::move(keep_alive));
+                                        std::move(keep_alive), call.stream);
 }
 
 nb::dict self_check_dict(const SelfCheckResult& r, int64_t tokens) {

@@ -29,7 +29,7 @@ bool c_contiguous(const ReadArray& a) {
 // The arrays as a SafetensorsFile over their memory (CPU and CUDA alike);
 // a CUDA entry's bytes are read only through the DeviceReader.
 SafetensorsFile arrays_file(const std::vector<ArrayEntry>& arrays,
-                            const std::map<std::string, std::string>& metadata) {
+                            const std::map<std::string, std::string>& metadata, uintptr_t stream) {
   std::vector<TensorEntry> entries;
   entries.reserve(arrays.size());
   std::map<std::string, int> cuda_device;  // entry name -> its GPU
@@ -76,8 +76,10 @@ SafetensorsFile arrays_file(const std::vector<ArrayEntry>& arrays,
     }
     entries.push_back(std::move(e));
   }
-  DeviceReader read = [devices = std::move(cuda_device)](const TensorEntry& e, void* dst) {
-    copy_cuda_to_host(devices.at(e.name), dst, e.data, e.bytes);
+  // Read in the caller's stream order: a host framework may have just queued
+  // the copy that fills the array (ComfyUI's offload stream, waited for there).
+  DeviceReader read = [devices = std::move(cuda_device), stream](const TensorEntry& e, void* dst) {
+    copy_cuda_to_host(devices.at(e.name), dst, e.data, e.bytes, stream);
   };
   return SafetensorsFile::from_entries(std::move(entries), metadata, kSource, std::move(read));
 }
@@ -95,8 +97,9 @@ std::shared_ptr<const void> keep_arrays_alive(std::vector<ArrayEntry> arrays) {
 
 ModelWeights load_weights_from_arrays(const std::vector<ArrayEntry>& arrays,
                                       const std::map<std::string, std::string>& metadata,
-                                      std::shared_ptr<const void> keep_alive, bool lazy_blocks) {
-  const SafetensorsFile f = arrays_file(arrays, metadata);
+                                      std::shared_ptr<const void> keep_alive, bool lazy_blocks,
+                                      uintptr_t stream) {
+  const SafetensorsFile f = arrays_file(arrays, metadata, stream);
   LoadOptions options;
   options.skip_dit_blocks = lazy_blocks;
   options.keep_alive = std::move(keep_alive);
@@ -115,8 +118,8 @@ ModelWeights load_weights_from_arrays(const std::vector<ArrayEntry>& arrays,
 BlockWeights load_block_from_arrays(const std::vector<ArrayEntry>& arrays,
                                     const std::map<std::string, std::string>& metadata,
                                     const ModelConfig& config, int64_t index,
-                                    std::shared_ptr<const void> keep_alive) {
-  const SafetensorsFile f = arrays_file(arrays, metadata);
+                                    std::shared_ptr<const void> keep_alive, uintptr_t stream) {
+  const SafetensorsFile f = arrays_file(arrays, metadata, stream);
   return load_dit_block(f, config, index, std::move(keep_alive));
 }
 

@@ -11,6 +11,7 @@
 // host arrays, and NVFP4 is decoded to bf16 on the host, as from a file.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,14 +35,17 @@ std::shared_ptr<const void> keep_arrays_alive(std::vector<ArrayEntry> arrays);
 // The whole model as views of `arrays`. lazy_blocks: the config only (every
 // name and shape is still checked, no array is read or kept): for hosts that
 // hand each block's tensors over per call.
+// stream: the caller's CUDA stream (a cudaStream_t as an integer; 0: the legacy
+// default stream): CUDA arrays are read in its order.
 ModelWeights load_weights_from_arrays(const std::vector<ArrayEntry>& arrays,
                                       const std::map<std::string, std::string>& metadata,
-                                      std::shared_ptr<const void> keep_alive, bool lazy_blocks);
+                                      std::shared_ptr<const void> keep_alive, bool lazy_blocks,
+                                      uintptr_t stream = 0);
 // DiT block `index` from that block's tensors (its keys as in the model,
 // "[prefix]blocks.<index>.*"), checked like a checkpoint's, as views.
 BlockWeights load_block_from_arrays(const std::vector<ArrayEntry>& arrays,
                                     const std::map<std::string, std::string>& metadata,
                                     const ModelConfig& config, int64_t index,
-                                    std::shared_ptr<const void> keep_alive);
+                                    std::shared_ptr<const void> keep_alive, uintptr_t stream = 0);
 
 }  // namespace h3s::py

@@ -122,8 +122,9 @@ def test_vram_budget_picks_per_call_preparation(checkpoint):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_cuda_per_call_weights_are_used_in_place(engine, checkpoint, fmt):
     """CUDA tensors handed to a CUDA engine per call: no copy of the weights (the
-    engine's weight stores hold at most the 16 W4A8 decode levels and fp32 biases),
-    the same bits as the engine's own uploaded weights."""
+    engine's weight stores hold at most the 16 W4A8 decode levels and fp32 biases; NVFP4,
+    which no kernel reads, is decoded to bf16 as from a file), the same bits as the
+    engine's own uploaded weights."""
     sd = load_file(str(checkpoint(fmt)))
     own = h3stream.Engine.from_checkpoint(checkpoint(fmt), backend="cuda")
     lazy = h3stream.Engine.from_tensors(sd, backend="cuda", lazy_blocks=True)
@@ -138,5 +139,14 @@ def test_cuda_per_call_weights_are_used_in_place(engine, checkpoint, fmt):
         lazy.run_block(i, got, t_emb, runs, rope, options=opts, weights=block)
         torch.cuda.synchronize()
         assert torch.equal(bits(got.cpu()), bits(want.cpu())), (fmt, i)
-        assert lazy.weight_peak_bytes < block_bytes // 20, (lazy.weight_peak_bytes, block_bytes)
+        if fmt == "nvfp4":
+            # No fp4 kernel: each NVFP4 layer is decoded to bf16 (on the host) and that decode
+            # uploaded; everything else is used in place.
+            decoded = sum(block[k].shape[0] * block[k].shape[1] * 2 * 2 for k in block
+                          if k.endswith(".weight") and k[:-7] + ".weight_scale_2" in block)
+            assert decoded <= lazy.weight_peak_bytes < decoded + block_bytes // 20, (
+                lazy.weight_peak_bytes, decoded, block_bytes)
+        else:
+            assert lazy.weight_peak_bytes < block_bytes // 20, (lazy.weight_peak_bytes,
+                                                                block_bytes)
     assert own.weight_bytes > 0  # the file's weights were uploaded

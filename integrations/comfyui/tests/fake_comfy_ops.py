@@ -11,6 +11,11 @@ import types
 
 CASTS = []
 UNCASTS = []
+EVENTS = []  # ("cast" | "uncast", module) in order
+# True: a cast returns one shared buffer per shape, overwritten by the next cast of that
+# shape (ComfyUI's per-stream cast buffer for offloaded weights).
+REUSE_BUFFER = [False]
+_BUFFERS = {}
 
 
 def cast_bias_weight(s, input=None, dtype=None, device=None, bias_dtype=None, offloadable=False,
@@ -22,13 +27,19 @@ def cast_bias_weight(s, input=None, dtype=None, device=None, bias_dtype=None, of
         weight = weight.to(device)
     for f in getattr(s, "weight_function", []) or []:
         weight = f(weight)
+    if REUSE_BUFFER[0]:
+        buf = _BUFFERS.setdefault((tuple(weight.shape), weight.dtype), weight.detach().clone())
+        buf.copy_(weight)
+        weight = buf
     bias = getattr(s, "bias", None)
     CASTS.append(s)
+    EVENTS.append(("cast", s))
     return weight, bias, None
 
 
 def uncast_bias_weight(s, weight, bias, offload_stream):
     UNCASTS.append(s)
+    EVENTS.append(("uncast", s))
 
 
 def cast_to(weight, dtype=None, device=None, **kwargs):
@@ -50,3 +61,6 @@ def install(monkeypatch):
     monkeypatch.setattr(sys.modules["comfy"], "model_management", mm, raising=False)
     CASTS.clear()
     UNCASTS.clear()
+    EVENTS.clear()
+    REUSE_BUFFER[0] = False
+    _BUFFERS.clear()

@@ -500,3 +500,28 @@ def test_trim_forward_frees_the_patch_embeds_at_block_0(pack, trim):
     want = dm.video_patch_proj(rows).to(torch.bfloat16)
     assert torch.equal(seen["h"], want)  # the same math with or without the trim
     assert (seen["after_block0"] == 0) == trim
+
+
+def test_offloaded_casts_are_copied_and_handed_back_before_the_next(pack):
+    """ComfyUI's cast buffer for offloaded weights is reused by its next cast: the node
+    copies each such cast and hands it back before casting the next module, so every
+    tensor h3stream gets holds its own module's values."""
+    import fake_comfy_ops
+
+    fake_comfy_ops.REUSE_BUFFER[0] = True
+    h3 = make_fake_h3()
+    p = FakePatcher()
+    blocks = p.model.diffusion_model.blocks
+    torch.manual_seed(0)
+    for b in blocks:  # distinct values in same-shaped weights
+        for mod in (b.attn.out_proj, b.mlp.fc2):
+            mod.weight.data.normal_()
+    m = streamed(pack).apply_streamed(p, {"min_tokens": 0, "final_layer_chunk": 0}, h3=h3)
+    fake_forward(m)
+    eng = streamed(pack)._engines[next(iter(streamed(pack)._engines))][1]
+    for i, b in enumerate(blocks):
+        w = eng.weights[i]
+        assert torch.equal(w[f"blocks.{i}.attn.out_proj.weight"], b.attn.out_proj.weight)
+        assert torch.equal(w[f"blocks.{i}.mlp.fc2.weight"], b.mlp.fc2.weight)
+    kinds = [k for k, _ in fake_comfy_ops.EVENTS]
+    assert kinds == ["cast", "uncast"] * (len(kinds) // 2)  # each handed back at once

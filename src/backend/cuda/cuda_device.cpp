@@ -37,10 +37,12 @@ DeviceGuard::~DeviceGuard() {
   if (previous_ >= 0) (void)cudaSetDevice(previous_);
 }
 
-void copy_to_host(void* host, const void* device_ptr, size_t bytes) {
+void copy_to_host(void* host, const void* device_ptr, size_t bytes, void* stream) {
   if (bytes == 0) return;
-  const cudaError_t e = cudaMemcpy(host, device_ptr, bytes, cudaMemcpyDeviceToHost);
-  if (e != cudaSuccess) fail_cuda("cuda: copy weights to host", e);
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cudaError_t e = cudaMemcpyAsync(host, device_ptr, bytes, cudaMemcpyDeviceToHost, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  if (e != cudaSuccess) fail_cuda("cuda: copy weight values to host", e);
 }
 
 }  // namespace h3s::cuda

@@ -24,8 +24,8 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
-// Synchronous device -> host copy (weights handed over on the GPU are copied
-// to the engine's host copy at load).
-void copy_to_host(void* host, const void* device_ptr, size_t bytes);
+// Device -> host copy in the order of `stream` (the caller's: the bytes may
+// still be in flight there, e.g. a host framework's offload copy), waited for.
+void copy_to_host(void* host, const void* device_ptr, size_t bytes, void* stream);
 
 }  // namespace h3s::cuda
