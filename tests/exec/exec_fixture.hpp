@@ -102,6 +102,23 @@ struct BlockHarness {
   }
 };
 
+// Options that really stream at test lengths: these chunks, min_tokens 0 (the
+// default runs short sequences stock) and merge_tail_below 0 (1-row tails stay).
+inline ExecOptions streamed_options(int64_t q, int64_t kv, int64_t mlp, int64_t kv_block = 0,
+                                    int64_t final_chunk = 16384,
+                                    FinalLayerGemm gemm = FinalLayerGemm::exact) {
+  ExecOptions o;
+  o.q_chunk = q;
+  o.kv_chunk = kv;
+  o.mlp_chunk = mlp;
+  o.kv_block = kv_block;
+  o.final_layer_chunk = final_chunk;
+  o.final_layer_gemm = gemm;
+  o.min_tokens = 0;
+  o.merge_tail_below = 0;
+  return o;
+}
+
 inline ::testing::AssertionResult bits_equal(const std::vector<uint16_t>& a,
                                              const std::vector<uint16_t>& b) {
   if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes differ";

@@ -28,20 +28,6 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-ExecOptions streamed(int64_t q, int64_t kv, int64_t mlp, int64_t kv_block, int64_t fl,
-                     FinalLayerGemm g) {
-  ExecOptions o;
-  o.q_chunk = q;
-  o.kv_chunk = kv;
-  o.mlp_chunk = mlp;
-  o.kv_block = kv_block;
-  o.final_layer_chunk = fl;
-  o.final_layer_gemm = g;
-  o.min_tokens = 0;
-  o.merge_tail_below = 0;
-  return o;
-}
-
 class Forward : public ::testing::TestWithParam<WeightFormat> {};
 
 TEST_P(Forward, StreamedEqualsStockBitForBit) {
@@ -51,10 +37,10 @@ TEST_P(Forward, StreamedEqualsStockBitForBit) {
   ASSERT_EQ(stock.stock_blocks, w.config.blocks);
   ASSERT_EQ(int64_t(stock.video.size()), 131 * w.config.video_features());
   ASSERT_EQ(int64_t(stock.audio.size()), 2 * 9 * w.config.audio_latent);
-  for (const ExecOptions& o : {streamed(37, 41, 43, 128, 19, FinalLayerGemm::exact),
-                               streamed(1, 173, 2, 128, 1, FinalLayerGemm::streamed),
-                               streamed(64, 7, 0, 0, 0, FinalLayerGemm::exact),
-                               streamed(173, 1, 97, 384, 300, FinalLayerGemm::streamed)}) {
+  for (const ExecOptions& o : {streamed_options(37, 41, 43, 128, 19, FinalLayerGemm::exact),
+                               streamed_options(1, 173, 2, 128, 1, FinalLayerGemm::streamed),
+                               streamed_options(64, 7, 0, 0, 0, FinalLayerGemm::exact),
+                               streamed_options(173, 1, 97, 384, 300, FinalLayerGemm::streamed)}) {
     const ForwardOutputs s = forward(w, l, o);
     EXPECT_EQ(s.streamed_blocks, w.config.blocks);
     EXPECT_TRUE(same_bits(stock.video, s.video)) << "q " << o.q_chunk << " kv " << o.kv_chunk;
@@ -66,7 +52,7 @@ TEST_P(Forward, CurveTimeFormAndNoTrimAreExactToo) {
   const ModelWeights& w = weights_for(GetParam(), TimeForm::curve);
   const PackedLayout l = small_layout(w.config, 11, 6, 70, false, false);
   const ForwardOutputs stock = forward(w, l, ExecOptions::stock());
-  ExecOptions o = streamed(13, 17, 19, 128, 23, FinalLayerGemm::streamed);
+  ExecOptions o = streamed_options(13, 17, 19, 128, 23, FinalLayerGemm::streamed);
   o.trim_forward = false;
   const ForwardOutputs s = forward(w, l, o, 0, 1);
   EXPECT_TRUE(same_bits(stock.video, s.video));
@@ -81,7 +67,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, Forward,
 TEST(ForwardOutputs, AreFiniteDeterministicAndDependOnInputs) {
   const ModelWeights& w = weights_for(WeightFormat::int8);
   const PackedLayout l = small_layout(w.config, 8, 4, 40, false, false);
-  const ExecOptions o = streamed(16, 16, 16, 0, 16, FinalLayerGemm::exact);
+  const ExecOptions o = streamed_options(16, 16, 16, 0, 16, FinalLayerGemm::exact);
   const ForwardOutputs a = forward(w, l, o), b = forward(w, l, o);
   EXPECT_TRUE(same_bits(a.video, b.video));
   for (float v : a.video) ASSERT_TRUE(std::isfinite(v));
@@ -93,7 +79,7 @@ TEST(ForwardOutputs, AreFiniteDeterministicAndDependOnInputs) {
 TEST(ForwardMinTokens, ShortSequencesRunStock) {
   const ModelWeights& w = weights_for(WeightFormat::bf16);
   const PackedLayout l = small_layout(w.config, 4, 2, 30, false, false);  // 38 tokens
-  ExecOptions o = streamed(8, 8, 8, 0, 8, FinalLayerGemm::exact);
+  ExecOptions o = streamed_options(8, 8, 8, 0, 8, FinalLayerGemm::exact);
   o.min_tokens = 39;
   EXPECT_EQ(forward(w, l, o).stock_blocks, w.config.blocks);
   o.min_tokens = 38;
@@ -110,7 +96,7 @@ TEST(ForwardLedger, StreamedPeakBelowStockByTheExpectedOrder) {
   const int64_t s = l.seq_len, chunk = 64;
   const ForwardOutputs stock = forward(w, l, ExecOptions::stock());
   const ForwardOutputs str =
-      forward(w, l, streamed(chunk, chunk, chunk, 0, chunk, FinalLayerGemm::streamed));
+      forward(w, l, streamed_options(chunk, chunk, chunk, 0, chunk, FinalLayerGemm::streamed));
   auto phase_peak = [](const ForwardOutputs& f, Phase p) {
     size_t m = 0;
     for (const LedgerEntry& e : f.ledger)

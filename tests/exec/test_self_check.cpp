@@ -15,14 +15,7 @@ namespace h3s::test {
 namespace {
 
 ExecOptions small_chunks() {
-  ExecOptions o;
-  o.q_chunk = 7;
-  o.kv_chunk = 11;
-  o.mlp_chunk = 13;
-  o.kv_block = 128;
-  o.min_tokens = 0;
-  o.merge_tail_below = 0;
-  return o;
+  return streamed_options(7, 11, 13, 128);
 }
 
 const SelfCheckResult::Variant& variant(const SelfCheckResult& r, const std::string& name) {

@@ -20,15 +20,7 @@ namespace h3s::test {
 namespace {
 
 ExecOptions chunked() {
-  ExecOptions o;
-  o.q_chunk = 37;
-  o.kv_chunk = 41;
-  o.mlp_chunk = 43;
-  o.kv_block = 128;
-  o.final_layer_chunk = 19;
-  o.min_tokens = 0;
-  o.merge_tail_below = 0;
-  return o;
+  return streamed_options(37, 41, 43, 128, 19);
 }
 
 ForwardOutputs forward(const ModelWeights& w, const PackedLayout& l, const ExecOptions& o) {

@@ -151,14 +151,7 @@ TEST(GpuForward, StreamedEqualsStockBitForBit) {
       auto be = make_cuda_backend(arena);
       return run_forward(*be, arena, w, l, in, o);
     };
-    ExecOptions o;
-    o.q_chunk = 64;
-    o.kv_chunk = 100;
-    o.mlp_chunk = 77;
-    o.kv_block = 128;
-    o.final_layer_chunk = 50;
-    o.min_tokens = 0;
-    o.merge_tail_below = 0;
+    const ExecOptions o = streamed_options(64, 100, 77, 128, 50);
     const ForwardOutputs a = run(ExecOptions::stock()), b = run(o);
     ASSERT_EQ(a.video.size(), b.video.size());
     EXPECT_EQ(std::memcmp(a.video.data(), b.video.data(), a.video.size() * 4), 0);
@@ -190,13 +183,7 @@ TEST(GpuForward, WeightResidencyPlansGiveTheStockBits) {
       auto be = make_cuda_backend(arena);
       return run_forward(*be, arena, weights, l, in, o);
     };
-    ExecOptions o;
-    o.q_chunk = 64;
-    o.kv_chunk = 100;
-    o.mlp_chunk = 77;
-    o.final_layer_chunk = 50;
-    o.min_tokens = 0;
-    o.merge_tail_below = 0;
+    ExecOptions o = streamed_options(64, 100, 77, 0, 50);
     size_t est = 0, extras = 0, block = 0;
     {
       cuda::CudaMemory mem;
