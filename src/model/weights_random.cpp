@@ -169,8 +169,7 @@ ModelWeights ModelWeights::random(const ModelConfig& cfg, WeightFormat format, u
     return b;
   };
   // Each block already runs ~4 threads; a few blocks at once fill a machine.
-  const int64_t at_once =
-      std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()) / 4);
+  const int64_t at_once = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()) / 4);
   auto build_all = [&](auto& out, int64_t n, auto&& make) {
     out.resize(size_t(n));
     for (int64_t first = 0; first < n; first += at_once) {
