@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "exec/block.hpp"
 #include "exec/block_context.hpp"
@@ -118,7 +120,18 @@ void BlockEngine::check_call(const BlockCall& c) const {
 const BlockWeights& BlockEngine::prepared(const BlockCall& c) {
   Backend& be = backend_.ops();
   auto fill = [&](Prepared& p, const BlockWeights& src, Residency r) {
-    if (!p.store) p.store = be.make_weight_store(fmt::format("block {} weights", c.index), 0);
+    if (&p == &per_call_) {
+      // One slab, grown when a call needs more and reused otherwise: no
+      // allocation or free (and no cudaFree's device-wide wait) per call.
+      const size_t need = prepared_block_bytes(be, src, r);
+      if (p.store && p.store->capacity() < need) {
+        be.synchronize();  // its last call's kernels may still read it
+        p.store.reset();
+      }
+      if (!p.store) p.store = be.make_weight_store("per-call weights", std::max<size_t>(need, 1));
+    } else if (!p.store) {
+      p.store = be.make_weight_store(fmt::format("block {} weights", c.index), 0);
+    }
     p.store->reset();
     p.block = prepare_block(be, src, r, *p.store);
     p.generation = src.attn.qkv.generation;
