@@ -178,9 +178,10 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   const int64_t fchunk = opt.mode == ExecMode::stock ? 0 : opt.final_layer_chunk;
   FinalOutputs f = run_final_layer(be, arena, wx, layout, x.view, adaln_in.view, fchunk,
                                    opt.final_layer_gemm, opt.merge_tail_below);
-  // The model returns negated velocities; audio is scaled by the schedule slope.
+  // The network's outputs, negated (MiniMaxH3Model._forward); the sampler's
+  // audio carry around it is exec/latent_forward.cpp's.
   be.scale(f.video.view, -1.0f);
-  be.scale(f.audio.view, -audio_slope(layout.sigma, c.sigma_shift_video, c.sigma_shift_audio));
+  be.scale(f.audio.view, -1.0f);
   out.video.resize(size_t(f.video.view.numel()));
   out.audio.resize(size_t(f.audio.view.numel()));
   be.download(f.video.view, out.video.data());

@@ -24,7 +24,7 @@ struct ForwardInputs {
 
 struct ForwardOutputs {
   std::vector<float> video;  // [video rows, 96] fp32 (negated velocity)
-  std::vector<float> audio;  // [audio rows, 32] fp32 (negated, slope-scaled)
+  std::vector<float> audio;  // [audio rows, 32] fp32 (negated)
   std::vector<LedgerEntry> ledger;
   size_t peak_bytes = 0;           // arena peak during the forward
   size_t weight_bytes = 0;         // the model's weights (source arrays)

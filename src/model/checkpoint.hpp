@@ -36,6 +36,9 @@ struct CheckpointSummary {
     std::string name;
     WeightFormat format;
     size_t bytes;  // bytes of the layer's tensors in the file
+    // An fp32 island of a file with quantised layers: its values are rounded
+    // to bf16 at load, as ComfyUI's loader holds them (H3_MODEL.md section 2).
+    bool held_bf16 = false;
   };
   std::vector<Layer> linears;                    // every linear, in model order
   std::map<std::string, size_t> bytes_by_dtype;  // file dtype -> bytes

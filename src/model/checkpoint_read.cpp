@@ -51,8 +51,17 @@ class Reader {
       if (!header_quant_->is_object() || !header_quant_->contains("layers") ||
           !(*header_quant_)["layers"].is_object())
         bad("_quantization_metadata must be an object with a \"layers\" object");
+      any_quantised_ = !(*header_quant_)["layers"].empty();
     }
+    for (const std::string& name : f.names())
+      if (ends_with(name, ".comfy_quant")) any_quantised_ = true;
   }
+
+  // ComfyUI loads a file with any quantised layer through its mixed-precision
+  // ops, whose Linear holds every unquantised weight and bias in the compute
+  // dtype (bf16), fp32 islands included, and upcasts them at run time
+  // (H3_MODEL.md section 2). Such a file's islands are rounded to bf16 here.
+  bool islands_held_bf16() const { return any_quantised_; }
 
   template <typename... A>
   [[noreturn]] void bad(fmt::format_string<A...> f, A&&... a) const {
@@ -191,6 +200,7 @@ class Reader {
   std::string prefix_;
   std::shared_ptr<const void> keep_alive_;
   std::optional<nlohmann::json> header_quant_;
+  bool any_quantised_ = false;
   std::set<std::string> used_;
   std::deque<std::vector<std::byte>> scratch_;  // host copies of device entries
 };
@@ -247,12 +257,15 @@ void load_linear(Reader& r, const LinearSlot& s, CheckpointSummary* summary) {
   if (lq && r.has(s.name + ".comfy_quant"))
     bytes += r.file().entry(r.prefix() + s.name + ".comfy_quant").bytes;
   const TensorEntry& w = take(s.name + ".weight");
+  // Parameters ComfyUI holds in bf16: every plain layer's, and the fp32
+  // islands' too in a file with quantised layers.
+  const bool held_bf16 = r.islands_held_bf16() && s.role == LinearRole::island;
   if (!lq && w.dtype == "BF16" && s.role != LinearRole::island) {
     // bf16 stays bf16: the bits as stored, viewed in place where possible.
     r.expect_shape(w, {s.out, s.in});
     q.format = WeightFormat::bf16;
     q.w_bf16 = r.array<uint16_t>(w, summary);
-  } else if (!lq && w.dtype == "F32" && s.role == LinearRole::island) {
+  } else if (!lq && w.dtype == "F32" && s.role == LinearRole::island && !held_bf16) {
     r.expect_shape(w, {s.out, s.in});
     q.format = WeightFormat::f32;
     q.w_f32 = r.array<float>(w, summary);
@@ -262,6 +275,8 @@ void load_linear(Reader& r, const LinearSlot& s, CheckpointSummary* summary) {
     if (summary) summary->copied_bytes += w.bytes;
     if (s.role == LinearRole::island) {
       q.format = WeightFormat::f32;
+      if (held_bf16)
+        for (float& x : v) x = round_bf16(x);
       q.w_f32 = std::move(v);
     } else {
       q.format = WeightFormat::bf16;
@@ -349,9 +364,17 @@ void load_linear(Reader& r, const LinearSlot& s, CheckpointSummary* summary) {
     std::vector<float> v = r.floats(b);
     for (size_t i = 0; i < v.size(); ++i)
       if (!std::isfinite(v[i])) r.bad("tensor '{}' element {} is not finite", b.name, i);
-    q.bias = f32_array(r, b, std::move(v), summary);
+    // A bf16 layer's bias is a bf16 parameter in ComfyUI, whatever the file holds.
+    const bool bias_bf16 = held_bf16 || s.role != LinearRole::island;
+    if (bias_bf16 && b.dtype != "BF16") {
+      for (float& x : v) x = round_bf16(x);
+      if (summary) summary->copied_bytes += b.bytes;
+      q.bias = std::move(v);
+    } else {
+      q.bias = f32_array(r, b, std::move(v), summary);
+    }
   }
-  if (summary) summary->linears.push_back({r.prefix() + s.name, q.format, bytes});
+  if (summary) summary->linears.push_back({r.prefix() + s.name, q.format, bytes, held_bf16});
 }
 
 }  // namespace

@@ -14,7 +14,6 @@ namespace {
 
 constexpr double kFrameRescale = 5.0 / 3.0;
 constexpr int kFramePerToken[5] = {1, 4, 4, 4, 4};
-constexpr double kVisualCondT = 0.999;
 
 // linspace((1 - ratio) / 2, (1 + ratio) / 2, dim / 2, endpoint=False) * 32
 std::vector<double> axis_from_sqrt_area(int64_t dim, double sqrt_area) {
@@ -54,13 +53,6 @@ float audio_sigma(float sigma_v, double shift_v, double shift_a) {
   return fa * base / (1.0f + (fa - 1.0f) * base);
 }
 
-float audio_slope(float sigma_v, double shift_v, double shift_a) {
-  const float fv = float(shift_v), fa = float(shift_a);
-  const float base = sigma_v / (fv + sigma_v * (1.0f - fv));
-  const float num = 1.0f + (fv - 1.0f) * base, den = 1.0f + (fa - 1.0f) * base;
-  return (fa * (num * num)) / (fv * (den * den));
-}
-
 PackedLayout PackedLayout::build(const LayoutSpec& spec, const ModelConfig& cfg) {
   (void)cfg;
   auto need = [](bool ok, const char* what, int64_t v, const char* rule) {
@@ -73,6 +65,11 @@ PackedLayout PackedLayout::build(const LayoutSpec& spec, const ModelConfig& cfg)
   need(spec.latent_w >= 2 && spec.latent_w % 2 == 0, "latent_w", spec.latent_w,
        "must be even and >= 2 (2x2 patches)");
   need(spec.audio_t >= 0, "audio_t", spec.audio_t, "must be >= 0");
+  if (spec.cond_first_frame)
+    need(spec.cond_latent_t >= 1, "cond_latent_t", spec.cond_latent_t, "must be >= 1");
+  if (!(spec.visual_cond_aug >= 0.0 && spec.visual_cond_aug <= 1.0))
+    fail(ErrorKind::invalid_argument, "layout: visual_cond_aug = {} must be in [0, 1]",
+         spec.visual_cond_aug);
   if (!spec.text_tags.empty()) {
     need(int64_t(spec.text_tags.size()) == spec.text_len, "text_tags length",
          int64_t(spec.text_tags.size()), "must equal text_len");
@@ -104,11 +101,22 @@ PackedLayout PackedLayout::build(const LayoutSpec& spec, const ModelConfig& cfg)
   for (int64_t i = 0; i < spec.text_len; ++i) push(pos, double(i), 0.0, 0.0);
   add_segment(SegmentKind::text, spec.text_len);
 
+  // Latent frames from `origin`: t = origin + the exclusive cumsum of the
+  // frames' spans, summed in that order as torch.cumsum does (_video_t_grid).
+  auto video_grid = [&](int64_t frames, double origin) {
+    double span_sum = 0.0;
+    for (int64_t f = 0; f < frames; ++f) {
+      const double t = origin + span_sum;
+      for (double h : hs)
+        for (double w : ws) push(pos, t, h, w);
+      span_sum += kFrameRescale * kFramePerToken[f % 5];
+    }
+  };
+
   const double origin = double(spec.text_len);  // no reference blocks
   if (spec.cond_first_frame) {
-    for (double h : hs)
-      for (double w : ws) push(pos, origin, h, w);
-    add_segment(SegmentKind::cond, frame_rows);
+    video_grid(spec.cond_latent_t, origin);
+    add_segment(SegmentKind::cond, spec.cond_latent_t * frame_rows);
   }
 
   // Audio: channel-major stereo, t advances per latent step, w pinned to the
@@ -118,12 +126,7 @@ PackedLayout PackedLayout::build(const LayoutSpec& spec, const ModelConfig& cfg)
       push(pos, origin + double(t), 0.0, ch == 0 ? ws.front() : ws.back());
   add_segment(SegmentKind::audio, 2 * spec.audio_t);
 
-  double t_cursor = origin;
-  for (int64_t f = 0; f < spec.latent_t; ++f) {
-    for (double h : hs)
-      for (double w : ws) push(pos, t_cursor, h, w);
-    t_cursor += kFrameRescale * kFramePerToken[f % 5];
-  }
+  video_grid(spec.latent_t, origin);
   add_segment(SegmentKind::video, spec.latent_t * frame_rows);
   L.seq_len = row;
   L.video = L.segments.back();
@@ -134,7 +137,7 @@ PackedLayout PackedLayout::build(const LayoutSpec& spec, const ModelConfig& cfg)
   L.sigma = sigma_v;
   const float t_v = 1.0f - sigma_v;
   const float t_a = 1.0f - audio_sigma(sigma_v, cfg.sigma_shift_video, cfg.sigma_shift_audio);
-  const float t_cond = float(std::max(double(t_v), kVisualCondT));
+  const float t_cond = float(std::max(double(t_v), spec.visual_cond_aug));
   std::vector<float> ts = {t_v, t_a};
   if (spec.cond_first_frame) ts.push_back(t_cond);
   std::sort(ts.begin(), ts.end());

@@ -36,11 +36,16 @@ enum : uint8_t { kTagVideo = 0, kTagText = 1, kTagAudio = 2 };
 
 struct LayoutSpec {
   int64_t text_len = 0;
-  int64_t latent_t = 0;           // latent frames
-  int64_t latent_h = 0;           // latent height (even; 2x2 patches)
-  int64_t latent_w = 0;           // latent width (even)
-  int64_t audio_t = 0;            // audio latent steps (stereo: 2 rows each)
-  bool cond_first_frame = false;  // one keyframe cond block at the target origin
+  int64_t latent_t = 0;  // latent frames
+  int64_t latent_h = 0;  // latent height (even; 2x2 patches)
+  int64_t latent_w = 0;  // latent width (even)
+  int64_t audio_t = 0;   // audio latent steps (stereo: 2 rows each)
+  // Image-to-video: one keyframe cond block at the target origin (ComfyUI's
+  // keyframe with resolved_frame_index 0), cond_latent_t latent frames long,
+  // at timestep max(t_v, visual_cond_aug) (the payload's visual_cond_noise_aug).
+  bool cond_first_frame = false;
+  int64_t cond_latent_t = 1;
+  double visual_cond_aug = 0.999;
   // Optional per-text-token modality tags (0 video, 1 text, 2 audio): vision
   // pads inside the text span carry the video tag. Empty = all text.
   std::vector<uint8_t> text_tags;
@@ -84,9 +89,8 @@ std::vector<uint16_t> rope_table(const PackedLayout& layout, std::span<const flo
 // The released checkpoints' rope.inv_freq: 10000^(-i/16). Used by the presets.
 std::vector<float> default_inv_freq(int64_t n);
 
-// Audio timestep of the shifted audio schedule from the video sigma (fp32 steps
-// like ComfyUI's tensor arithmetic).
+// Audio sigma of the shifted audio schedule from the video sigma (fp32 steps
+// like ComfyUI's time_shift_sigma on an fp32 tensor).
 float audio_sigma(float sigma_v, double shift_v, double shift_a);
-float audio_slope(float sigma_v, double shift_v, double shift_a);
 
 }  // namespace h3s

@@ -64,10 +64,18 @@ std::vector<float> bias_bf16(uint64_t seed, int64_t n, float std) {
   return v;
 }
 
-QuantLinear linear(uint64_t seed, int64_t out, int64_t in, WeightFormat f, float gain = 1.0f) {
+// island_bf16: an fp32 island of a model with quantised layers holds bf16
+// values, as ComfyUI's loader holds them (checkpoint_read.cpp), so the random
+// model equals itself written to a file and read back.
+QuantLinear linear(uint64_t seed, int64_t out, int64_t in, WeightFormat f, float gain = 1.0f,
+                   bool island_bf16 = false) {
   const float std = gain / std::sqrt(float(in));
-  if (f == WeightFormat::f32)
-    return QuantLinear::from_f32(normal_f32(seed, out * in, 0, std), out, in);
+  if (f == WeightFormat::f32) {
+    std::vector<float> v = normal_f32(seed, out * in, 0, std);
+    if (island_bf16)
+      for (float& x : v) x = round_bf16(x);
+    return QuantLinear::from_f32(std::move(v), out, in);
+  }
   return QuantLinear::from_bf16(normal_bf16(seed, out * in, 0, std), out, in, f);
 }
 
@@ -124,20 +132,24 @@ ModelWeights ModelWeights::random(const ModelConfig& cfg, WeightFormat format, u
   const ModelConfig& c = cfg;
   const bool curve = c.time_form == TimeForm::curve;
   const WeightFormat adaln_fmt = curve ? WeightFormat::f32 : WeightFormat::bf16;
+  const bool island_bf16 = format != WeightFormat::bf16;
 
-  w.video_patch =
-      linear(mix_seed(seed, kVideoPatch), c.hidden, c.video_features(), WeightFormat::f32);
+  w.video_patch = linear(mix_seed(seed, kVideoPatch), c.hidden, c.video_features(),
+                         WeightFormat::f32, 1.0f, island_bf16);
   w.video_patch.bias = bias_bf16(mix_seed(seed, kVideoPatch, kBias), c.hidden, 0.02f);
-  w.audio_patch = linear(mix_seed(seed, kAudioPatch), c.hidden, c.audio_latent, WeightFormat::f32);
+  w.audio_patch = linear(mix_seed(seed, kAudioPatch), c.hidden, c.audio_latent, WeightFormat::f32,
+                         1.0f, island_bf16);
   w.audio_patch.bias = bias_bf16(mix_seed(seed, kAudioPatch, kBias), c.hidden, 0.02f);
   w.condition_proj = linear(mix_seed(seed, kCond), c.hidden, c.text_dim, WeightFormat::bf16);
   w.condition_proj.bias = bias_bf16(mix_seed(seed, kCond, kBias), c.hidden, 0.02f);
   if (curve) {
     w.adaln_t_table = normal_f32(mix_seed(seed, kTable), c.curve_grid * c.time_dim, 0.0f, 1.0f);
   } else {
-    w.time_in = linear(mix_seed(seed, kTimeIn), c.time_hidden, c.time_freq_dim, WeightFormat::f32);
+    w.time_in = linear(mix_seed(seed, kTimeIn), c.time_hidden, c.time_freq_dim, WeightFormat::f32,
+                       1.0f, island_bf16);
     w.time_in.bias = bias_bf16(mix_seed(seed, kTimeIn, kBias), c.time_hidden, 0.02f);
-    w.time_out = linear(mix_seed(seed, kTimeOut), c.time_dim, c.time_hidden, WeightFormat::f32);
+    w.time_out = linear(mix_seed(seed, kTimeOut), c.time_dim, c.time_hidden, WeightFormat::f32,
+                        1.0f, island_bf16);
     w.time_out.bias = bias_bf16(mix_seed(seed, kTimeOut, kBias), c.time_dim, 0.02f);
   }
   w.rope_inv_freq = default_inv_freq(c.rope_freqs);
@@ -164,7 +176,7 @@ ModelWeights ModelWeights::random(const ModelConfig& cfg, WeightFormat format, u
     b.attn = attn(s, c, format);
     b.mlp = block_mlp.get();
     // Small modulation so activations stay in a realistic range.
-    b.adaln = linear(mix_seed(s, kAdaln), mod_out, c.time_dim, adaln_fmt, 0.3f);
+    b.adaln = linear(mix_seed(s, kAdaln), mod_out, c.time_dim, adaln_fmt, 0.3f, island_bf16);
     b.adaln.bias = bias_bf16(mix_seed(s, kAdalnB), mod_out, 0.05f);
     return b;
   };
@@ -185,11 +197,14 @@ ModelWeights ModelWeights::random(const ModelConfig& cfg, WeightFormat format, u
 
   FinalLayerWeights& f = w.final_layer;
   f.norm = normal_bf16(mix_seed(seed, kFinalNorm), c.hidden, 1.0f, 0.1f);
-  f.adaln = linear(mix_seed(seed, kFinalAdaln), 2 * c.hidden, c.time_dim, adaln_fmt, 0.3f);
+  f.adaln =
+      linear(mix_seed(seed, kFinalAdaln), 2 * c.hidden, c.time_dim, adaln_fmt, 0.3f, island_bf16);
   f.adaln.bias = bias_bf16(mix_seed(seed, kFinalAdaln, kBias), 2 * c.hidden, 0.05f);
-  f.video_out = linear(mix_seed(seed, kVideoOut), c.video_features(), c.hidden, WeightFormat::f32);
+  f.video_out = linear(mix_seed(seed, kVideoOut), c.video_features(), c.hidden, WeightFormat::f32,
+                       1.0f, island_bf16);
   f.video_out.bias = bias_bf16(mix_seed(seed, kVideoOut, kBias), c.video_features(), 0.02f);
-  f.audio_out = linear(mix_seed(seed, kAudioOut), c.audio_latent, c.hidden, WeightFormat::f32);
+  f.audio_out = linear(mix_seed(seed, kAudioOut), c.audio_latent, c.hidden, WeightFormat::f32, 1.0f,
+                       island_bf16);
   f.audio_out.bias = bias_bf16(mix_seed(seed, kAudioOut, kBias), c.audio_latent, 0.02f);
   return w;
 }

@@ -167,6 +167,11 @@ TEST(CliCheckpoint, MakeInspectAndRunEveryFormat) {
     EXPECT_EQ(j.at("config").at("hidden"), 512);
     if (std::string(format) != "bf16") {
       EXPECT_EQ(j.at("linear_formats").at(format).at("layers"), 8) << r.out;  // 1 block + 1 refiner
+      // fp32 islands of a quantised file are held as bf16, as ComfyUI's loader holds them.
+      EXPECT_EQ(j.at("linear_formats").at("f32 (bf16 values)").at("layers"), 6) << r.out;
+      EXPECT_FALSE(j.at("linear_formats").contains("f32")) << r.out;
+    } else {
+      EXPECT_EQ(j.at("linear_formats").at("f32").at("layers"), 6) << r.out;
     }
     r = run_cli("demo --json --tokens 300 --threads 2 --checkpoint " + file, false);
     ASSERT_EQ(r.code, 0) << r.out;

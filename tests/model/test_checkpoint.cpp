@@ -229,6 +229,46 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(TimeForm::full, TimeForm::curve)),
     [](const auto& p) { return param_name(std::get<0>(p.param), std::get<1>(p.param)); });
 
+// ---- 1a. fp32 islands as ComfyUI's loader holds them ----------------------
+
+// A file with any quantised layer loads through ComfyUI's mixed-precision ops,
+// which hold every unquantised Linear parameter in bf16 (H3_MODEL.md section
+// 2): the loader rounds such a file's fp32 islands (and any F32 bias of a bf16
+// layer) to bf16; a bf16 file keeps its islands in fp32.
+TEST(CheckpointIslands, QuantisedFilesHoldIslandsAtBf16BfFilesKeepFp32) {
+  for (WeightFormat format : {WeightFormat::bf16, WeightFormat::int8, WeightFormat::w4a8}) {
+    SCOPED_TRACE(std::string(format_name(format)));
+    ModelWeights w = ModelWeights::random(config_for(TimeForm::full), format, 4244);
+    // Island values and a bias that bf16 cannot hold exactly.
+    std::vector<float> patch = w.video_patch.w_f32.to_vector();
+    for (size_t i = 0; i < patch.size(); ++i) patch[i] = 0.1f + float(i) * 1e-7f;
+    w.video_patch.w_f32 = patch;
+    std::vector<float> bias = w.condition_proj.bias.to_vector();
+    bias[0] = 0.1f;  // not a bf16 value: written as F32
+    w.condition_proj.bias = bias;
+    TempDir dir;
+    const std::string path = dir.file("islands.safetensors");
+    write_checkpoint(w, path);
+    CheckpointSummary summary;
+    const ModelWeights back = load_checkpoint(path, &summary);
+    const bool quantised = format != WeightFormat::bf16;
+    ASSERT_EQ(back.video_patch.w_f32.size(), patch.size());
+    size_t rounded = 0;
+    for (size_t i = 0; i < patch.size(); ++i) {
+      const float want = quantised ? round_bf16(patch[i]) : patch[i];
+      ASSERT_EQ(std::bit_cast<uint32_t>(back.video_patch.w_f32[i]), std::bit_cast<uint32_t>(want))
+          << i;
+      rounded += back.video_patch.w_f32[i] != patch[i];
+    }
+    EXPECT_EQ(rounded > 0, quantised);  // the values really differ from the file's
+    EXPECT_EQ(back.condition_proj.bias[0], round_bf16(0.1f));  // a bf16 layer's bias: bf16
+    int held = 0;
+    for (const CheckpointSummary::Layer& l : summary.linears) held += l.held_bf16;
+    // Patch embeds, time embedder, output heads: six islands in the full form.
+    EXPECT_EQ(held, quantised ? 6 : 0);
+  }
+}
+
 // ---- 1b. lazy blocks: the model without its DiT blocks, then one block ------
 
 TEST_P(CheckpointRoundTrip, SkippedBlocksThenOneBlockLoadIdentically) {

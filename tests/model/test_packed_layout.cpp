@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "core/error.hpp"
 #include "model/packed_layout.hpp"
 #include "model/safetensors.hpp"
 
@@ -70,6 +71,40 @@ TEST(PackedLayout, PositionsByHand) {
   const double r = 5.0 / 3.0;
   const double t[6] = {2.0, 2.0 + r, 2.0 + 5 * r, 2.0 + 9 * r, 2.0 + 13 * r, 2.0 + 17 * r};
   for (int k = 0; k < 6; ++k) EXPECT_DOUBLE_EQ(pos(6 + k, 0), t[k]) << "frame " << k;
+}
+
+// An image-to-video keyframe latent of several frames (ComfyUI's keyframe at
+// resolved_frame_index 0): its rows sit on the target's first frames' grid,
+// at timestep max(t_v, visual_cond_noise_aug).
+TEST(PackedLayout, MultiFrameKeyframeAndItsTimestep) {
+  LayoutSpec s;
+  s.text_len = 3;
+  s.latent_t = 4;
+  s.latent_h = 4;
+  s.latent_w = 2;  // 2 x 1 patches per frame
+  s.audio_t = 1;
+  s.cond_first_frame = true;
+  s.cond_latent_t = 3;
+  s.sigma = 0.2f;
+  const PackedLayout l = PackedLayout::build(s, kCfg);
+  // text 3 | cond 3 frames x 2 | audio 2 | video 4 x 2
+  ASSERT_EQ(l.seq_len, 3 + 6 + 2 + 8);
+  EXPECT_EQ(l.rows_of(SegmentKind::cond), 6);
+  for (int64_t r = 0; r < 6; ++r)
+    for (int axis = 0; axis < 3; ++axis)
+      EXPECT_EQ(l.positions[size_t((3 + r) * 3 + axis)],
+                l.positions[size_t((l.video.begin + r) * 3 + axis)])
+          << "cond row " << r << " axis " << axis;
+  ASSERT_EQ(l.timesteps.size(), 3u);  // t_v 0.8, t_a, cond 0.999
+  EXPECT_FLOAT_EQ(l.timesteps.back(), 0.999f);
+
+  s.visual_cond_aug = 0.5;  // below t_v: the cond rows share the video timestep
+  const PackedLayout low = PackedLayout::build(s, kCfg);
+  ASSERT_EQ(low.timesteps.size(), 2u);
+  EXPECT_EQ(low.mod_runs[1].mod_row, low.mod_runs.back().mod_row);  // cond == video row
+
+  s.cond_latent_t = 0;
+  EXPECT_THROW(PackedLayout::build(s, kCfg), Error);
 }
 
 TEST(PackedLayout, PositionsAndRopeTableMatchComfyUI) {

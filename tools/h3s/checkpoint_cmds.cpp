@@ -67,8 +67,12 @@ int run_inspect(const InspectArgs& a) {
   }
   const ModelConfig& c = w.config;
   std::map<std::string, std::pair<int, size_t>> by_format;  // format -> (layers, bytes)
+  // An fp32 island of a quantised file is held at bf16 precision (ComfyUI's loader).
+  const auto held = [](const CheckpointSummary::Layer& l) {
+    return l.held_bf16 ? std::string("f32 (bf16 values)") : std::string(format_name(l.format));
+  };
   for (const auto& l : s.linears) {
-    auto& [n, b] = by_format[std::string(format_name(l.format))];
+    auto& [n, b] = by_format[held(l)];
     ++n;
     b += l.bytes;
   }
@@ -97,7 +101,10 @@ int run_inspect(const InspectArgs& a) {
     if (a.layers) {
       nlohmann::json layers = nlohmann::json::array();
       for (const auto& l : s.linears)
-        layers.push_back({{"name", l.name}, {"format", format_name(l.format)}, {"bytes", l.bytes}});
+        layers.push_back({{"name", l.name},
+                          {"format", format_name(l.format)},
+                          {"held_as", l.held_bf16 ? "bf16" : format_name(l.format)},
+                          {"bytes", l.bytes}});
       j["layers"] = layers;
     }
     fmt::print("{}\n", j.dump());
@@ -112,13 +119,13 @@ int run_inspect(const InspectArgs& a) {
       c.audio_latent, c.time_form == TimeForm::full ? "full" : "curve", c.time_dim, c.rope_freqs);
   fmt::print("  linear layers by format:\n");
   for (const auto& [f, nb] : by_format)
-    fmt::print("    {:<6} {:>5} layers {:>14}\n", f, nb.first, format_bytes(nb.second));
+    fmt::print("    {:<17} {:>5} layers {:>14}\n", f, nb.first, format_bytes(nb.second));
   fmt::print("  tensor bytes by dtype:\n");
   for (const auto& [d, b] : s.bytes_by_dtype) fmt::print("    {:<8} {:>14}\n", d, format_bytes(b));
   fmt::print("  total {}\n", format_bytes(s.tensor_bytes));
   if (a.layers)
     for (const auto& l : s.linears)
-      fmt::print("    {:<48} {:<6} {:>12}\n", l.name, format_name(l.format), format_bytes(l.bytes));
+      fmt::print("    {:<48} {:<17} {:>12}\n", l.name, held(l), format_bytes(l.bytes));
   return 0;
 }
 
