@@ -9,29 +9,9 @@
 #include <cstdint>
 #include <string_view>
 
+#include "h3s/dtype.hpp"  // DType, dtype_size, dtype_name, Device
+
 namespace h3s {
-
-enum class DType : uint8_t { bf16, f16, f32, i8, i32, u8, f8e4m3, e2m1x2 };
-
-// Bytes per element; e2m1x2 is one byte holding two fp4 values.
-constexpr size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::bf16:
-    case DType::f16:
-      return 2;
-    case DType::f32:
-    case DType::i32:
-      return 4;
-    case DType::i8:
-    case DType::u8:
-    case DType::f8e4m3:
-    case DType::e2m1x2:
-      return 1;
-  }
-  return 0;
-}
-
-std::string_view dtype_name(DType t);
 
 // bf16 is stored as its raw 16 bits.
 struct bf16 {

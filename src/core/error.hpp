@@ -1,23 +1,14 @@
-// Engine errors: one exception type whose message names the bad value and the fix.
+// Raising h3s::Error (include/h3s/error.hpp) with a formatted message, and
+// the internal-invariant check.
 #pragma once
 
 #include <fmt/format.h>
 
-#include <stdexcept>
 #include <string>
 
+#include "h3s/error.hpp"  // Error, ErrorKind: the public exception type
+
 namespace h3s {
-
-enum class ErrorKind { invalid_argument, out_of_memory, bad_input, internal };
-
-class Error : public std::runtime_error {
- public:
-  Error(ErrorKind kind, const std::string& msg) : std::runtime_error(msg), kind_(kind) {}
-  ErrorKind kind() const { return kind_; }
-
- private:
-  ErrorKind kind_;
-};
 
 template <typename... Args>
 [[noreturn]] void fail(ErrorKind kind, fmt::format_string<Args...> f, Args&&... args) {

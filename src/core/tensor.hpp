@@ -17,8 +17,6 @@
 
 namespace h3s {
 
-enum class Device : uint8_t { host, cuda };
-
 struct Tensor {
   void* data = nullptr;
   DType dtype = DType::f32;

@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "exec/options.hpp"
+#include "h3s/options.hpp"
 #include "model/config.hpp"
 #include "model/packed_layout.hpp"
 

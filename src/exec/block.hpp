@@ -8,7 +8,7 @@
 
 #include "core/arena.hpp"
 #include "exec/block_context.hpp"
-#include "exec/options.hpp"
+#include "h3s/options.hpp"
 
 namespace h3s {
 

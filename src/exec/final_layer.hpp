@@ -3,7 +3,7 @@
 #pragma once
 
 #include "backend/backend.hpp"
-#include "exec/options.hpp"
+#include "h3s/options.hpp"
 #include "model/weights.hpp"
 
 namespace h3s {

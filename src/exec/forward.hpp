@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "exec/options.hpp"
 #include "exec/weight_feed.hpp"
+#include "h3s/forward.hpp"  // ProgressFn
+#include "h3s/options.hpp"
 #include "model/packed_layout.hpp"
 #include "model/weights.hpp"
 
@@ -35,10 +36,6 @@ struct ForwardOutputs {
   int64_t stock_blocks = 0, streamed_blocks = 0;
   std::vector<std::string> log;  // e.g. the self-check line
 };
-
-// Called at each stage of a forward ("embed", "block 3/50", "final layer")
-// for progress output on long runs.
-using ProgressFn = std::function<void(const std::string& stage)>;
 
 ForwardOutputs run_forward(Backend& backend, Arena& arena, const ModelWeights& weights,
                            const PackedLayout& layout, const ForwardInputs& inputs,

@@ -1,5 +1,5 @@
 // ExecOptions validation.
-#include "exec/options.hpp"
+#include "h3s/options.hpp"
 
 #include "backend/backend.hpp"
 #include "core/error.hpp"

@@ -3,7 +3,7 @@
 #include <nanobind/nanobind.h>
 
 #include "python/bindings.hpp"
-#include "python/engine_backend.hpp"
+#include "runtime/engine_backend.hpp"
 
 NB_MODULE(_h3stream, m) {
   m.doc() = "h3stream native module: exact streamed MiniMax-H3 DiT blocks over DLPack tensors";

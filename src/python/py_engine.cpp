@@ -17,8 +17,8 @@
 #include "model/checkpoint.hpp"
 #include "model/quant_linear.hpp"
 #include "python/bindings.hpp"
-#include "python/block_engine.hpp"
 #include "python/weights_from_arrays.hpp"
+#include "runtime/block_engine.hpp"
 
 namespace h3s::py {
 
@@ -76,11 +76,12 @@ void expect_engine_gpu(const BlockEngine& e, const Array& a, const char* arg) {
 }
 
 template <class XArray>
-BlockCall make_call(const BlockEngine& e, int64_t index, const XArray& x, const ReadArray& t_emb,
-                    const std::vector<Run>& mod_runs, const ReadArray& rope,
-                    const std::string& mode, const std::optional<ExecOptions>& options,
-                    std::optional<uintptr_t> stream, const std::string& phases) {
-  BlockCall c;
+TensorBlockCall make_call(const BlockEngine& e, int64_t index, const XArray& x,
+                          const ReadArray& t_emb, const std::vector<Run>& mod_runs,
+                          const ReadArray& rope, const std::string& mode,
+                          const std::optional<ExecOptions>& options,
+                          std::optional<uintptr_t> stream, const std::string& phases) {
+  TensorBlockCall c;
   c.index = index;
   c.mode = parse_mode(mode);
   c.phases = parse_phases(phases);
@@ -146,7 +147,8 @@ nb::list ledger_list(const BlockEngine& e) {
 
 // A call's own weights: views of the caller's arrays (checked like a
 // checkpoint's block), referenced until the call's end.
-void attach_weights(PyEngine& e, BlockCall& call, const std::optional<std::vector<Entry>>& weights,
+void attach_weights(PyEngine& e, TensorBlockCall& call,
+                    const std::optional<std::vector<Entry>>& weights,
                     const std::map<std::string, std::string>& metadata) {
   if (!weights) return;
   const std::vector<ArrayEntry> arrays = array_entries(*weights);
@@ -241,7 +243,7 @@ void bind_engine(nb::module_& m) {
          std::optional<uintptr_t> stream, const std::string& phases,
          const std::optional<std::vector<Entry>>& weights,
          const std::map<std::string, std::string>& metadata) {
-        BlockCall call =
+        TensorBlockCall call =
             make_call(*e.engine, index, x, t_emb, runs, rope, mode, options, stream, phases);
         attach_weights(e, call, weights, metadata);
         std::optional<std::string> line;
@@ -267,7 +269,7 @@ void bind_engine(nb::module_& m) {
          const std::optional<std::vector<Entry>>& weights,
          const std::map<std::string, std::string>& metadata) {
         // x is only read (the variants run on copies): a read-only view will do.
-        BlockCall call =
+        TensorBlockCall call =
             make_call(*e.engine, index, x, t_emb, runs, rope, "streamed", options, stream, "all");
         attach_weights(e, call, weights, metadata);
         SelfCheckResult r;

@@ -5,7 +5,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
-#include "exec/options.hpp"
+#include "h3s/options.hpp"
 #include "python/bindings.hpp"
 
 namespace h3s::py {

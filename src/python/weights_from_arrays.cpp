@@ -1,4 +1,4 @@
-// load_weights_from_arrays: arrays -> SafetensorsFile::from_entries -> the
+// load_weights_from_arrays: DLPack arrays -> runtime/memory_tensors -> the
 // checkpoint loader.
 #include "python/weights_from_arrays.hpp"
 
@@ -9,7 +9,7 @@
 
 #include "core/error.hpp"
 #include "model/checkpoint.hpp"
-#include "python/engine_backend.hpp"
+#include "runtime/memory_tensors.hpp"
 
 namespace h3s::py {
 
@@ -26,16 +26,16 @@ bool c_contiguous(const ReadArray& a) {
   return true;
 }
 
-// The arrays as a SafetensorsFile over their memory (CPU and CUDA alike);
-// a CUDA entry's bytes are read only through the DeviceReader.
+// The arrays as a SafetensorsFile over their memory (CPU and CUDA alike),
+// after the checks only DLPack arrays need.
 SafetensorsFile arrays_file(const std::vector<ArrayEntry>& arrays,
                             const std::map<std::string, std::string>& metadata, uintptr_t stream) {
-  std::vector<TensorEntry> entries;
-  entries.reserve(arrays.size());
-  std::map<std::string, int> cuda_device;  // entry name -> its GPU
+  std::vector<MemoryTensor> tensors;
+  tensors.reserve(arrays.size());
   for (const ArrayEntry& in : arrays) {
     const ReadArray& a = in.array;
-    TensorEntry e;
+    MemoryTensor t;
+    TensorEntry& e = t.entry;
     e.name = in.name;
     const std::optional<std::string> natural = safetensors_dtype(a.dtype());
     if (!in.dtype.empty()) {
@@ -63,25 +63,15 @@ SafetensorsFile arrays_file(const std::vector<ArrayEntry>& arrays,
     e.data = static_cast<const std::byte*>(a.data());
     const int dev = a.device_type();
     if (dev == nb::device::cuda::value) {
-      if (!cuda_built())
-        fail(ErrorKind::bad_input,
-             "{}: tensor '{}' is a CUDA tensor but this h3stream was built without the CUDA "
-             "backend: pass CPU tensors, or rebuild with nvcc on PATH",
-             kSource, in.name);
       e.device = Device::cuda;
-      cuda_device[in.name] = a.device_id();
+      t.cuda_device = a.device_id();
     } else if (dev != nb::device::cpu::value) {
       fail(ErrorKind::bad_input, "{}: tensor '{}' lives on {}, expected cpu or cuda memory",
            kSource, in.name, device_label(dev, a.device_id()));
     }
-    entries.push_back(std::move(e));
+    tensors.push_back(std::move(t));
   }
-  // Read in the caller's stream order: a host framework may have just queued
-  // the copy that fills the array (ComfyUI's offload stream, waited for there).
-  DeviceReader read = [devices = std::move(cuda_device), stream](const TensorEntry& e, void* dst) {
-    copy_cuda_to_host(devices.at(e.name), dst, e.data, e.bytes, stream);
-  };
-  return SafetensorsFile::from_entries(std::move(entries), metadata, kSource, std::move(read));
+  return memory_tensors_file(std::move(tensors), metadata, kSource, stream);
 }
 
 }  // namespace
@@ -100,19 +90,7 @@ ModelWeights load_weights_from_arrays(const std::vector<ArrayEntry>& arrays,
                                       std::shared_ptr<const void> keep_alive, bool lazy_blocks,
                                       uintptr_t stream) {
   const SafetensorsFile f = arrays_file(arrays, metadata, stream);
-  LoadOptions options;
-  options.skip_dit_blocks = lazy_blocks;
-  options.keep_alive = std::move(keep_alive);
-  ModelWeights w = load_checkpoint(f, nullptr, options);
-  if (!lazy_blocks) return w;
-  // A lazy engine keeps the config only: no reference to the host's tensors,
-  // which the host may move or free between calls.
-  ModelWeights config_only;
-  config_only.config = w.config;
-  config_only.format = w.format;
-  config_only.refiner.resize(w.refiner.size());
-  config_only.blocks.resize(w.blocks.size());
-  return config_only;
+  return load_model_from_memory(f, std::move(keep_alive), lazy_blocks);
 }
 
 BlockWeights load_block_from_arrays(const std::vector<ArrayEntry>& arrays,

@@ -8,13 +8,13 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "backend_select.hpp"
 #include "core/rng.hpp"
 #include "core/thread_pool.hpp"
 #include "exec/block.hpp"
 #include "exec/time_embed.hpp"
 #include "exec/weight_feed.hpp"
 #include "model/weights.hpp"
+#include "runtime/engine_backend.hpp"
 
 namespace h3s::cli {
 
@@ -52,9 +52,9 @@ int run_bench(BenchArgs& a) {
     RunArgs shape = r;
     shape.tokens = tokens;
     const PackedLayout layout = layout_from(shape, cfg);
-    BackendSetup b = make_backend(r.backend, parse_bytes(r.memory_budget), r.threads);
-    Backend& be = *b.backend;
-    Arena& arena = *b.arena;
+    EngineBackend b(r.backend, 0, parse_bytes(r.memory_budget), r.threads);
+    Backend& be = b.ops();
+    Arena& arena = b.arena();
     const int64_t s = layout.seq_len, h = cfg.hidden;
     // The block's weights, resident on the backend (what a forward whose
     // model fits holds).

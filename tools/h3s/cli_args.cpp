@@ -56,6 +56,11 @@ void add_run_flags(CLI::App& cmd, RunArgs& a) {
                  "the CPU backend plans and copies the same way")
       ->capture_default_str();
 
+  add_control_flags(cmd, o, a.final_gemm);
+  cmd.add_flag("--json", a.json, "print one JSON object instead of the table");
+}
+
+void add_control_flags(CLI::App& cmd, ExecOptions& o, std::string& final_gemm) {
   cmd.add_option("--q-chunk", o.q_chunk,
                  "query rows per attention call (balanced); exact at any value")
       ->capture_default_str();
@@ -73,7 +78,7 @@ void add_run_flags(CLI::App& cmd, RunArgs& a) {
   cmd.add_option("--final-layer-chunk", o.final_layer_chunk,
                  "rows per output-head chunk (0 = stock: whole span promoted at once)")
       ->capture_default_str();
-  cmd.add_option("--final-layer-gemm", a.final_gemm,
+  cmd.add_option("--final-layer-gemm", final_gemm,
                  "exact: one head GEMM over the span; streamed: one per chunk (both bit-equal)")
       ->check(CLI::IsMember({"exact", "streamed"}))
       ->capture_default_str();
@@ -87,7 +92,6 @@ void add_run_flags(CLI::App& cmd, RunArgs& a) {
                "release embed buffers once the packed sequence exists (default on)");
   cmd.add_flag("--self-check", o.self_check,
                "block 0: stock vs streamed for full/q/kv/mlp/none variants, one line in ulps");
-  cmd.add_flag("--json", a.json, "print one JSON object instead of the table");
 }
 
 ModelConfig config_from(const RunArgs& a) {

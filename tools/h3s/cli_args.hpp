@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "exec/options.hpp"
+#include "h3s/options.hpp"
 #include "model/config.hpp"
 #include "model/packed_layout.hpp"
 
@@ -38,6 +38,9 @@ struct RunArgs {
 // Registers every flag on `cmd`; `defaults` supplies the chunk defaults shown
 // in --help (demo scales them to the tiny model, run keeps FEATURES.md's).
 void add_run_flags(CLI::App& cmd, RunArgs& a);
+// The FEATURES.md controls alone (--q-chunk ... --self-check), for commands
+// that take their model and shape from files (h3s forward).
+void add_control_flags(CLI::App& cmd, ExecOptions& o, std::string& final_gemm);
 
 ModelConfig config_from(const RunArgs& a);
 // The packed layout the flags describe; throws Error(invalid_argument) naming

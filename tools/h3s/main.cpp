@@ -1,6 +1,8 @@
 // h3s: the h3stream command line.
 //   h3s demo   stock and streamed forward on synthetic weights, compared bit for bit
 //   h3s run    one forward (streamed or stock) with every control, ledger and timing
+//   h3s forward  the model on real inputs from a file (the public API), outputs to a file
+//   h3s make-inputs  an inputs file of random latents for a checkpoint
 //   h3s make-checkpoint / inspect   ComfyUI-format checkpoint files
 #include <fmt/format.h>
 
@@ -9,14 +11,15 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "backend_select.hpp"
 #include "bench_cmd.hpp"
 #include "checkpoint_cmds.hpp"
 #include "cli_args.hpp"
 #include "core/error.hpp"
 #include "exec/forward.hpp"
+#include "forward_cmd.hpp"
 #include "model/checkpoint.hpp"
 #include "report.hpp"
+#include "runtime/engine_backend.hpp"
 
 namespace h3s::cli {
 namespace {
@@ -33,8 +36,8 @@ Prepared prepare(RunArgs& a) {
   a.exec.validate();
   (void)parse_bytes(a.memory_budget);  // reject a bad budget before any work
   a.exec.vram_budget = parse_bytes(a.vram_budget, "--vram-budget");
-  if (a.backend == "cuda" && !cuda_available())
-    (void)make_backend("cuda", 0, 0);  // throws the one-line "built without CUDA" error
+  if (a.backend == "cuda" && !cuda_built())
+    EngineBackend("cuda", 0, 0, 0);  // throws the one-line "built without CUDA" error
   Prepared p;
   if (!a.checkpoint.empty()) {
     if (!a.json) fmt::print(stderr, "h3s: loading {}...\n", a.checkpoint);
@@ -56,9 +59,9 @@ Prepared prepare(RunArgs& a) {
 
 ForwardOutputs forward(const Prepared& p, const RunArgs& a, const ExecOptions& opt,
                        const char* label) {
-  BackendSetup b = make_backend(a.backend, parse_bytes(a.memory_budget), a.threads);
-  Arena& arena = *b.arena;
-  Backend* backend = b.backend.get();
+  EngineBackend b(a.backend, 0, parse_bytes(a.memory_budget), a.threads);
+  Arena& arena = b.arena();
+  Backend* backend = &b.ops();
   if (!a.json) fmt::print(stderr, "h3s: {} forward over {} tokens...\n", label, p.layout.seq_len);
   const auto t0 = std::chrono::steady_clock::now();
   ProgressFn progress;
@@ -232,6 +235,17 @@ int main(int argc, char** argv) {
       "arena peak, bit-equality");
   add_bench_flags(*bench_cmd, bench);
 
+  ForwardArgs fwd;
+  CLI::App* forward_cmd = app.add_subcommand(
+      "forward",
+      "the model on real inputs (latents, text states, sigma) from a safetensors file, as "
+      "ComfyUI's MiniMaxH3Model.forward; writes the predictions to a safetensors file");
+  add_forward_flags(*forward_cmd, fwd);
+  MakeInputsArgs make_inputs;
+  CLI::App* make_inputs_cmd = app.add_subcommand(
+      "make-inputs", "write an inputs file for h3s forward: random latents for a checkpoint");
+  add_make_inputs_flags(*make_inputs_cmd, make_inputs);
+
   MakeCheckpointArgs make;
   CLI::App* make_cmd = app.add_subcommand(
       "make-checkpoint", "write synthetic weights as a ComfyUI-format H3 .safetensors file");
@@ -256,6 +270,8 @@ int main(int argc, char** argv) {
   try {
     if (*demo_cmd) return run_demo(demo);
     if (*run_cmd) return run_one(run, run_stock);
+    if (*forward_cmd) return run_forward_cmd(fwd);
+    if (*make_inputs_cmd) return run_make_inputs(make_inputs);
     if (*make_cmd) return run_make_checkpoint(make);
     if (*bench_cmd) return run_bench(bench);
     if (*inspect_cmd) return run_inspect(inspect);

@@ -1,5 +1,5 @@
 // EngineBackend: CPU or CUDA, and the per-call device/stream scope.
-#include "python/engine_backend.hpp"
+#include "runtime/engine_backend.hpp"
 
 #include "core/error.hpp"
 #ifdef H3S_HAVE_CUDA
@@ -8,7 +8,7 @@
 #include "backend/cuda/cuda_memory.hpp"
 #endif
 
-namespace h3s::py {
+namespace h3s {
 
 bool cuda_built() {
 #ifdef H3S_HAVE_CUDA
@@ -70,10 +70,12 @@ EngineBackend::EngineBackend(const std::string& name, int device, size_t budget_
   if (name == "cuda") {
 #ifdef H3S_HAVE_CUDA
     const cuda::DeviceGuard on(device);
-    // Plain cudaMalloc/cudaFree arena, the configuration measured on the H200
-    // (tools/h3s/backend_select.cpp says why the stream-ordered one is not yet
-    // the default). The backend starts on its own stream; each call moves it
-    // onto the caller's (CallScope).
+    // Plain cudaMalloc/cudaFree arena: the configuration measured on the H200.
+    // A stream-ordered arena (CudaMemory(stream)) should remove cudaFree's
+    // device-wide syncs between chunks, but its one device run (2026-11-30)
+    // printed nothing within 90 s at 217k tokens: unverified, so not the
+    // default. The backend starts on its own stream; each call moves it onto
+    // the caller's (CallScope).
     memory_ = std::make_unique<cuda::CudaMemory>();
     arena_ = std::make_unique<Arena>(*memory_, budget_bytes);
     backend_ = make_cuda_backend(*arena_);
@@ -81,7 +83,7 @@ EngineBackend::EngineBackend(const std::string& name, int device, size_t budget_
 #else
     fail(ErrorKind::invalid_argument,
          "backend 'cuda': this h3stream was built without the CUDA backend (build it with nvcc "
-         "on PATH and H3S_CUDA not OFF), or use backend='cpu'");
+         "on PATH and H3S_CUDA not OFF), or use the cpu backend");
 #endif
   }
   fail(ErrorKind::invalid_argument, "backend '{}' is not valid: use 'cpu' or 'cuda'", name);
@@ -103,4 +105,4 @@ EngineBackend::~EngineBackend() {
   memory_.reset();
 }
 
-}  // namespace h3s::py
+}  // namespace h3s

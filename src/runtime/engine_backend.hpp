@@ -1,6 +1,7 @@
-// The backend of one Python-facing engine: its memory, arena and ops, plus
-// the per-call switch to the engine's GPU and the caller's CUDA stream. The
-// only file of the module that knows whether the CUDA backend was built.
+// The backend of one engine (the CLI's forward, BlockEngine): its memory,
+// arena and ops, plus the per-call switch to the engine's GPU and the
+// caller's CUDA stream. The only place above the backends that knows whether
+// the CUDA backend was built.
 #pragma once
 
 #include <cstddef>
@@ -11,7 +12,7 @@
 
 #include "backend/backend.hpp"
 
-namespace h3s::py {
+namespace h3s {
 
 // True when this build has the CUDA backend (a GPU may still be missing).
 bool cuda_built();
@@ -63,4 +64,4 @@ class EngineBackend {
   std::unique_ptr<Backend> backend_;
 };
 
-}  // namespace h3s::py
+}  // namespace h3s

@@ -1,10 +1,11 @@
-// BlockEngine: what the Python module drives. It holds one model's weights as
-// views (a mapped checkpoint, or the caller's own arrays: no copy of the
-// model), one backend with its activation arena and weight stores, and runs
-// single DiT blocks on caller-owned tensors exactly as ComfyUI's
-// DiTBlock.forward(x, t_emb, mod_segments, rope_freqs) does, stock or
-// streamed. No Python or nanobind types here: the binding (py_engine.cpp)
-// turns DLPack arrays into Tensor views and calls this.
+// BlockEngine: one model on one backend, under the public h3s::Engine
+// (src/api) and the Python module. It holds the model's weights as views (a
+// mapped checkpoint, or the caller's own arrays: no copy of the model), one
+// backend with its activation arena and weight stores, and runs single DiT
+// blocks on caller-owned tensors exactly as ComfyUI's DiTBlock.forward(x,
+// t_emb, mod_segments, rope_freqs) does, stock or streamed, or the whole
+// forward on real inputs. No Python or API types here: the binding
+// (src/python/py_engine.cpp) and src/api turn arrays into Tensor views.
 #pragma once
 
 #include <cstdint>
@@ -15,15 +16,17 @@
 #include <vector>
 
 #include "exec/block.hpp"
-#include "exec/options.hpp"
+#include "exec/latent_forward.hpp"
+#include "h3s/options.hpp"
 #include "exec/self_check.hpp"
 #include "model/weights.hpp"
-#include "python/engine_backend.hpp"
+#include "runtime/engine_backend.hpp"
 
-namespace h3s::py {
+namespace h3s {
 
-// One block call. x is updated in place; nothing is copied in or out.
-struct BlockCall {
+// One block call over engine tensor views (the public h3s::BlockCall and the
+// Python binding fill it). x is updated in place; nothing is copied in or out.
+struct TensorBlockCall {
   int64_t index = 0;         // DiT block, 0 .. blocks-1
   Tensor x;                  // bf16 [S, hidden], contiguous, on the engine's device
   Tensor t_emb;              // [M, time_dim]: bf16 (full form) or f32 (curve form)
@@ -57,13 +60,20 @@ class BlockEngine {
   // like AdalnProj), then runs the block in place on call.x. Returns the mode
   // that ran: streamed only when asked for and the sequence has at least
   // options.min_tokens rows (ran_mode), as the forward decides per block.
-  ExecMode run_block(const BlockCall& call);
+  ExecMode run_block(const TensorBlockCall& call);
   // What run_block runs for this call: ExecMode::stock when call.mode is
   // stock or x has fewer than call.options.min_tokens rows (exec/forward.cpp).
-  static ExecMode ran_mode(const BlockCall& call);
+  static ExecMode ran_mode(const TensorBlockCall& call);
   // The FEATURES.md self_check on this block and input: stock vs streamed
   // variants side by side on copies; call.x is not modified.
-  SelfCheckResult self_check(const BlockCall& call);
+  SelfCheckResult self_check(const TensorBlockCall& call);
+
+  // The whole model on real inputs (exec/latent_forward.hpp), on this
+  // engine's backend: stream = the caller's CUDA stream. The forward plans its
+  // own weights (options.vram_budget), beside any blocks run_block keeps
+  // prepared. A lazy engine cannot: it holds no block weights.
+  LatentOutputs forward(const LatentInputs& inputs, const ExecOptions& options,
+                        const ProgressFn& progress = {}, uintptr_t stream = 0);
 
   std::vector<LedgerEntry> ledger() const;
   void reset_ledger();  // clears the ledger and restarts the peak
@@ -89,13 +99,13 @@ class BlockEngine {
   bool block_loaded(int64_t index) const;
 
  private:
-  void check_call(const BlockCall& call) const;
+  void check_call(const TensorBlockCall& call) const;
   size_t weight_bytes_unlocked() const;
   // The block's weights prepared for the backend (and ready), from the call's
   // own or the engine's source.
-  const BlockWeights& prepared(const BlockCall& call);
+  const BlockWeights& prepared(const TensorBlockCall& call);
   template <class Run>
-  void with_block(const BlockCall& call, Run&& run);
+  void with_block(const TensorBlockCall& call, Run&& run);
 
   ModelWeights weights_;  // the source: views of a mapped file or the caller's arrays
   EngineBackend backend_;
@@ -113,4 +123,4 @@ class BlockEngine {
   mutable std::mutex mutex_;  // one call at a time: the backend and arena are not thread-safe
 };
 
-}  // namespace h3s::py
+}  // namespace h3s

@@ -1,6 +1,6 @@
 // BlockEngine: argument checks, the block's modulation from t_emb, and the
 // stock / streamed executors on caller-owned memory.
-#include "python/block_engine.hpp"
+#include "runtime/block_engine.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -13,7 +13,7 @@
 #include "exec/time_embed.hpp"
 #include "exec/weight_feed.hpp"
 
-namespace h3s::py {
+namespace h3s {
 
 namespace {
 
@@ -67,7 +67,7 @@ BlockEngine::BlockEngine(ModelWeights weights, const std::string& backend, int d
   }
 }
 
-void BlockEngine::check_call(const BlockCall& c) const {
+void BlockEngine::check_call(const TensorBlockCall& c) const {
   const ModelConfig& cfg = config();
   if (c.index < 0 || c.index >= cfg.blocks)
     fail(ErrorKind::invalid_argument, "index: block {} does not exist, the model has blocks 0..{}",
@@ -117,7 +117,7 @@ void BlockEngine::check_call(const BlockCall& c) const {
   c.options.validate();
 }
 
-const BlockWeights& BlockEngine::prepared(const BlockCall& c) {
+const BlockWeights& BlockEngine::prepared(const TensorBlockCall& c) {
   Backend& be = backend_.ops();
   auto fill = [&](Prepared& p, const BlockWeights& src, Residency r) {
     if (&p == &per_call_) {
@@ -158,7 +158,7 @@ const BlockWeights& BlockEngine::prepared(const BlockCall& c) {
 }
 
 template <class Run>
-void BlockEngine::with_block(const BlockCall& c, Run&& run) {
+void BlockEngine::with_block(const TensorBlockCall& c, Run&& run) {
   const std::lock_guard<std::mutex> lock(mutex_);
   check_call(c);
   const ModelConfig& cfg = config();
@@ -254,14 +254,14 @@ bool BlockEngine::resident_weights() const {
   return resident_weights_;
 }
 
-ExecMode BlockEngine::ran_mode(const BlockCall& c) {
+ExecMode BlockEngine::ran_mode(const TensorBlockCall& c) {
   // The forward's rule (exec/forward.cpp): short sequences gain nothing from
   // streaming, so below min_tokens a block runs stock (the same bits).
   return c.mode == ExecMode::streamed && c.x.rows() >= c.options.min_tokens ? ExecMode::streamed
                                                                             : ExecMode::stock;
 }
 
-ExecMode BlockEngine::run_block(const BlockCall& c) {
+ExecMode BlockEngine::run_block(const TensorBlockCall& c) {
   const ExecMode mode = ran_mode(c);
   with_block(c, [&](Backend& be, Arena& arena, const BlockView& view) {
     if (mode == ExecMode::stock)
@@ -272,12 +272,25 @@ ExecMode BlockEngine::run_block(const BlockCall& c) {
   return mode;
 }
 
-SelfCheckResult BlockEngine::self_check(const BlockCall& c) {
+SelfCheckResult BlockEngine::self_check(const TensorBlockCall& c) {
   SelfCheckResult r;
   with_block(c, [&](Backend& be, Arena& arena, const BlockView& view) {
     r = self_check_block(be, arena, view, c.x, c.options);
   });
   return r;
+}
+
+LatentOutputs BlockEngine::forward(const LatentInputs& inputs, const ExecOptions& options,
+                                   const ProgressFn& progress, uintptr_t stream) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  for (size_t i = 0; i < weights_.blocks.size(); ++i)
+    if (!loaded(weights_.blocks[i]))
+      fail(ErrorKind::invalid_argument,
+           "forward: block {} has no weights (an engine made with lazy_blocks holds the config "
+           "only): make the engine from the whole checkpoint or state dict",
+           i);
+  const EngineBackend::CallScope scope(backend_, stream);
+  return run_latent_forward(backend_.ops(), backend_.arena(), weights_, inputs, options, progress);
 }
 
 std::vector<LedgerEntry> BlockEngine::ledger() const {
@@ -301,4 +314,4 @@ size_t BlockEngine::arena_allocated() const {
   return backend_.arena().allocated();
 }
 
-}  // namespace h3s::py
+}  // namespace h3s

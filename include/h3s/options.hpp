@@ -1,5 +1,6 @@
-// ExecOptions: every control of FEATURES.md, with the reference node's
-// defaults. Exactness never depends on any of them.
+// h3s::Options: every control of FEATURES.md, with the reference node's
+// defaults. Exactness never depends on any of them: a streamed run equals
+// the stock run bit for bit whatever they are.
 #pragma once
 
 #include <cstdint>
@@ -42,5 +43,7 @@ struct ExecOptions {
   // The options of the stock path (whole sequence everywhere, ComfyUI-like).
   static ExecOptions stock();
 };
+
+using Options = ExecOptions;  // the public name
 
 }  // namespace h3s
