@@ -50,6 +50,7 @@ struct ModelInfo {
   std::string time_form;  // full or curve
   int64_t hidden = 0, blocks = 0, refiner_blocks = 0, heads = 0, head_dim = 0, ffn = 0;
   int64_t text_dim = 0, video_latent = 0, audio_latent = 0, time_dim = 0;
+  int64_t rope_dim = 0;  // rotated features per head: run_block's rope is [S, rope_dim / 2, 2]
   size_t weight_bytes = 0;
 };
 

@@ -130,6 +130,7 @@ ModelInfo Engine::info() const {
   i.video_latent = c.video_latent;
   i.audio_latent = c.audio_latent;
   i.time_dim = c.time_dim;
+  i.rope_dim = c.rope_dim;
   i.weight_bytes = e.weights().bytes();
   return i;
 }

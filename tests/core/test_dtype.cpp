@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "core/torch_randn.hpp"
 
 namespace h3s {
 namespace {
@@ -598,6 +600,53 @@ TEST(DTypeE2m1, NearestLevelOnDenseSweep) {
     ASSERT_EQ(f32_to_e2m1(x), uint8_t(best)) << x;
     ASSERT_EQ(f32_to_e2m1(-x), uint8_t(best | 8)) << -x;
   }
+}
+
+}  // namespace
+}  // namespace h3s
+
+// torch's CPU generator stream (core/torch_randn): 24-bit uniforms, Box-Muller
+// in blocks of 16, the last 16 redrawn for a ragged length. (Agreement with
+// torch itself is measured by tests/python/test_forward.py.)
+namespace h3s {
+namespace {
+
+TEST(TorchRandn, UniformsAre24BitAndSeeded) {
+  const std::vector<float> a = torch_cpu_rand(42, 1000), b = torch_cpu_rand(42, 1000);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, torch_cpu_rand(43, 1000));
+  for (float u : a) {
+    ASSERT_GE(u, 0.0f);
+    ASSERT_LT(u, 1.0f);
+    ASSERT_EQ(u * 16777216.0f, std::floor(u * 16777216.0f)) << u;  // k / 2^24
+  }
+  // The standard MT19937 stream: a uniform is the low 24 bits of a draw over 2^24.
+  std::mt19937 g(0);
+  EXPECT_EQ(torch_cpu_rand(0, 1)[0], float(g() & 0xffffffu) / 16777216.0f);
+}
+
+TEST(TorchRandn, NormalsPairUniformsAndRedrawTheTail) {
+  const std::vector<float> n32 = torch_cpu_randn(7, 32), n17 = torch_cpu_randn(7, 17);
+  EXPECT_EQ(torch_cpu_randn(7, 32), n32);
+  double sum = 0, sq = 0;
+  const std::vector<float> big = torch_cpu_randn(7, 1 << 16);
+  for (float v : big) {
+    sum += v;
+    sq += double(v) * v;
+  }
+  EXPECT_NEAR(sum / double(big.size()), 0.0, 0.02);
+  EXPECT_NEAR(sq / double(big.size()), 1.0, 0.02);
+  // A prefix of 16 is the same transform of the same uniforms...
+  EXPECT_TRUE(std::equal(n17.begin(), n17.begin() + 1, n32.begin()));
+  // ...but the ragged tail [1, 17) is redrawn from the next 16 uniforms.
+  EXPECT_NE(n17[16], n32[16]);
+  // Box-Muller by hand on the first pair.
+  const std::vector<float> u = torch_cpu_rand(7, 16);
+  const double r = std::sqrt(-2.0 * std::log(double(1.0f - u[0])));
+  const double th = double(float(2.0 * 3.14159265358979323846) * u[8]);
+  EXPECT_EQ(n32[0], float(r * std::cos(th)));
+  EXPECT_EQ(n32[8], float(r * std::sin(th)));
+  EXPECT_THROW(torch_cpu_randn(7, 15), Error);
 }
 
 }  // namespace

@@ -118,13 +118,17 @@ void CpuBackend::gated_residual(const Tensor& x, const Tensor& y, const Tensor& 
   }
 }
 
+// An empty tensor may have no memory (and its host vector no data): memcpy
+// must not see their null pointers.
 void CpuBackend::upload(const void* host, const Tensor& dst) {
   H3S_CHECK(dst.is_contiguous());
+  if (dst.numel() == 0) return;
   std::memcpy(dst.data, host, size_t(dst.numel()) * dtype_size(dst.dtype));
 }
 
 void CpuBackend::download(const Tensor& src, void* host) {
   H3S_CHECK(src.is_contiguous());
+  if (src.numel() == 0) return;
   std::memcpy(host, src.data, size_t(src.numel()) * dtype_size(src.dtype));
 }
 

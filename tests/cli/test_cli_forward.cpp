@@ -1,0 +1,171 @@
+// `h3s forward` / `h3s make-inputs`: real inputs from a file, outputs to a
+// file, streamed == stock by hash, and every bad inputs file refused with one
+// line naming the tensor, before any work and without writing the output.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "model/safetensors.hpp"
+
+namespace h3s {
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;
+};
+
+Result run_cli(const std::string& args, bool merge_stderr = true) {
+  const std::string cmd =
+      std::string(H3S_CLI_PATH) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string tmp(const std::string& name) {
+  return (std::filesystem::path(::testing::TempDir()) / ("h3s_fwd_" + name)).string();
+}
+
+const std::string& checkpoint() {
+  static const std::string path = [] {
+    const std::string p = tmp("tiny_int8.safetensors");
+    const Result r = run_cli("make-checkpoint --preset tiny --blocks 1 --format int8 " + p);
+    EXPECT_EQ(r.code, 0) << r.out;
+    return p;
+  }();
+  return path;
+}
+
+TEST(CliForward, StreamedEqualsStockAndWritesThePredictions) {
+  const std::string in = tmp("in.safetensors"), a = tmp("a.safetensors"), b = tmp("b.safetensors");
+  Result r = run_cli("make-inputs --checkpoint " + checkpoint() + " --output " + in +
+                     " --latent-t 2 --latent-h 6 --latent-w 5 --audio-frames 9 --text-len 7 "
+                     "--cond-frames 1 --sigma 0.4");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string common = "forward --checkpoint " + checkpoint() + " --inputs " + in;
+  r = run_cli(common + " --json --output " + a +
+                  " --q-chunk 13 --kv-chunk 29 --mlp-chunk 7 "
+                  "--min-tokens 0 --final-layer-chunk 11 --merge-tail-below 0",
+              false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json streamed = nlohmann::json::parse(r.out);
+  r = run_cli(common + " --json --output " + b + " --stock", false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json stock = nlohmann::json::parse(r.out);
+  EXPECT_EQ(streamed.at("streamed_blocks"), 1);
+  EXPECT_EQ(stock.at("stock_blocks"), 1);
+  EXPECT_EQ(streamed.at("output_hash"), stock.at("output_hash"));
+  // text 7 | cond 1 x 3 x 3 | audio 18 | video 2 x 3 x 3 (width 5 padded to 6)
+  EXPECT_EQ(stock.at("tokens"), 7 + 9 + 18 + 18);
+  const SafetensorsFile fa = SafetensorsFile::open(a), fb = SafetensorsFile::open(b);
+  EXPECT_EQ(fa.entry("video").shape, (std::vector<int64_t>{1, 24, 2, 6, 5}));
+  EXPECT_EQ(fa.entry("audio").shape, (std::vector<int64_t>{1, 32, 2, 9}));
+  EXPECT_EQ(fa.entry("video").dtype, "BF16");
+  EXPECT_EQ(fa.read_as<uint16_t>("video", "BF16"), fb.read_as<uint16_t>("video", "BF16"));
+  for (uint16_t v : fa.read_as<uint16_t>("audio", "BF16"))
+    ASSERT_TRUE(std::isfinite(bf16_to_f32(bf16{v})));
+  // Human output: a summary line with the hash.
+  r = run_cli(common + " --output " + b + " --stock");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(stock.at("output_hash").get<std::string>()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("block 1/1"), std::string::npos) << r.out;  // progress
+}
+
+// Writes an inputs file from the good one with `edit` applied.
+std::string edited_inputs(const std::string& name,
+                          const std::function<void(std::vector<WriteEntry>&)>& edit) {
+  static std::vector<std::vector<std::byte>> keep;  // the entries' bytes
+  const std::string good = tmp("good.safetensors");
+  const Result r = run_cli("make-inputs --checkpoint " + checkpoint() + " --output " + good +
+                           " --latent-t 1 --latent-h 4 --latent-w 4 --audio-frames 3 "
+                           "--text-len 3");
+  EXPECT_EQ(r.code, 0) << r.out;
+  const SafetensorsFile f = SafetensorsFile::open(good);
+  std::vector<WriteEntry> entries;
+  for (const std::string& n : f.names()) {
+    const TensorEntry& e = f.entry(n);
+    keep.emplace_back(e.data, e.data + e.bytes);
+    entries.push_back({n, e.dtype, e.shape, keep.back()});
+  }
+  edit(entries);
+  const std::string path = tmp(name + ".safetensors");
+  write_safetensors(path, entries, {});
+  return path;
+}
+
+WriteEntry* find(std::vector<WriteEntry>& v, const std::string& name) {
+  for (WriteEntry& e : v)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+TEST(CliForward, BadInputsFilesAreRefusedNamingTheTensor) {
+  static const float nan_sigma = std::nanf(""), big_sigma = 3.0f;
+  static const std::vector<std::byte> video_i8(size_t(24 * 16), std::byte{1});
+  static const std::vector<std::byte> video_25(size_t(25 * 16 * 2), std::byte{0});
+  struct Bad {
+    std::string name;
+    std::function<void(std::vector<WriteEntry>&)> edit;
+    int code;
+    std::vector<std::string> words;
+  };
+  const std::vector<Bad> bad = {
+      {"missing_sigma",
+       [](auto& v) { std::erase_if(v, [](auto& e) { return e.name == "sigma"; }); },
+       1,
+       {"missing tensor 'sigma'"}},
+      {"extra",
+       [](auto& v) {
+         v.push_back({"noise", "F32", {1}, {reinterpret_cast<const std::byte*>(&big_sigma), 4}});
+       },
+       1,
+       {"unexpected tensor 'noise'"}},
+      {"int8_video",
+       [](auto& v) {
+         *find(v, "video_latent") = {"video_latent", "I8", {1, 24, 1, 4, 4}, video_i8};
+       },
+       1,
+       {"video_latent", "I8", "BF16 or F32"}},
+      {"channels",
+       [](auto& v) {
+         *find(v, "video_latent") = {"video_latent", "BF16", {1, 25, 1, 4, 4}, video_25};
+       },
+       2,
+       {"video_latent", "25 channels", "24"}},
+      {"nan_sigma",
+       [](auto& v) {
+         find(v, "sigma")->bytes = {reinterpret_cast<const std::byte*>(&nan_sigma), 4};
+       },
+       2,
+       {"sigma", "finite"}},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.name);
+    const std::string in = edited_inputs(b.name, b.edit), out = tmp("never_" + b.name);
+    const Result r =
+        run_cli("forward --checkpoint " + checkpoint() + " --inputs " + in + " --output " + out);
+    EXPECT_EQ(r.code, b.code) << r.out;
+    for (const std::string& w : b.words)
+      EXPECT_NE(r.out.find(w), std::string::npos) << "'" << w << "' not in: " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), b.code == 2 ? 2 : 1) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(out)) << "output written on a bad call";
+  }
+}
+
+}  // namespace
+}  // namespace h3s
