@@ -92,6 +92,7 @@ class Engine:
 
     def __init__(self, native_engine):
         self._e = native_engine
+        self.last_forward = None  # the report of the last forward() (tokens, seconds, ...)
 
     @classmethod
     def from_checkpoint(cls, path, backend="cpu", device=0, memory_budget=0, threads=0,
@@ -193,6 +194,64 @@ class Engine:
     def last_self_check(self):
         """The line of the last run_block with options.self_check, or None."""
         return self._e.last_self_check
+
+    def forward(self, video_latent, audio_latent, context, sigma, *, cond_latent=None,
+                text_token_tags=None, audio_scale=4.0, seed=0, visual_cond_noise_aug=0.999,
+                mode="streamed", options=None):
+        """The whole model on real inputs, as ComfyUI's MiniMaxH3Model.forward runs one
+        text-to-video+audio sampling step (and the first-frame image-to-video keyframe).
+
+        video_latent: [1, C, T, H, W] bf16 or float32 (odd H or W padded as ComfyUI pads);
+        audio_latent: [1, 32, 2, frames] bf16 or float32, as the sampler carries it;
+        context: [1, L, text_dim] bf16 raw text-encoder states (the refiner runs inside);
+        sigma: the step's sigma in [0, 1] (float or one-element tensor); the model sees
+        timestep = sigma * 1000 as ComfyUI's model_sampling hands it.
+        cond_latent: an image-to-video keyframe latent [1, C, Tc, H, W] at frame 0, with
+        ComfyUI's noise augmentation (visual_cond_noise_aug, seed); text_token_tags: one
+        modality tag per text token (0 video, 1 text, 2 audio); audio_scale: the sampler's
+        audio carry (4 when sampling the packed latent, 1 for none).
+
+        Returns (video, audio): the predictions in the latents' dtypes and shapes, torch
+        tensors on the latents' device for torch input. CUDA inputs are read through host
+        memory (they are small); the engine runs on its own backend. mode="stock" runs every
+        block stock: the same bits. The report of the call is in ``last_forward``.
+        """
+        torch = sys.modules.get("torch")
+        as_torch = _is_torch(video_latent)
+        device = video_latent.device if as_torch else None
+
+        def host(name, a):
+            if a is None:
+                return None
+            if _is_torch(a):
+                return a.detach().contiguous().cpu()
+            if hasattr(a, "__dlpack__") or hasattr(a, "__array_interface__"):
+                return a
+            raise TypeError(f"{name}: {type(a).__name__} is not an array (expected a torch "
+                            "tensor or another DLPack array)")
+
+        v, a, c = host("video_latent", video_latent), host("audio_latent", audio_latent), \
+            host("context", context)
+        if _is_torch(sigma) or hasattr(sigma, "item"):
+            if getattr(sigma, "numel", lambda: 1)() != 1:
+                raise ValueError(f"sigma: expected one value, got shape {tuple(sigma.shape)}")
+            sigma = sigma.item()
+        if as_torch:
+            vo, ao = torch.empty_like(v), torch.empty_like(a)
+        else:
+            import numpy as np
+            vo, ao = np.empty_like(v), np.empty_like(a)
+        tags = [] if text_token_tags is None else [int(t) for t in
+                                                   (text_token_tags.reshape(-1).tolist()
+                                                    if hasattr(text_token_tags, "tolist")
+                                                    else text_token_tags)]
+        self.last_forward = self._e.forward(
+            v, a, c, float(sigma), vo, ao, cond_latent=host("cond_latent", cond_latent),
+            text_token_tags=tags, audio_scale=float(audio_scale), seed=int(seed),
+            visual_cond_noise_aug=float(visual_cond_noise_aug), mode=mode, options=options)
+        if as_torch and device is not None and device.type != "cpu":
+            vo, ao = vo.to(device), ao.to(device)
+        return vo, ao
 
     def run_block(self, index, x, t_emb, mod_runs, rope, *, mode="streamed", options=None,
                   stream=None, phases="all", weights=None, metadata=None):

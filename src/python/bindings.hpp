@@ -10,5 +10,6 @@ void bind_options(nanobind::module_& m);     // py_options.cpp: Options (ExecOpt
 void bind_engine(nanobind::module_& m);      // py_engine.cpp: _Engine (BlockEngine)
 void bind_checkpoint(nanobind::module_& m);  // py_checkpoint.cpp: make_checkpoint
 void bind_quant(nanobind::module_& m);       // py_quant.cpp: convrot_quantize
+void bind_rng(nanobind::module_& m);         // py_rng.cpp: torch's CPU randn stream (tests)
 
 }  // namespace h3s::py

@@ -126,7 +126,33 @@ Tensor tensor_view(const Array& a, const char* arg, std::initializer_list<DType>
   return t;
 }
 
+template <class Array>
+ArrayRef host_array_ref(const Array& a, const char* arg) {
+  const std::optional<DType> dt = engine_dtype(a.dtype());
+  if (!dt)
+    throw nb::type_error(
+        fmt::format("{}: dtype {} is not accepted", arg, dtype_label(a.dtype())).c_str());
+  if (a.device_type() != nb::device::cpu::value)
+    throw nb::value_error(fmt::format("{}: lives on {}, expected host (cpu) memory", arg,
+                                      device_label(a.device_type(), a.device_id()))
+                              .c_str());
+  ArrayRef r;
+  r.dtype = *dt;
+  int64_t step = 1;
+  for (size_t d = a.ndim(); d-- > 0;) {
+    if (a.shape(d) != 1 && a.stride(d) != step)
+      throw nb::value_error(
+          fmt::format("{}: must be contiguous (call .contiguous() first)", arg).c_str());
+    step *= int64_t(a.shape(d));
+  }
+  for (size_t d = 0; d < a.ndim(); ++d) r.shape.push_back(int64_t(a.shape(d)));
+  r.data = a.data();
+  return r;
+}
+
 template Tensor tensor_view(const ReadArray&, const char*, std::initializer_list<DType>);
+template ArrayRef host_array_ref(const ReadArray&, const char*);
+template ArrayRef host_array_ref(const WriteArray&, const char*);
 template Tensor tensor_view(const WriteArray&, const char*, std::initializer_list<DType>);
 
 }  // namespace h3s::py

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/tensor.hpp"
+#include "h3s/array.hpp"
 
 namespace h3s::py {
 
@@ -36,5 +37,11 @@ std::string device_label(int device_type, int device_id);
 // contiguity against what an op needs are checked by the engine.
 template <class Array>
 Tensor tensor_view(const Array& a, const char* arg, std::initializer_list<DType> dtypes);
+
+// A C-contiguous host array as the public API's view (the forward's inputs and
+// outputs): TypeError for a dtype the engine has no type for, ValueError for
+// device memory or a non-contiguous array.
+template <class Array>
+ArrayRef host_array_ref(const Array& a, const char* arg);
 
 }  // namespace h3s::py

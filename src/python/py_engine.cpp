@@ -10,6 +10,7 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstring>
 #include <limits>
 #include <memory>
 
@@ -282,6 +283,52 @@ void bind_engine(nb::module_& m) {
       "index"_a, "x"_a.noconvert(), "t_emb"_a.noconvert(), "mod_runs"_a, "rope"_a.noconvert(),
       nb::kw_only(), "options"_a = nb::none(), "stream"_a = nb::none(), "weights"_a = nb::none(),
       "metadata"_a = std::map<std::string, std::string>{});
+  c.def(
+      "forward",
+      [](PyEngine& e, ReadArray video, ReadArray audio, ReadArray context, float sigma,
+         WriteArray video_out, WriteArray audio_out, std::optional<ReadArray> cond,
+         const std::vector<uint8_t>& tags, double audio_scale, uint64_t seed, double aug,
+         const std::string& mode, const std::optional<ExecOptions>& options) {
+        LatentInputs in;
+        in.video_latent = host_array_ref(video, "video_latent");
+        in.audio_latent = host_array_ref(audio, "audio_latent");
+        in.context = host_array_ref(context, "context");
+        if (cond) in.cond_latent = host_array_ref(*cond, "cond_latent");
+        in.sigma = sigma;
+        in.text_token_tags = tags;
+        in.audio_scale = audio_scale;
+        in.seed = seed;
+        in.visual_cond_noise_aug = aug;
+        ExecOptions o = options.value_or(ExecOptions{});
+        o.mode = parse_mode(mode);
+        const ArrayRef vo = host_array_ref(video_out, "video_out");
+        const ArrayRef ao = host_array_ref(audio_out, "audio_out");
+        if (vo.shape != in.video_latent.shape || vo.dtype != in.video_latent.dtype ||
+            ao.shape != in.audio_latent.shape || ao.dtype != in.audio_latent.dtype)
+          throw nb::value_error("video_out/audio_out: must have the latents' shapes and dtypes");
+        LatentOutputs out;
+        {
+          const nb::gil_scoped_release unlocked;
+          out = e.engine->forward(in, o);
+        }
+        std::memcpy(const_cast<void*>(vo.data), out.video.bytes.data(), out.video.bytes.size());
+        std::memcpy(const_cast<void*>(ao.data), out.audio.bytes.data(), out.audio.bytes.size());
+        const ForwardReport& r = out.report;
+        nb::dict d;
+        d["tokens"] = r.tokens;
+        d["seconds"] = r.seconds;
+        d["arena_peak_bytes"] = r.arena_peak_bytes;
+        d["weights_plan"] = r.weights_plan;
+        d["streamed_blocks"] = r.streamed_blocks;
+        d["stock_blocks"] = r.stock_blocks;
+        d["log"] = r.log;
+        return d;
+      },
+      "video_latent"_a.noconvert(), "audio_latent"_a.noconvert(), "context"_a.noconvert(),
+      "sigma"_a, "video_out"_a.noconvert(), "audio_out"_a.noconvert(), nb::kw_only(),
+      "cond_latent"_a.noconvert() = nb::none(), "text_token_tags"_a = std::vector<uint8_t>{},
+      "audio_scale"_a = 4.0, "seed"_a = 0, "visual_cond_noise_aug"_a = 0.999,
+      "mode"_a = "streamed", "options"_a = nb::none());
   c.def("ledger", [](const PyEngine& e) { return ledger_list(*e.engine); });
   c.def("reset_ledger", [](PyEngine& e) { e.engine->reset_ledger(); });
   c.def("arena_peak", [](const PyEngine& e) { return e.engine->arena_peak(); });
