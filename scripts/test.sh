@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build h3stream from nothing and run every CPU test (the CUDA backend and its
-# GPU tests are compiled when nvcc is present; without a GPU they skip): the release suite, the
+# GPU tests are compiled when nvcc is present; without a GPU they skip): the release suite,
+# `cmake --install` and the example consumer (examples/embed) built against it, the
 # same suite under AddressSanitizer + UndefinedBehaviorSanitizer, the style
 # check, a smoke run of the micro-benchmarks, a 30 s libFuzzer smoke run of
 # the checkpoint parsers (scripts/fuzz.sh) and the Python package: `pip install .`
@@ -24,6 +25,17 @@ build/pyenv/bin/pip install -q safetensors numpy
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DH3S_PYTHON="$PWD/build/pyenv/bin/python" >/dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs"
+
+echo "== cmake --install + the example consumer (examples/embed) against it =="
+rm -rf build/install build/embed
+cmake --install build --prefix "$PWD/build/install" >/dev/null
+cmake -S examples/embed -B build/embed -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
+cmake --build build/embed
+build/install/bin/h3s make-checkpoint --preset tiny --format int8 build/embed/tiny.safetensors
+build/install/bin/h3s make-inputs --checkpoint build/embed/tiny.safetensors \
+  --output build/embed/inputs.safetensors --cond-frames 1 --latent-w 7
+build/embed/h3s_embed build/embed/tiny.safetensors build/embed/inputs.safetensors \
+  build/embed/outputs.safetensors
 
 echo "== micro-benchmark smoke run =="
 ./build/bench/h3s_bench_cpu --benchmark_min_time=0.01 --benchmark_filter='Linear/int8/64|RmsNormMod'

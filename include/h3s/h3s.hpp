@@ -3,6 +3,7 @@
 #pragma once
 
 #include "h3s/array.hpp"
+#include "h3s/arrays_io.hpp"
 #include "h3s/dtype.hpp"
 #include "h3s/engine.hpp"
 #include "h3s/error.hpp"

@@ -13,28 +13,6 @@ namespace h3s {
 
 namespace {
 
-// The safetensors name of an array's dtype (e2m1 pairs are bytes on disk).
-std::string safetensors_name(DType t) {
-  switch (t) {
-    case DType::bf16:
-      return "BF16";
-    case DType::f16:
-      return "F16";
-    case DType::f32:
-      return "F32";
-    case DType::i8:
-      return "I8";
-    case DType::i32:
-      return "I32";
-    case DType::u8:
-    case DType::e2m1x2:
-      return "U8";
-    case DType::f8e4m3:
-      return "F8_E4M3";
-  }
-  return "?";
-}
-
 // A public array as an engine tensor view (rank 1..4, contiguous by definition).
 Tensor tensor_of(const ArrayRef& a, const char* arg) {
   if (a.shape.empty() || a.shape.size() > 4)
@@ -86,7 +64,8 @@ Engine Engine::from_arrays(std::vector<NamedArray> arrays,
     MemoryTensor t;
     TensorEntry& e = t.entry;
     e.name = std::move(n.name);
-    e.dtype = n.safetensors_dtype.empty() ? safetensors_name(n.array.dtype) : n.safetensors_dtype;
+    e.dtype = n.safetensors_dtype.empty() ? std::string(safetensors_dtype_name(n.array.dtype))
+                                          : n.safetensors_dtype;
     const std::optional<size_t> size = safetensors_dtype_size(e.dtype);
     if (!size)
       fail(ErrorKind::invalid_argument, "arrays: tensor '{}' has unknown dtype name '{}'", e.name,

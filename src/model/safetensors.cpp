@@ -196,6 +196,27 @@ std::optional<DType> to_engine_dtype(std::string_view dtype) {
   return std::nullopt;
 }
 
+std::string_view safetensors_dtype_name(DType t) {
+  switch (t) {
+    case DType::bf16:
+      return "BF16";
+    case DType::f16:
+      return "F16";
+    case DType::f32:
+      return "F32";
+    case DType::i8:
+      return "I8";
+    case DType::i32:
+      return "I32";
+    case DType::u8:
+    case DType::e2m1x2:
+      return "U8";
+    case DType::f8e4m3:
+      return "F8_E4M3";
+  }
+  return "?";
+}
+
 // ---- SafetensorsFile --------------------------------------------------------
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {

@@ -35,6 +35,8 @@ std::optional<size_t> safetensors_dtype_size(std::string_view dtype);
 // The engine dtype of a safetensors dtype name; nullopt when the engine has no
 // such type (F64, I16, I64, F8_E5M2, BOOL, or unknown).
 std::optional<DType> to_engine_dtype(std::string_view dtype);
+// The safetensors name of an engine dtype (e2m1 pairs are bytes: "U8").
+std::string_view safetensors_dtype_name(DType t);
 
 struct TensorEntry {
   std::string name;

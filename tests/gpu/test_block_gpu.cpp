@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "deviation.hpp"
 #include "exec/activation_estimate.hpp"
 #include "exec/forward.hpp"
+#include "exec/latent_forward.hpp"
 #include "exec_fixture.hpp"
 #include "gpu_fixture.hpp"
 #include "model/checkpoint.hpp"
@@ -157,6 +159,64 @@ TEST(GpuForward, StreamedEqualsStockBitForBit) {
     EXPECT_EQ(std::memcmp(a.video.data(), b.video.data(), a.video.size() * 4), 0);
     EXPECT_EQ(std::memcmp(a.audio.data(), b.audio.data(), a.audio.size() * 4), 0);
     EXPECT_LT(b.peak_bytes, a.peak_bytes);
+  }
+}
+
+// The forward on real inputs on the GPU: streamed == stock bit for bit, and
+// the CPU reference's predictions within the block tolerance (rel-rms 1e-2).
+TEST(GpuLatentForward, StreamedEqualsStockAndMatchesTheCpu) {
+  H3S_REQUIRE_GPU();
+  for (WeightFormat f : {WeightFormat::int8, WeightFormat::bf16}) {
+    SCOPED_TRACE(format_name(f));
+    const ModelWeights& w = weights_for(f);
+    const ModelConfig& c = w.config;
+    auto random = [](DType t, std::vector<int64_t> shape, uint64_t seed, float scale) {
+      Array a(t, std::move(shape));
+      Rng r(seed);
+      for (int64_t i = 0; i < a.numel(); ++i)
+        a.data<uint16_t>()[i] = f32_to_bf16(scale * r.normal()).bits;
+      return a;
+    };
+    const Array video = random(DType::bf16, {1, c.video_latent, 3, 10, 9}, 1, 1.0f);
+    const Array audio = random(DType::bf16, {1, c.audio_latent, 2, 20}, 2, 1.0f);
+    const Array context = random(DType::bf16, {1, 17, c.text_dim}, 3, 0.5f);
+    const Array cond = random(DType::bf16, {1, c.video_latent, 1, 10, 10}, 4, 1.0f);
+    LatentInputs in;
+    in.video_latent = video.ref();
+    in.audio_latent = audio.ref();
+    in.context = context.ref();
+    in.cond_latent = cond.ref();
+    in.sigma = 0.55f;
+    auto run = [&](const ExecOptions& o) {
+      cuda::CudaMemory mem;
+      Arena arena(mem, 0);
+      auto be = make_cuda_backend(arena);
+      return run_latent_forward(*be, arena, w, in, o);
+    };
+    const LatentOutputs stock = run(ExecOptions::stock());
+    const LatentOutputs streamed = run(streamed_options(64, 100, 77, 128, 50));
+    EXPECT_EQ(streamed.report.streamed_blocks, c.blocks);
+    EXPECT_EQ(stock.video.bytes, streamed.video.bytes);
+    EXPECT_EQ(stock.audio.bytes, streamed.audio.bytes);
+    HostMemory host;
+    Arena cpu_arena(host, 0);
+    auto cpu = make_cpu_backend(4);
+    const LatentOutputs ref = run_latent_forward(*cpu, cpu_arena, w, in, ExecOptions::stock());
+    auto rel_rms = [](const Array& a, const Array& b) {
+      double num = 0, den = 0;
+      for (int64_t i = 0; i < a.numel(); ++i) {
+        const double x = bf16_to_f32(bf16{a.data<uint16_t>()[i]});
+        const double y = bf16_to_f32(bf16{b.data<uint16_t>()[i]});
+        num += (x - y) * (x - y);
+        den += y * y;
+      }
+      return std::sqrt(num / den);
+    };
+    const double rv = rel_rms(stock.video, ref.video), ra = rel_rms(stock.audio, ref.audio);
+    std::printf("[ measured ] %s forward GPU vs CPU rel-rms video %.3g audio %.3g\n",
+                std::string(format_name(f)).c_str(), rv, ra);
+    EXPECT_LE(rv, 1e-2);
+    EXPECT_LE(ra, 1e-2);
   }
 }
 
