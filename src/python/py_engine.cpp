@@ -327,8 +327,8 @@ void bind_engine(nb::module_& m) {
       "video_latent"_a.noconvert(), "audio_latent"_a.noconvert(), "context"_a.noconvert(),
       "sigma"_a, "video_out"_a.noconvert(), "audio_out"_a.noconvert(), nb::kw_only(),
       "cond_latent"_a.noconvert() = nb::none(), "text_token_tags"_a = std::vector<uint8_t>{},
-      "audio_scale"_a = 4.0, "seed"_a = 0, "visual_cond_noise_aug"_a = 0.999,
-      "mode"_a = "streamed", "options"_a = nb::none());
+      "audio_scale"_a = 4.0, "seed"_a = 0, "visual_cond_noise_aug"_a = 0.999, "mode"_a = "streamed",
+      "options"_a = nb::none());
   c.def("ledger", [](const PyEngine& e) { return ledger_list(*e.engine); });
   c.def("reset_ledger", [](PyEngine& e) { e.engine->reset_ledger(); });
   c.def("arena_peak", [](const PyEngine& e) { return e.engine->arena_peak(); });

@@ -17,8 +17,8 @@
 
 #include "exec/block.hpp"
 #include "exec/latent_forward.hpp"
-#include "h3s/options.hpp"
 #include "exec/self_check.hpp"
+#include "h3s/options.hpp"
 #include "model/weights.hpp"
 #include "runtime/engine_backend.hpp"
 
