@@ -18,13 +18,24 @@ FinalLayerGemm parse_final_gemm(std::string_view s);
 
 enum class ExecMode : uint8_t { stock, streamed };
 
+// Where the streamed block's K/V store lives (exec/placement.hpp).
+enum class KvPlacement : uint8_t {
+  automatic,  // on the device when the forward fits vram_budget so, else host-staged
+  device,     // always on the device
+  host,       // always host-staged (pinned memory; streamed in kv_block tiles)
+};
+std::string_view kv_placement_name(KvPlacement p);
+KvPlacement parse_kv_placement(std::string_view s);
+
 struct ExecOptions {
   ExecMode mode = ExecMode::streamed;
-  int64_t q_chunk = 16384;            // query rows per attention call (balanced)
-  int64_t kv_chunk = 16384;           // rows per projection chunk while building K/V
-  int64_t mlp_chunk = 16384;          // rows per MLP chunk; 0 = MLP over the whole sequence
-  int64_t min_tokens = 32768;         // below this packed length, blocks run stock
-  int64_t kv_block = 0;               // K/V rows per attention pass (0 = one pass)
+  int64_t q_chunk = 16384;     // query rows per attention call (balanced)
+  int64_t kv_chunk = 16384;    // rows per projection chunk while building K/V
+  int64_t mlp_chunk = 16384;   // rows per MLP chunk; 0 = MLP over the whole sequence
+  int64_t min_tokens = 32768;  // below this packed length, blocks run stock
+  // K/V rows per attention pass, a multiple of the 128-key tile; with a
+  // host-staged store the staging tile (0 = one pass; staged: the planner's).
+  int64_t kv_block = 0;
   int64_t final_layer_chunk = 16384;  // rows per output-head chunk; 0 = stock
   FinalLayerGemm final_layer_gemm = FinalLayerGemm::exact;
   std::string kv_store = "bf16";  // only the exact tier exists so far
@@ -37,6 +48,10 @@ struct ExecOptions {
   // limit). Weights stay resident when they fit beside the activation estimate,
   // otherwise stream block by block (exec/weight_feed.hpp).
   uint64_t vram_budget = 0;
+  KvPlacement kv_placement = KvPlacement::automatic;
+  // Host staging bytes (pinned on CUDA) the forward may hold (0: the memory
+  // the machine has available at the call, less a tenth).
+  uint64_t host_budget = 0;
 
   // Throws Error(invalid_argument) naming the control, its value and the range.
   void validate() const;

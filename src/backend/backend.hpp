@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/stage_queue.hpp"
 #include "backend/weight_store.hpp"
 #include "core/arena.hpp"
 #include "core/chunk_plan.hpp"
@@ -57,6 +58,10 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
   virtual Device device() const = 0;
+  // Whether ops take per-row scratch from the activation arena (the int8
+  // path's quantised rows, the modulation-row index): the placement
+  // planner's predictions count it (exec/placement.hpp ScratchModel).
+  virtual bool arena_scratch() const { return false; }
 
   // out = bf16((x * rstd) * gamma) per row (fp32 math, one rounding); then, if
   // mod is given, per run: bf16(bf16(h * bf16(1 + scale[row])) + shift[row]).
@@ -124,6 +129,14 @@ class Backend {
   // The ops issued so far are the last readers of `store`'s weights: it may
   // be reset and refilled once they have run (CUDA: later copies wait for them).
   virtual void release(WeightStore& store) { (void)store; }
+
+  // ---- host staging (exec/placement.hpp) ------------------------------------
+  // Memory the placement planner stages O(N) buffers in, and queues that copy
+  // to and from it (backend/stage_queue.hpp). The memory is the backend's, so
+  // its cache lives as long as the backend: CUDA pins it, and pinning
+  // gigabytes costs about a second, too much to repeat per block or per call.
+  virtual MemoryResource& host_staging_memory() = 0;
+  virtual std::unique_ptr<StageQueue> make_stage_queue() = 0;
 
   // Host <-> backend memory for the small host-side pieces (timesteps, tables).
   virtual void upload(const void* host, const Tensor& dst) = 0;

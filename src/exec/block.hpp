@@ -39,9 +39,16 @@ enum class BlockPhases : uint8_t { all, attn_only };
 void run_block_stock(Backend& backend, Arena& arena, const BlockView& block, const Tensor& x,
                      BlockPhases phases = BlockPhases::all);
 
-// Chunk sizes of one streamed execution (0 = whole sequence for that phase).
+// Chunk sizes of one streamed execution (0 = whole sequence for that phase),
+// and where its K/V store lives (exec/placement.hpp decides).
 struct StreamChunks {
   int64_t q_chunk = 0, kv_chunk = 0, mlp_chunk = 0, kv_block = 0, merge_tail_below = 0;
+  // Query chunks attended per pass over the K/V (>= 1): with a host-staged
+  // store, each pass moves the whole K/V over the bus once.
+  int64_t q_group = 1;
+  // Host staging for the K/V store (both set) or none (resident on the device).
+  Arena* kv_host = nullptr;
+  StageQueue* kv_queue = nullptr;
   static StreamChunks from(const ExecOptions& o) {
     return {.q_chunk = o.q_chunk,
             .kv_chunk = o.kv_chunk,

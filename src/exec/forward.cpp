@@ -3,11 +3,12 @@
 #include "exec/forward.hpp"
 
 #include <chrono>
+#include <exception>
 
 #include "core/rng.hpp"
-#include "exec/activation_estimate.hpp"
 #include "exec/block.hpp"
 #include "exec/final_layer.hpp"
+#include "exec/placement.hpp"
 #include "exec/self_check.hpp"
 #include "exec/time_embed.hpp"
 
@@ -21,42 +22,98 @@ void expect_size(size_t got, int64_t want, const char* what) {
          want);
 }
 
-// Everything that exists only to build the packed sequence.
-struct Embeds {
-  OwnedTensor video_in, video_f32, video, audio_in, audio_f32, audio, text_in, text;
-  void reset() { *this = Embeds{}; }
-};
-
-Embeds embed(Backend& be, Arena& arena, WeightFeed& feed, const PackedLayout& layout,
-             const ForwardInputs& in) {
+// The text embed: condition projection, the refiner's stock blocks, the
+// refiner's final norm (in place).
+OwnedTensor embed_text(Backend& be, Arena& arena, WeightFeed& feed, const PackedLayout& layout,
+                       const ForwardInputs& in, OwnedTensor& text_in) {
   const ModelWeights& w = feed.model();
   const ModelConfig& c = w.config;
-  Embeds e;
-  const int64_t nv = layout.rows_of(SegmentKind::cond) + layout.rows_of(SegmentKind::video);
-  const int64_t na = layout.rows_of(SegmentKind::audio), nt = layout.text_len;
-  auto patch = [&](const std::vector<float>& host, int64_t rows, const QuantLinear& proj,
-                   OwnedTensor& in_t, OwnedTensor& f32, OwnedTensor& out, const char* what) {
-    in_t = arena.tensor(DType::f32, {rows, proj.in}, what);
-    be.upload(host.data(), in_t.view);
-    f32 = arena.tensor(DType::f32, {rows, c.hidden}, what);
-    be.linear(in_t.view, proj, f32.view);  // fp32 island
-    out = arena.tensor(DType::bf16, {rows, c.hidden}, what);
-    be.convert(f32.view, out.view);
-  };
-  patch(in.video_rows, nv, w.video_patch, e.video_in, e.video_f32, e.video, "video patch embed");
-  patch(in.audio_rows, na, w.audio_patch, e.audio_in, e.audio_f32, e.audio, "audio patch embed");
-
-  e.text_in = arena.tensor(DType::bf16, {nt, c.text_dim}, "text states");
-  be.upload(in.text.data(), e.text_in.view);
-  e.text = arena.tensor(DType::bf16, {nt, c.hidden}, "text embed");
-  be.linear(e.text_in.view, w.condition_proj, e.text.view);
+  const int64_t nt = layout.text_len;
+  text_in = arena.tensor(DType::bf16, {nt, c.text_dim}, "text states");
+  be.upload(in.text.data(), text_in.view);
+  OwnedTensor text = arena.tensor(DType::bf16, {nt, c.hidden}, "text embed");
+  be.linear(text_in.view, w.condition_proj, text.view);
   arena.mark(-1, Phase::refiner);
   for (int64_t i = 0; i < c.refiner_blocks; ++i) {
-    run_block_stock(be, arena, BlockView::refiner(feed.refiner(size_t(i)), c), e.text.view);
+    run_block_stock(be, arena, BlockView::refiner(feed.refiner(size_t(i)), c), text.view);
     feed.done_refiner(size_t(i));
   }
-  be.rms_norm_mod(e.text.view, norm_tensor(w.refiner_final_norm), c.eps, nullptr, {}, e.text.view);
-  return e;
+  be.rms_norm_mod(text.view, norm_tensor(w.refiner_final_norm), c.eps, nullptr, {}, text.view);
+  return text;
+}
+
+// The patch embed of host rows [src_begin, src_begin + dst.rows()) of `host`
+// (fp32 [rows, proj.in]) into dst (bf16 rows of x): the fp32 island, then
+// one rounding. chunk = 0: one GEMM over the span with its buffers, as
+// ComfyUI holds them; otherwise row chunks, the same bits (the linear is
+// row-invariant) without an fp32 [N, features] buffer over the sequence.
+void embed_patches(Backend& be, Arena& arena, const QuantLinear& proj,
+                   const std::vector<float>& host, int64_t src_begin, const Tensor& dst,
+                   int64_t chunk, int64_t merge_tail_below, const char* what) {
+  for (const RowRange& r : ChunkPlan::fixed(dst.rows(), chunk, merge_tail_below).chunks) {
+    OwnedTensor in_t = arena.tensor(DType::f32, {r.size(), proj.in}, what);
+    be.upload(host.data() + (src_begin + r.begin) * proj.in, in_t.view);
+    OwnedTensor f32 = arena.tensor(DType::f32, {r.size(), proj.out}, what);
+    be.linear(in_t.view, proj, f32.view);
+    in_t.reset();
+    be.convert(f32.view, dst.rows_view(r.begin, r.end));
+  }
+}
+
+// The packed sequence x [seq, hidden] bf16: text (after the refiner), audio
+// and the cond / video rows in segment order. With embed_chunk = 0 (the
+// stock path) each patch embed is one buffer over its span, kept until x is
+// assembled (and after, unless trim_forward); otherwise chunks go straight
+// into x.
+OwnedTensor pack_sequence(Backend& be, Arena& arena, WeightFeed& feed, const PackedLayout& layout,
+                          const ForwardInputs& in, const ExecOptions& opt, int64_t embed_chunk,
+                          std::vector<OwnedTensor>& kept) {
+  const ModelWeights& w = feed.model();
+  const int64_t hidden = w.config.hidden;
+  const int64_t nv = layout.rows_of(SegmentKind::cond) + layout.rows_of(SegmentKind::video);
+  const int64_t na = layout.rows_of(SegmentKind::audio);
+  OwnedTensor x;
+  OwnedTensor video, audio;  // whole-span embeds (embed_chunk = 0)
+  if (embed_chunk == 0) {
+    video = arena.tensor(DType::bf16, {nv, hidden}, "video patch embed");
+    embed_patches(be, arena, w.video_patch, in.video_rows, 0, video.view, 0, 0,
+                  "video patch embed");
+    audio = arena.tensor(DType::bf16, {na, hidden}, "audio patch embed");
+    embed_patches(be, arena, w.audio_patch, in.audio_rows, 0, audio.view, 0, 0,
+                  "audio patch embed");
+  } else {
+    x = arena.tensor(DType::bf16, {layout.seq_len, hidden}, "residual x");
+  }
+  OwnedTensor text_in;
+  OwnedTensor text = embed_text(be, arena, feed, layout, in, text_in);
+  arena.mark(-1, Phase::embed);
+  if (!x) x = arena.tensor(DType::bf16, {layout.seq_len, hidden}, "residual x");
+  int64_t voff = 0, aoff = 0;
+  for (const Segment& s : layout.segments) {
+    const Tensor dst = x.view.rows_view(s.begin, s.end);
+    if (s.kind == SegmentKind::text) {
+      be.copy(text.view, dst);
+    } else if (s.kind == SegmentKind::audio) {
+      if (audio)
+        be.copy(audio.view.rows_view(aoff, aoff + s.size()), dst);
+      else
+        embed_patches(be, arena, w.audio_patch, in.audio_rows, aoff, dst, embed_chunk,
+                      opt.merge_tail_below, "audio patch embed chunk");
+      aoff += s.size();
+    } else {  // cond and video rows follow segment order in the video embed
+      if (video)
+        be.copy(video.view.rows_view(voff, voff + s.size()), dst);
+      else
+        embed_patches(be, arena, w.video_patch, in.video_rows, voff, dst, embed_chunk,
+                      opt.merge_tail_below, "video patch embed chunk");
+      voff += s.size();
+    }
+  }
+  if (!opt.trim_forward) {  // keep what ComfyUI's _forward keeps alive
+    for (OwnedTensor* t : {&text_in, &text, &video, &audio})
+      if (*t) kept.push_back(std::move(*t));
+  }
+  return x;
 }
 
 }  // namespace
@@ -82,31 +139,54 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   ForwardOutputs out;
   out.weight_bytes = w.bytes();
 
-  // The device budget: the activation estimate first, the rest for weights;
-  // the arena then gets what the weights plan leaves.
-  out.activation_estimate = estimate_activation_peak(c, layout, opt);
-  size_t weight_budget = 0;
-  if (opt.vram_budget != 0) {
-    if (opt.vram_budget <= out.activation_estimate)
-      fail(ErrorKind::out_of_memory,
-           "--vram-budget {} cannot hold this forward's activations ({} estimated at {} tokens) "
-           "and any weights: raise the budget or lower the chunk sizes",
-           format_bytes(opt.vram_budget), format_bytes(out.activation_estimate), seq);
-    weight_budget = size_t(opt.vram_budget) - out.activation_estimate;
-  }
-  try {
-    out.weights = plan_weights(be, w, weight_budget);
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::out_of_memory || opt.vram_budget == 0) throw;
+  // One device budget for activations and weights (exec/placement.hpp,
+  // weight_feed.hpp): the activations take the cheapest placement that fits
+  // beside the smallest weight plan (the non-block weights and two block
+  // slots for prefetch, else one), and the weights get what it leaves.
+  const ScratchModel scratch = scratch_model(be, w);
+  const size_t host_budget =
+      opt.host_budget != 0 ? size_t(opt.host_budget) : available_host_memory() / 10 * 9;
+  if (opt.vram_budget == 0) {
+    out.placement = plan_placement(c, layout, opt, 0, host_budget, scratch);
+  } else {
     const WeightPlan all = plan_weights(be, w, 0);
-    const size_t need = out.activation_estimate + all.extras_bytes + all.block_bytes;
-    fail(ErrorKind::out_of_memory,
-         "--vram-budget {} cannot hold this forward: its activations ({} estimated at {} tokens) "
-         "plus the weights it must hold at once (non-block weights {} and one block {}) need at "
-         "least {}; raise the budget (or lower the chunk sizes)",
-         format_bytes(opt.vram_budget), format_bytes(out.activation_estimate), seq,
-         format_bytes(all.extras_bytes), format_bytes(all.block_bytes), format_bytes(need));
+    const size_t budget = size_t(opt.vram_budget);
+    std::exception_ptr refused;
+    bool planned = false;
+    // A resident K/V store beside unprefetched weights first: an exposed
+    // block upload costs less than moving the K/V over the bus each block.
+    ExecOptions resident = opt;
+    if (opt.kv_placement == KvPlacement::automatic) resident.kv_placement = KvPlacement::device;
+    for (const ExecOptions* o : {static_cast<const ExecOptions*>(&resident), &opt})
+      for (const int slots : {2, 1}) {
+        const size_t least = all.extras_bytes + size_t(slots) * all.block_bytes;
+        if (planned || budget <= least) continue;
+        try {
+          out.placement = plan_placement(c, layout, *o, budget - least, host_budget, scratch);
+          planned = true;
+        } catch (const Error& e) {
+          if (e.kind() != ErrorKind::out_of_memory) throw;
+          refused = std::current_exception();
+        }
+      }
+    if (!planned) {
+      const Placement smallest = smallest_placement(c, layout, opt, scratch);
+      const size_t need = all.extras_bytes + all.block_bytes + smallest.device_peak;
+      // Room on the device, so the host budget refused it: say that.
+      if (refused && need <= budget) std::rethrow_exception(refused);
+      fail(ErrorKind::out_of_memory,
+           "--vram-budget {} cannot hold this forward at {} tokens: the weights it must hold at "
+           "once (non-block weights {} and one block {}) and its activations at their smallest "
+           "placement ({}) need at least {}; raise the budget (or lower the chunk sizes)",
+           format_bytes(budget), seq, format_bytes(all.extras_bytes), format_bytes(all.block_bytes),
+           smallest.describe(), format_bytes(need));
+    }
   }
+  out.activation_estimate = out.placement.device_peak;
+  report("placement: " + out.placement.describe());
+  const size_t weight_budget =
+      opt.vram_budget == 0 ? 0 : size_t(opt.vram_budget) - out.placement.device_peak;
+  out.weights = plan_weights(be, w, weight_budget);
   report(out.weights.describe());
   WeightFeed feed(be, w, out.weights);
   const ModelWeights& wx = feed.model();
@@ -120,25 +200,19 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
     const size_t left = size_t(opt.vram_budget) - out.weights.held_bytes;
     arena.set_budget(arena_budget == 0 ? left : std::min(arena_budget, left));
   }
+  const Placement& place = out.placement;
+  // Host staging: an arena over the backend's staging memory, budgeted.
+  std::unique_ptr<Arena> host;
+  std::unique_ptr<StageQueue> queue;
+  if (place.kv_on_host) {
+    host = std::make_unique<Arena>(be.host_staging_memory(), host_budget);
+    queue = be.make_stage_queue();
+  }
 
   arena.mark(-1, Phase::embed);
   report("embed + refiner");
-  Embeds e = embed(be, arena, feed, layout, in);
-  arena.mark(-1, Phase::embed);
-  OwnedTensor x = arena.tensor(DType::bf16, {seq, c.hidden}, "residual x");
-  int64_t voff = 0;
-  for (const Segment& s : layout.segments) {
-    const Tensor dst = x.view.rows_view(s.begin, s.end);
-    if (s.kind == SegmentKind::text) {
-      be.copy(e.text.view, dst);
-    } else if (s.kind == SegmentKind::audio) {
-      be.copy(e.audio.view, dst);
-    } else {  // cond and video rows follow segment order in the video embed
-      be.copy(e.video.view.rows_view(voff, voff + s.size()), dst);
-      voff += s.size();
-    }
-  }
-  if (opt.trim_forward) e.reset();  // the packed sequence holds everything now
+  std::vector<OwnedTensor> kept_embeds;
+  OwnedTensor x = pack_sequence(be, arena, feed, layout, in, opt, place.embed_chunk, kept_embeds);
 
   OwnedTensor adaln_in = adaln_input(be, arena, wx, layout.timesteps);
   OwnedTensor rope = arena.tensor(DType::bf16, {seq, c.rope_dim / 2, 2}, "RoPE table");
@@ -147,8 +221,12 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
     be.upload(table.data(), rope.view);
   }
 
-  const bool streamed = opt.mode == ExecMode::streamed && seq >= opt.min_tokens;
-  const StreamChunks chunks = StreamChunks::from(opt);
+  const bool streamed = place.streamed;
+  StreamChunks chunks = StreamChunks::from(opt);
+  chunks.kv_block = place.kv_block;
+  chunks.q_group = place.q_group;
+  chunks.kv_host = host.get();
+  chunks.kv_queue = queue.get();
   for (size_t i = 0; i < w.blocks.size(); ++i) {
     report(fmt::format("block {}/{}", i + 1, w.blocks.size()));
     arena.mark(int(i), Phase::setup);
@@ -177,7 +255,7 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   report("final layer");
   const int64_t fchunk = opt.mode == ExecMode::stock ? 0 : opt.final_layer_chunk;
   FinalOutputs f = run_final_layer(be, arena, wx, layout, x.view, adaln_in.view, fchunk,
-                                   opt.final_layer_gemm, opt.merge_tail_below);
+                                   place.final_gemm, opt.merge_tail_below);
   // The network's outputs, negated (MiniMaxH3Model._forward); the sampler's
   // audio carry around it is exec/latent_forward.cpp's.
   be.scale(f.video.view, -1.0f);
@@ -191,6 +269,7 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   out.peak_bytes = arena.peak();
   out.ledger = arena.ledger();
   out.weights_peak_bytes = feed.peak_bytes();
+  if (queue) out.staging = queue->traffic();
   return out;
 }
 

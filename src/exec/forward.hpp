@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "exec/placement.hpp"
 #include "exec/weight_feed.hpp"
 #include "h3s/forward.hpp"  // ProgressFn
 #include "h3s/options.hpp"
@@ -31,7 +32,9 @@ struct ForwardOutputs {
   size_t weight_bytes = 0;         // the model's weights (source arrays)
   WeightPlan weights;              // the residency plan the forward ran
   size_t weights_peak_bytes = 0;   // most weight-store bytes held at once (measured)
-  size_t activation_estimate = 0;  // the planner's activation estimate
+  size_t activation_estimate = 0;  // the planner's predicted activation peak
+  Placement placement;             // where the activations lived (exec/placement.hpp)
+  StageTraffic staging;            // host-staging copies (zero when nothing was staged)
   double seconds = 0.0;
   int64_t stock_blocks = 0, streamed_blocks = 0;
   std::vector<std::string> log;  // e.g. the self-check line

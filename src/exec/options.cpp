@@ -16,6 +16,24 @@ FinalLayerGemm parse_final_gemm(std::string_view s) {
   fail(ErrorKind::invalid_argument, "final_layer_gemm '{}' is not valid: use exact or streamed", s);
 }
 
+std::string_view kv_placement_name(KvPlacement p) {
+  switch (p) {
+    case KvPlacement::device:
+      return "device";
+    case KvPlacement::host:
+      return "host";
+    default:
+      return "auto";
+  }
+}
+
+KvPlacement parse_kv_placement(std::string_view s) {
+  if (s == "auto") return KvPlacement::automatic;
+  if (s == "device") return KvPlacement::device;
+  if (s == "host") return KvPlacement::host;
+  fail(ErrorKind::invalid_argument, "kv_placement '{}' is not valid: use auto, device or host", s);
+}
+
 void ExecOptions::validate() const {
   auto range = [](const char* name, int64_t v, int64_t lo) {
     if (v < lo)

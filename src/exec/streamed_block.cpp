@@ -1,16 +1,20 @@
 // The streamed block (FEATURES.md): three phases over row chunks.
 //  1. K/V build (kv_chunk rows): norm1 -> mod -> K,V projection -> k norm +
 //     RoPE -> K/V store. Q is not computed here.
-//  2. Attention (q_chunk rows, balanced): recompute norm1 -> mod -> Q
-//     projection -> q norm + RoPE, attend against the whole store, out-proj,
-//     gated residual into x in place. Rows of later chunks are untouched until
-//     their own turn, so their recomputed Q sees the block's input.
+//  2. Attention (q_chunk rows, balanced, q_group chunks at a time): recompute
+//     norm1 -> mod -> Q projection -> q norm + RoPE for each chunk of the
+//     group, attend the group against the whole store, then per chunk
+//     out-proj and gated residual into x in place. Rows of later chunks are
+//     untouched until their own turn, so their recomputed Q sees the block's
+//     input.
 //  3. MLP (mlp_chunk rows): norm2 -> mod -> fc1 -> SwiGLU -> fc2 -> residual.
 #include <memory>
+#include <vector>
 
 #include "exec/block.hpp"
 #include "exec/block_steps.hpp"
 #include "kv/kv_bf16.hpp"
+#include "kv/kv_staged.hpp"
 
 namespace h3s {
 
@@ -22,7 +26,12 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, const Ten
   };
 
   mark(Phase::kv);
-  auto store = std::make_unique<KvBf16Store>(arena, seq, b.heads, b.head_dim, c.kv_block);
+  std::unique_ptr<KvStore> store;
+  if (c.kv_host && c.kv_queue)
+    store = std::make_unique<KvStagedStore>(arena, *c.kv_host, *c.kv_queue, seq, b.heads,
+                                            b.head_dim, c.kv_block);
+  else
+    store = std::make_unique<KvBf16Store>(arena, seq, b.heads, b.head_dim, c.kv_block);
   for (const RowRange& r : ChunkPlan::fixed(seq, c.kv_chunk, c.merge_tail_below).chunks) {
     OwnedTensor h = steps::norm_mod(be, arena, b, x, r, *b.norm1, b.mods ? &b.mods->msa : nullptr,
                                     "kv norm1+mod");
@@ -35,22 +44,39 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, const Ten
   }
 
   mark(Phase::attn);
-  for (const RowRange& r : ChunkPlan::balanced(seq, c.q_chunk).chunks) {
-    OwnedTensor h = steps::norm_mod(be, arena, b, x, r, *b.norm1, b.mods ? &b.mods->msa : nullptr,
-                                    "attn norm1+mod");
-    OwnedTensor q = arena.tensor(DType::bf16, {r.size(), inner}, "query chunk");
-    be.linear(h.view, b.attn->qkv, q.view, {0, inner});
-    h.reset();
-    be.qk_norm_rope(q.view, norm_tensor(b.attn->q_norm), steps::rope_rows(b, r), b.eps, b.rot_dim);
-    OwnedTensor attn = arena.tensor(DType::bf16, {r.size(), inner}, "attention chunk output");
-    {
-      AttnState state = AttnState::allocate(arena, r.size(), b.heads, b.head_dim);
-      be.attn_state_reset(state);
-      store->attend(be, q.view, state);
-      be.attn_state_finish(state, attn.view);
+  const std::vector<RowRange> q_chunks = ChunkPlan::balanced(seq, c.q_chunk).chunks;
+  const size_t group = size_t(std::max<int64_t>(1, c.q_group));
+  for (size_t g0 = 0; g0 < q_chunks.size(); g0 += group) {
+    const size_t g1 = std::min(q_chunks.size(), g0 + group);
+    struct Pending {
+      OwnedTensor q;
+      AttnState state;
+    };
+    std::vector<Pending> pending(g1 - g0);
+    std::vector<QueryChunk> chunks;
+    for (size_t i = g0; i < g1; ++i) {
+      const RowRange r = q_chunks[i];
+      Pending& p = pending[i - g0];
+      OwnedTensor h = steps::norm_mod(be, arena, b, x, r, *b.norm1, b.mods ? &b.mods->msa : nullptr,
+                                      "attn norm1+mod");
+      p.q = arena.tensor(DType::bf16, {r.size(), inner}, "query chunk");
+      be.linear(h.view, b.attn->qkv, p.q.view, {0, inner});
+      h.reset();
+      be.qk_norm_rope(p.q.view, norm_tensor(b.attn->q_norm), steps::rope_rows(b, r), b.eps,
+                      b.rot_dim);
+      p.state = AttnState::allocate(arena, r.size(), b.heads, b.head_dim);
+      be.attn_state_reset(p.state);
+      chunks.push_back({p.q.view, &p.state});
     }
-    q.reset();
-    steps::attn_out(be, arena, b, x, r, attn.view);
+    store->attend(be, chunks);
+    for (size_t i = g0; i < g1; ++i) {
+      const RowRange r = q_chunks[i];
+      Pending& p = pending[i - g0];
+      OwnedTensor attn = arena.tensor(DType::bf16, {r.size(), inner}, "attention chunk output");
+      be.attn_state_finish(p.state, attn.view);
+      p = Pending{};
+      steps::attn_out(be, arena, b, x, r, attn.view);
+    }
   }
   store.reset();  // K/V are dead once every query chunk has attended
 

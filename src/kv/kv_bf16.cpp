@@ -40,11 +40,12 @@ void KvBf16Store::write(Backend& backend, RowRange rows, const Tensor& k, const 
   backend.copy(rows3(v), all.v.rows_view(rows.begin, rows.end));
 }
 
-void KvBf16Store::attend(Backend& backend, const Tensor& q, AttnState& state) {
+void KvBf16Store::attend(Backend& backend, std::span<const QueryChunk> chunks) {
   const KvView kv = view();
   const int64_t step = kv_block_ == 0 ? seq_ : kv_block_;
-  for (int64_t b = 0; b < seq_; b += step)
-    backend.attention(q, kv, {b, std::min(seq_, b + step)}, state);
+  for (const QueryChunk& c : chunks)
+    for (int64_t b = 0; b < seq_; b += step)
+      backend.attention(c.q, kv, {b, std::min(seq_, b + step)}, *c.state);
 }
 
 }  // namespace h3s

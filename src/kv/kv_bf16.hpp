@@ -15,7 +15,7 @@ class KvBf16Store final : public KvStore {
   std::string_view name() const override { return "bf16"; }
   bool exact() const override { return true; }
   void write(Backend& backend, RowRange rows, const Tensor& k, const Tensor& v) override;
-  void attend(Backend& backend, const Tensor& q, AttnState& state) override;
+  void attend(Backend& backend, std::span<const QueryChunk> chunks) override;
   KvView view() const;
 
  private:

@@ -1,13 +1,22 @@
 // KvStore: where phase 1 of a streamed block leaves K and V for the whole
 // sequence, and how phase 2 attends against them. One implementation per
-// storage tier; this issue ships the exact bf16 tier.
+// storage tier and placement: the exact bf16 tier resident on the device
+// (kv_bf16.hpp) or staged in host memory (kv_staged.hpp).
 #pragma once
 
+#include <span>
 #include <string_view>
 
 #include "backend/backend.hpp"
 
 namespace h3s {
+
+// One query chunk of phase 2: its rotated queries [rows, heads * head_dim]
+// and its (reset) online-softmax state.
+struct QueryChunk {
+  Tensor q;
+  AttnState* state = nullptr;
+};
 
 class KvStore {
  public:
@@ -17,9 +26,12 @@ class KvStore {
   // Phase 1: keep K and V of sequence rows `rows` (k, v: [rows, heads * 128]
   // views, e.g. columns of a QKV chunk).
   virtual void write(Backend& backend, RowRange rows, const Tensor& k, const Tensor& v) = 0;
-  // Phase 2: run the query chunk q against every stored key, continuing the
-  // caller's (reset) online-softmax state.
-  virtual void attend(Backend& backend, const Tensor& q, AttnState& state) = 0;
+  // Phase 2: run each query chunk against every stored key, in K/V blocks
+  // of a fixed size counted from key 0, continuing each chunk's state. Every
+  // chunk sees the same blocks in the same order whatever the grouping, so a
+  // store may loop blocks outside chunks (one pass over staged K/V serves
+  // the whole group) without changing a bit.
+  virtual void attend(Backend& backend, std::span<const QueryChunk> chunks) = 0;
 };
 
 }  // namespace h3s

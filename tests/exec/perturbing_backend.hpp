@@ -20,6 +20,7 @@ class PerturbingBackend final : public Backend {
 
   std::string_view name() const override { return "cpu+perturb"; }
   Device device() const override { return inner_->device(); }
+  bool arena_scratch() const override { return inner_->arena_scratch(); }
   void rms_norm_mod(const Tensor& x, const Tensor& gamma, float eps, const ModTable* mod,
                     std::span<const ModRun> runs, const Tensor& out) override {
     inner_->rms_norm_mod(x, gamma, eps, mod, runs, out);
@@ -70,6 +71,8 @@ class PerturbingBackend final : public Backend {
   size_t prepared_bytes(const WeightArray<uint16_t>& src, Residency r) const override {
     return inner_->prepared_bytes(src, r);
   }
+  MemoryResource& host_staging_memory() override { return inner_->host_staging_memory(); }
+  std::unique_ptr<StageQueue> make_stage_queue() override { return inner_->make_stage_queue(); }
   void upload(const void* host, const Tensor& dst) override { inner_->upload(host, dst); }
   void download(const Tensor& src, void* host) override { inner_->download(src, host); }
 

@@ -82,6 +82,70 @@ TEST_P(StreamedBlock, KvBlockOnOffEqual) {
   }
 }
 
+// The host-staged K/V store (kv/kv_staged.hpp) against the stock block: the
+// same bits for random chunks, staging tiles and query groups, with the
+// store in a second (host) pool whose budget holds exactly the K/V, and the
+// traffic the placement predicts: out once, in once per query group.
+TEST_P(StreamedBlock, HostStagedKvEqualsStockBitForBit) {
+  const ModelWeights& w = weights_for(GetParam());
+  Rng rng(7 + uint64_t(GetParam()));
+  for (const Case& k : {Case{0, 0, 1, false, false}, Case{17, 11, 103, true, true},
+                        Case{64, 20, 173, false, true}, Case{30, 16, 300, false, false}}) {
+    BlockHarness h(w, small_layout(w.config, k.text, k.audio_t, k.frames, k.tags, k.cond));
+    const int64_t seq = h.layout.seq_len, inner = w.config.inner();
+    const std::vector<uint16_t> x0 = h.random_x(seq);
+    const std::vector<uint16_t> stock = run(h, x0, nullptr);
+    for (int trial = 0; trial < 3; ++trial) {
+      HostMemory staging;
+      Arena host(staging, size_t(seq) * size_t(inner) * 4);  // K and V, nothing more
+      auto queue = h.be->make_stage_queue();
+      StreamChunks c;
+      c.q_chunk = pick_chunk(rng, seq);
+      c.kv_chunk = pick_chunk(rng, seq);
+      c.mlp_chunk = pick_chunk(rng, seq);
+      c.kv_block = kAttnKvTile * (1 + rng.below(3));
+      c.q_group = 1 + rng.below(4);
+      c.merge_tail_below = rng.below(2) ? 0 : 1 + rng.below(8);
+      c.kv_host = &host;
+      c.kv_queue = queue.get();
+      const std::vector<uint16_t> staged = run(h, x0, &c);
+      const std::string what = fmt::format("seq {} q_chunk {} kv_chunk {} kv_block {} q_group {}",
+                                           seq, c.q_chunk, c.kv_chunk, c.kv_block, c.q_group);
+      EXPECT_TRUE(bits_equal(stock, staged)) << what;
+      const int64_t n_q = int64_t(ChunkPlan::balanced(seq, c.q_chunk).chunks.size());
+      const uint64_t store = uint64_t(seq) * uint64_t(inner) * 4;
+      const StageTraffic t = queue->traffic();
+      EXPECT_EQ(t.to_host_bytes, store) << what;
+      EXPECT_EQ(t.to_device_bytes, store * uint64_t((n_q + c.q_group - 1) / c.q_group)) << what;
+      EXPECT_EQ(host.allocated(), 0u) << what;  // the store is gone with its block
+      EXPECT_EQ(host.peak(), store) << what;
+    }
+  }
+}
+
+TEST_P(StreamedBlock, HostStagedKvNeedsAWholeTile) {
+  const ModelWeights& w = weights_for(GetParam());
+  BlockHarness h(w, small_layout(w.config, 3, 2, 90, false, false));
+  std::vector<uint16_t> x = h.random_x(3);
+  HostMemory staging;
+  Arena host(staging, 0);
+  auto queue = h.be->make_stage_queue();
+  for (const int64_t kv_block : {0, 100}) {
+    StreamChunks bad{16, 16, 16, kv_block, 0};
+    bad.kv_host = &host;
+    bad.kv_queue = queue.get();
+    try {
+      run_block_streamed(*h.be, h.arena, h.view(), h.tensor(x), bad);
+      FAIL() << "kv_block " << kv_block << " was accepted for a host-staged store";
+    } catch (const Error& e) {
+      EXPECT_NE(
+          std::string(e.what()).find(fmt::format("kv_block = {} must be a positive", kv_block)),
+          std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST_P(StreamedBlock, MisalignedKvBlockIsRejected) {
   const ModelWeights& w = weights_for(GetParam());
   BlockHarness h(w, small_layout(w.config, 3, 2, 90, false, false));

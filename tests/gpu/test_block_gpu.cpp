@@ -10,9 +10,9 @@
 #include <cstring>
 
 #include "deviation.hpp"
-#include "exec/activation_estimate.hpp"
 #include "exec/forward.hpp"
 #include "exec/latent_forward.hpp"
+#include "exec/placement.hpp"
 #include "exec_fixture.hpp"
 #include "gpu_fixture.hpp"
 #include "model/checkpoint.hpp"
@@ -250,7 +250,7 @@ TEST(GpuForward, WeightResidencyPlansGiveTheStockBits) {
       Arena arena(mem, 0);
       auto be = make_cuda_backend(arena);
       const WeightPlan all = plan_weights(*be, w, 0);
-      est = estimate_activation_peak(w.config, l, o);
+      est = estimate_activation_peak(w.config, l, o, scratch_model(*be, w));
       extras = all.extras_bytes;
       block = all.block_bytes;
     }

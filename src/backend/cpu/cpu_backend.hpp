@@ -42,11 +42,15 @@ class CpuBackend final : public Backend {
                                 WeightStore& store) override;
   size_t prepared_bytes(const QuantLinear& src, Residency r) const override;
   size_t prepared_bytes(const WeightArray<uint16_t>& src, Residency r) const override;
+  // Staging (stage_queue.cpp): the heap, budgeted as a second pool.
+  MemoryResource& host_staging_memory() override;
+  std::unique_ptr<StageQueue> make_stage_queue() override;
   void upload(const void* host, const Tensor& dst) override;
   void download(const Tensor& src, void* host) override;
 
  private:
   ThreadPool pool_;
+  HostMemory staging_memory_;
 };
 
 // Argument checks shared by the CPU ops: one line naming the op, the operand

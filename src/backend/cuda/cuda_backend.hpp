@@ -55,6 +55,7 @@ class CudaBackend final : public Backend {
 
   std::string_view name() const override { return "cuda"; }
   Device device() const override { return Device::cuda; }
+  bool arena_scratch() const override { return true; }
   cudaStream_t stream() const { return stream_; }
   // Queue every later op on `stream` (nullptr: the legacy default stream), for
   // callers that run on whatever stream their framework has current (the
@@ -84,6 +85,9 @@ class CudaBackend final : public Backend {
   void upload(const void* host, const Tensor& dst) override;
   void download(const Tensor& src, void* host) override;
   void synchronize() override;
+  // Staging (cuda_staging.cpp): cached pinned memory, a copy-stream queue.
+  MemoryResource& host_staging_memory() override;
+  std::unique_ptr<StageQueue> make_stage_queue() override;
 
   // Weights (weights/cuda_weights.cpp).
   std::unique_ptr<WeightStore> make_weight_store(std::string name, size_t capacity) override;
@@ -106,6 +110,7 @@ class CudaBackend final : public Backend {
   Buffer mod_rows(std::span<const ModRun> runs, int64_t rows);
 
   Arena& scratch_;
+  std::unique_ptr<PinnedMemory> pinned_ = std::make_unique<PinnedMemory>();
   cudaStream_t stream_ = nullptr;
   bool own_stream_ = false;
   int device_ = 0;  // current when the backend was made

@@ -1,0 +1,289 @@
+// The placement planner (see placement.hpp). Each estimate names the buffers
+// of the executor it mirrors, and the backend scratch of ScratchModel.
+#include "exec/placement.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "core/arena.hpp"
+#include "core/chunk_plan.hpp"
+#include "core/error.hpp"
+#include "model/weights.hpp"
+
+namespace h3s {
+
+namespace {
+
+size_t rows_bytes(int64_t rows, int64_t bytes_per_row) {
+  return size_t(std::max<int64_t>(rows, 0)) * size_t(std::max<int64_t>(bytes_per_row, 0));
+}
+
+// Staged K/V block sizes the planner tries, largest first: 4096 keys move
+// 58 MB of K (or V) per copy, well past the size where DMA reaches its
+// bandwidth, while four tiles stay at 235 MB at full width.
+constexpr int64_t kStagedBlocks[] = {4096, 2048, 1024, 512, 256, 128};
+
+}  // namespace
+
+ScratchModel scratch_model(const Backend& be, const ModelWeights& w) {
+  ScratchModel s{.quant_rows = false, .mod_index = be.arena_scratch()};
+  if (be.arena_scratch())
+    for (const BlockWeights& b : w.blocks)
+      for (const QuantLinear* l : {&b.attn.qkv, &b.attn.out, &b.mlp.fc1, &b.mlp.fc2})
+        s.quant_rows = s.quant_rows || l->format != WeightFormat::bf16;
+  return s;
+}
+
+Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions& o, Placement p,
+                  ScratchModel scratch) {
+  const int64_t S = l.seq_len, H = c.hidden, I = c.inner(), F = c.ffn, heads = c.heads;
+  const int64_t nv = l.rows_of(SegmentKind::cond) + l.rows_of(SegmentKind::video);
+  const int64_t na = l.rows_of(SegmentKind::audio), nt = l.text_len;
+  const int64_t T = int64_t(l.timesteps.size());
+  const int64_t merge = std::max<int64_t>(o.merge_tail_below - 1, 0);
+  auto chunk = [&](int64_t c0) { return c0 == 0 ? S : std::min(S, c0 + merge); };
+
+  // Per-row bytes of one chunk of each phase: norm output h, projections,
+  // outputs, the int8 scratch and the CUDA backend's modulation-row index.
+  const int64_t q = scratch.quant_rows ? 1 : 0;
+  const int64_t scratch_h = q * (H + 4), scratch_i = q * (I + 4), scratch_f = q * (F + 4);
+  const int64_t mod_index = scratch.mod_index ? 2 * 4 : 0;
+  const int64_t kv_row = H * 2 + 2 * I * 2 + scratch_h + mod_index;
+  // A query chunk of a group: Q and the state (m, l, fp32 acc), held from
+  // its Q projection until it is finished. Beside the others: the norm
+  // output while its Q is made, the attention output while it is finished,
+  // then the attention output and the out-proj output once its own Q and
+  // state are gone.
+  const int64_t q_state_row = I * 2 + heads * 8 + I * 4;
+  const int64_t attn_row = std::max({q_state_row + I * 2, H * 2 + I * 2 + scratch_h + mod_index,
+                                     I * 2 + H * 2 + scratch_i + mod_index});
+  // fc1 reads h into f, then fc2 reads f into y: f with h or with y.
+  const int64_t mlp_row = 2 * F * 2 + H * 2 + std::max(scratch_h, scratch_f) + mod_index;
+  // The stock block (stock_block.cpp): h and the fused QKV; then QKV, the
+  // attention output and the state; then the output, out-proj and scratch.
+  const int64_t stock_kv_row = H * 2 + 3 * I * 2 + scratch_h + mod_index;
+  const int64_t stock_attn_row =
+      std::max(3 * I * 2 + I * 2 + heads * 8 + I * 4, I * 2 + H * 2 + scratch_i + mod_index);
+
+  // Live through the blocks: x, the RoPE table, the adaLN input and one
+  // block's modulation table; the text embeds too unless trim_forward drops
+  // them, and the whole-span patch embeds on the stock path.
+  const size_t kept = o.trim_forward ? 0
+                                     : rows_bytes(nt, c.text_dim * 2 + H * 2) +
+                                           (p.embed_chunk == 0 ? rows_bytes(nv + na, H * 2) : 0);
+  // The adaLN input [T, time_dim] bf16 lives through the blocks beside one
+  // block's modulation table [T, 18 * hidden] bf16 (the curve form's fp32
+  // projection is transient, in the block's setup).
+  const size_t adaln_in = rows_bytes(T, c.time_dim * 2), mods = rows_bytes(T, 18 * H * 2);
+  const size_t base = rows_bytes(S, H * 2) + rows_bytes(S, c.rope_dim * 2) + adaln_in + kept;
+  const size_t setup = base + mods + rows_bytes(T, 18 * H * 4);
+
+  if (p.streamed) {
+    const int64_t n_q = int64_t(ChunkPlan::balanced(S, o.q_chunk).chunks.size());
+    const int64_t q_rows = n_q == 0 ? 0 : (S + n_q - 1) / n_q;
+    const int64_t group = std::clamp<int64_t>(p.q_group, 1, std::max<int64_t>(n_q, 1));
+    const size_t store = rows_bytes(S, 2 * I * 2);
+    const size_t kv_dev = p.kv_on_host ? 0 : store;
+    const size_t tiles = p.kv_on_host ? size_t(4) * rows_bytes(std::min(S, p.kv_block), I * 2) : 0;
+    p.kv_peak = base + mods + kv_dev + rows_bytes(chunk(o.kv_chunk), kv_row);
+    p.attn_peak =
+        base + mods + kv_dev + tiles + rows_bytes(q_rows, (group - 1) * q_state_row + attn_row);
+    p.mlp_peak = base + mods + rows_bytes(chunk(o.mlp_chunk), mlp_row);
+    p.host_bytes = p.kv_on_host ? store : 0;
+    p.kv_to_host_per_block = p.kv_on_host ? store : 0;
+    p.kv_to_device_per_block =
+        p.kv_on_host ? store * size_t((n_q + group - 1) / std::max<int64_t>(group, 1)) : 0;
+  } else {
+    p.kv_peak = base + mods + rows_bytes(S, stock_kv_row);
+    p.attn_peak = base + mods + rows_bytes(S, stock_attn_row);
+    p.mlp_peak = base + mods + rows_bytes(S, mlp_row);
+  }
+  if (o.self_check) {  // block 0 also runs stock on a copy of x
+    const size_t stock = rows_bytes(S, std::max({stock_kv_row, stock_attn_row, mlp_row}));
+    p.attn_peak = std::max(p.attn_peak, base + mods + rows_bytes(S, H * 2) + stock);
+  }
+
+  // The embed phase: the text embed and the refiner's stock blocks over the
+  // text rows, then x with one patch-embed chunk (fp32 input and output) or
+  // the whole-span embeds (their bf16 results beside one fp32 span).
+  const size_t text = rows_bytes(nt, c.text_dim * 2 + H * 2);
+  const size_t refiner = rows_bytes(nt, std::max({stock_kv_row, stock_attn_row, mlp_row}));
+  const int64_t vf = c.video_features(), af = c.audio_latent;
+  // The time embedder's transient fp32 buffers run once x exists.
+  const size_t time =
+      rows_bytes(T, (c.time_freq_dim + c.time_hidden + c.time_dim) * 4 + c.time_dim * 2);
+  const size_t packed =
+      rows_bytes(S, H * 2) + kept + std::max(time, rows_bytes(S, c.rope_dim * 2) + adaln_in);
+  if (p.embed_chunk == 0) {
+    // Video's bf16 result, then its fp32 input and output; audio's beside it.
+    const size_t video = rows_bytes(nv, H * 2), spans = rows_bytes(nv + na, H * 2);
+    p.embed_peak =
+        std::max({video + rows_bytes(nv, (vf + H) * 4), spans + rows_bytes(na, (af + H) * 4),
+                  spans + text + refiner, spans + text + rows_bytes(S, H * 2), packed});
+  } else {
+    const int64_t rows = std::min(std::max(nv, na), p.embed_chunk + merge);
+    p.embed_peak = std::max(
+        rows_bytes(S, H * 2) + text + std::max(refiner, rows_bytes(rows, (vf + H) * 4)), packed);
+  }
+
+  // The final layer, video head then audio head (final_layer.cpp): the
+  // head's fp32 output, then per chunk the bf16 norm output and either the
+  // whole span's fp32 copy (exact head GEMM, stock) or the chunk's. The
+  // video output stays while the audio head runs. Its modulation is
+  // [T, 2 * hidden] bf16, with an fp32 copy while the curve form projects.
+  const int64_t fchunk = p.streamed || o.mode != ExecMode::stock ? o.final_layer_chunk : 0;
+  const bool whole = fchunk == 0 || p.final_gemm == FinalLayerGemm::exact;
+  auto head = [&](int64_t n, int64_t out_features) {
+    const int64_t rows = fchunk == 0 ? n : std::min(n, fchunk + merge);
+    return rows_bytes(n, out_features * 4) + rows_bytes(rows, H * 2 + (whole ? 0 : H * 4)) +
+           (whole ? rows_bytes(n, H * 4) : 0);
+  };
+  const size_t video_out = rows_bytes(l.video.size(), vf * 4);
+  p.final_peak = base + rows_bytes(T, 2 * H * 2) +
+                 std::max({rows_bytes(T, 2 * H * 4), head(l.video.size(), vf),
+                           video_out + head(l.audio.size(), af)});
+
+  // Small buffers (run tables, per-call host-side copies) stay below this.
+  constexpr size_t kSmall = size_t(64) << 10;
+  p.device_peak =
+      std::max({p.embed_peak, setup, p.kv_peak, p.attn_peak, p.mlp_peak, p.final_peak}) + kSmall;
+  return p;
+}
+
+Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const ExecOptions& o,
+                         size_t device_budget, size_t host_budget, ScratchModel scratch) {
+  Placement p;
+  p.streamed = o.mode == ExecMode::streamed && l.seq_len >= o.min_tokens;
+  p.embed_chunk = o.mode == ExecMode::streamed ? o.kv_chunk : 0;
+  p.kv_block = o.kv_block;
+  p.final_gemm = o.final_layer_gemm;
+  const auto fits = [&](const Placement& q) {
+    return device_budget == 0 || q.device_peak <= device_budget;
+  };
+  if (!p.streamed && o.kv_placement == KvPlacement::host)
+    fail(ErrorKind::invalid_argument,
+         "kv_placement = host needs the streamed path, but this forward runs stock ({} tokens, "
+         "mode {}, min_tokens {}): lower min_tokens or use kv_placement = auto",
+         l.seq_len, o.mode == ExecMode::stock ? "stock" : "streamed", o.min_tokens);
+
+  // Query chunks per pass: most first (fewest passes of the K/V over the
+  // bus), capped where the group's states would hold more than the K/V
+  // store they replace; then the largest staging tile.
+  const int64_t n_q = int64_t(ChunkPlan::balanced(l.seq_len, o.q_chunk).chunks.size());
+  const size_t store = size_t(l.seq_len) * size_t(c.inner()) * 4;
+  const size_t per_chunk =
+      size_t((l.seq_len + std::max<int64_t>(n_q, 1) - 1) / std::max<int64_t>(n_q, 1)) *
+      size_t(c.inner() * 6 + c.heads * 8);
+  const int64_t cap = std::max<int64_t>(1, int64_t(store / std::max<size_t>(per_chunk, 1)));
+  std::vector<int64_t> blocks;
+  if (o.kv_block > 0)
+    blocks.push_back(o.kv_block);
+  else
+    blocks.assign(std::begin(kStagedBlocks), std::end(kStagedBlocks));
+
+  // The head GEMM as configured first, then the streamed one (bit-equal,
+  // one fp32 chunk instead of the span) if that is what it takes.
+  std::vector<FinalLayerGemm> gemms{o.final_layer_gemm};
+  if (o.final_layer_chunk != 0 && o.mode != ExecMode::stock &&
+      o.final_layer_gemm != FinalLayerGemm::streamed)
+    gemms.push_back(FinalLayerGemm::streamed);
+  Placement best;
+  for (const FinalLayerGemm gemm : gemms) {
+    p.final_gemm = gemm;
+    p.kv_on_host = false;
+    p.kv_block = o.kv_block;
+    p.q_group = 1;
+    best = predict(c, l, o, p, scratch);
+    const bool want_host = o.kv_placement == KvPlacement::host ||
+                           (o.kv_placement == KvPlacement::automatic && p.streamed && !fits(best));
+    if (!want_host) {
+      if (fits(best)) break;
+      continue;
+    }
+    bool found = false;
+    for (int64_t g = std::min(n_q, cap); g >= 1 && !found; --g)
+      for (const int64_t kb : blocks) {
+        Placement q = p;
+        q.kv_on_host = true;
+        q.kv_block = kb;
+        q.q_group = g;
+        q = predict(c, l, o, q, scratch);
+        if (fits(q)) {
+          best = q;
+          found = true;
+          break;
+        }
+      }
+    if (found) break;
+    p.kv_on_host = true;  // the smallest staged placement, for the message
+    p.kv_block = blocks.back();
+    best = predict(c, l, o, p, scratch);
+  }
+  if (!fits(best))
+    fail(ErrorKind::out_of_memory,
+         "the activation budget {} cannot hold this forward at {} tokens: its smallest placement "
+         "({}) needs {}; raise --vram-budget (vram_budget) or lower --q-chunk / --kv-chunk / "
+         "--mlp-chunk (the residual x alone is {})",
+         format_bytes(device_budget), l.seq_len, best.describe(), format_bytes(best.device_peak),
+         format_bytes(size_t(l.seq_len) * size_t(c.hidden) * 2));
+  if (host_budget != 0 && best.host_bytes > host_budget)
+    fail(ErrorKind::out_of_memory,
+         "host-staged K/V needs {} of host memory at {} tokens but the host budget is {}: raise "
+         "--host-budget (host_budget), free host memory, or give the device more (--vram-budget) "
+         "so the K/V store stays resident",
+         format_bytes(best.host_bytes), l.seq_len, format_bytes(host_budget));
+  return best;
+}
+
+Placement smallest_placement(const ModelConfig& c, const PackedLayout& l, const ExecOptions& o,
+                             ScratchModel scratch) {
+  Placement p;
+  p.streamed = o.mode == ExecMode::streamed && l.seq_len >= o.min_tokens;
+  p.embed_chunk = o.mode == ExecMode::streamed ? o.kv_chunk : 0;
+  p.kv_block = o.kv_block;
+  p.final_gemm = o.final_layer_chunk != 0 && o.mode != ExecMode::stock ? FinalLayerGemm::streamed
+                                                                       : o.final_layer_gemm;
+  if (p.streamed && o.kv_placement != KvPlacement::device) {
+    p.kv_on_host = true;
+    p.kv_block = o.kv_block > 0 ? o.kv_block : std::end(kStagedBlocks)[-1];
+  }
+  return predict(c, l, o, p, scratch);
+}
+
+size_t estimate_activation_peak(const ModelConfig& c, const PackedLayout& l, const ExecOptions& o,
+                                ScratchModel scratch) {
+  ExecOptions resident = o;
+  if (resident.kv_placement == KvPlacement::automatic) resident.kv_placement = KvPlacement::device;
+  return plan_placement(c, l, resident, 0, 0, scratch).device_peak;
+}
+
+std::string Placement::describe() const {
+  std::ostringstream s;
+  s << (streamed ? "streamed" : "stock");
+  if (streamed) {
+    s << ", K/V " << (kv_on_host ? "host-staged" : "resident");
+    if (kv_on_host) s << " (" << kv_block << "-key tiles, " << q_group << " query chunks a pass)";
+  }
+  s << ", patch embeds " << (embed_chunk == 0 ? "whole" : "chunked") << ", head GEMM "
+    << final_gemm_name(final_gemm) << "; predicted peak " << format_bytes(device_peak) << " (embed "
+    << format_bytes(embed_peak) << ", kv " << format_bytes(kv_peak) << ", attn "
+    << format_bytes(attn_peak) << ", mlp " << format_bytes(mlp_peak) << ", final "
+    << format_bytes(final_peak) << ")";
+  if (host_bytes) s << ", host " << format_bytes(host_bytes);
+  return s.str();
+}
+
+size_t available_host_memory() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  size_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+}  // namespace h3s

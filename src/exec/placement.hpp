@@ -1,0 +1,93 @@
+// Placement: where a forward's O(N) activation buffers live and how big its
+// chunks are, decided before any work from the device and host budgets, with
+// the device peak it predicts per phase (DESIGN.md invariant 4).
+//
+// Decisions, cheapest first until the budget holds:
+//  - patch embeds: in kv_chunk-row chunks straight into x on the streamed
+//    path (no fp32 [N, features] buffer); whole spans on the stock path;
+//  - the final layer's head GEMM: exact (one fp32 span) unless only the
+//    streamed per-chunk GEMM fits (the two are bit-equal);
+//  - the K/V store: resident on the device, or host-staged (kv/kv_staged.hpp)
+//    with kv_block-key tiles and q_group query chunks per pass over it;
+//  - refused, naming the minimum and the knob, when nothing fits.
+// The residual x is resident in every placement (host-staged x is not built).
+// Every placement is bit-identical to every other: they change where bytes
+// live and the order of independent work, never an operation.
+//
+// Predictions mirror the executors' arena allocations (exec/forward.cpp,
+// streamed_block.cpp, stock_block.cpp, final_layer.cpp): an upper estimate,
+// tested against the measured ledger on the CPU backend.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "h3s/options.hpp"
+#include "model/config.hpp"
+#include "model/packed_layout.hpp"
+
+namespace h3s {
+
+// What the backend allocates beside the executors' buffers, per row of an
+// op: the int8 path's quantised rows and row scales (CUDA, quantised
+// weights) and the per-row modulation index (CUDA). The CPU backend keeps
+// both off the arena. Defaults: the most a backend takes.
+struct ScratchModel {
+  bool quant_rows = true;
+  bool mod_index = true;
+};
+
+class Backend;
+struct ModelWeights;
+// The scratch `backend` takes for `weights`: quantised rows only when a block
+// linear is quantised (the fp32 islands and bf16 layers take none).
+ScratchModel scratch_model(const Backend& backend, const ModelWeights& weights);
+
+struct Placement {
+  // Decisions.
+  bool streamed = false;    // blocks run streamed (else stock)
+  int64_t embed_chunk = 0;  // patch-embed rows per chunk (0: whole spans)
+  bool kv_on_host = false;  // host-staged K/V store
+  int64_t kv_block = 0;     // keys per K/V block (staged: the tile; 0: one pass)
+  int64_t q_group = 1;      // query chunks per pass over the K/V
+  FinalLayerGemm final_gemm = FinalLayerGemm::exact;
+  // Predicted device (arena) peaks per phase, bytes; device_peak is their max.
+  size_t embed_peak = 0, kv_peak = 0, attn_peak = 0, mlp_peak = 0, final_peak = 0;
+  size_t device_peak = 0;
+  // Host staging bytes (pinned on CUDA) the placement holds at once.
+  size_t host_bytes = 0;
+  // K/V bytes each block moves over the bus: out once, in once per group.
+  size_t kv_to_host_per_block = 0, kv_to_device_per_block = 0;
+
+  std::string describe() const;
+};
+
+// The placement for `options` within `device_budget` activation bytes and
+// `host_budget` staging bytes (0: unlimited). Throws Error(out_of_memory)
+// naming the minimum and the knob when no placement fits, and
+// Error(invalid_argument) when options.kv_placement forces one that cannot
+// run (host-staged K/V on the stock path).
+Placement plan_placement(const ModelConfig& config, const PackedLayout& layout,
+                         const ExecOptions& options, size_t device_budget, size_t host_budget,
+                         ScratchModel scratch = {});
+
+// The predicted peaks of one placement's decisions (fills the peak fields).
+Placement predict(const ModelConfig& config, const PackedLayout& layout, const ExecOptions& options,
+                  Placement decisions, ScratchModel scratch = {});
+
+// The placement with the smallest device peak that `options` allow (staged
+// K/V in 128-key tiles one query chunk at a time, the streamed head GEMM):
+// the activation minimum a refusal names.
+Placement smallest_placement(const ModelConfig& config, const PackedLayout& layout,
+                             const ExecOptions& options, ScratchModel scratch = {});
+
+// The activation peak of the placement plan_placement picks without budgets
+// (the all-resident one): what the weights planner sets aside.
+size_t estimate_activation_peak(const ModelConfig& config, const PackedLayout& layout,
+                                const ExecOptions& options, ScratchModel scratch = {});
+
+// Host memory the machine can give now (Linux MemAvailable; 0 when unknown).
+size_t available_host_memory();
+
+}  // namespace h3s

@@ -1,0 +1,46 @@
+// KvStagedStore: the exact bf16 tier with K and V in host staging memory
+// (pinned on CUDA), for sequences whose K/V do not fit the device budget.
+//
+// Phase 1 copies each chunk's K and V out to host rows [seq, heads * 128].
+// Phase 2 streams them back in blocks of kv_block keys through two device
+// tiles on the stage queue: block j + 1 crosses the bus while block j is
+// attended, and one pass over the blocks serves every query chunk of the
+// group the caller hands over (KvStore::attend), so the K/V bytes cross
+// once per group, not once per query chunk. kv_block is a multiple of the
+// attention tile, so the blocked arithmetic is the single-pass arithmetic
+// and the result equals the resident store's bit for bit.
+#pragma once
+
+#include "backend/stage_queue.hpp"
+#include "kv/kv_store.hpp"
+
+namespace h3s {
+
+class KvStagedStore final : public KvStore {
+ public:
+  // host: an arena over the backend's staging memory; device: the activation
+  // arena, for the two [kv_block, heads * head_dim] K and V tiles.
+  // kv_block > 0, a multiple of kAttnKvTile (throws naming the fix).
+  KvStagedStore(Arena& device, Arena& host, StageQueue& queue, int64_t seq, int64_t heads,
+                int64_t head_dim, int64_t kv_block);
+  std::string_view name() const override { return "bf16 host-staged"; }
+  bool exact() const override { return true; }
+  void write(Backend& backend, RowRange rows, const Tensor& k, const Tensor& v) override;
+  void attend(Backend& backend, std::span<const QueryChunk> chunks) override;
+
+  // Device bytes of the two tiles; host bytes of the store.
+  static size_t tile_bytes(int64_t kv_block, int64_t heads, int64_t head_dim);
+  static size_t host_bytes(int64_t seq, int64_t heads, int64_t head_dim);
+
+ private:
+  struct Tile {
+    OwnedTensor k, v;
+  };
+  Arena& device_;
+  StageQueue& queue_;
+  int64_t seq_, heads_, head_dim_, kv_block_;
+  OwnedTensor k_, v_;  // host [seq, heads * head_dim]
+  Tile tiles_[2];      // device, allocated by the first attend
+};
+
+}  // namespace h3s
