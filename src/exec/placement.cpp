@@ -80,6 +80,7 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
   const size_t adaln_in = rows_bytes(T, c.time_dim * 2), mods = rows_bytes(T, 18 * H * 2);
   const size_t base = rows_bytes(S, H * 2) + rows_bytes(S, c.rope_dim * 2) + adaln_in + kept;
   const size_t setup = base + mods + rows_bytes(T, 18 * H * 4);
+  p.block_live = base + mods;
 
   if (p.streamed) {
     const int64_t n_q = int64_t(ChunkPlan::balanced(S, o.q_chunk).chunks.size());
@@ -171,7 +172,7 @@ Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const Exec
 
   // Query chunks per pass: most first (fewest passes of the K/V over the
   // bus), capped where the group's states would hold more than the K/V
-  // store they replace; then the largest staging tile.
+  // store they replace; then the largest staging tile that fits.
   const int64_t n_q = int64_t(ChunkPlan::balanced(l.seq_len, o.q_chunk).chunks.size());
   const size_t store = size_t(l.seq_len) * size_t(c.inner()) * 4;
   const size_t per_chunk =
@@ -190,6 +191,12 @@ Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const Exec
   if (o.final_layer_chunk != 0 && o.mode != ExecMode::stock &&
       o.final_layer_gemm != FinalLayerGemm::streamed)
     gemms.push_back(FinalLayerGemm::streamed);
+  // Staging must pay for itself: without a budget (kv_placement = host) a
+  // staged placement may hold no more than the resident one would.
+  Placement resident_plan = p;
+  resident_plan.final_gemm = o.final_layer_gemm;
+  const size_t ceiling =
+      device_budget != 0 ? device_budget : predict(c, l, o, resident_plan, scratch).device_peak;
   Placement best;
   for (const FinalLayerGemm gemm : gemms) {
     p.final_gemm = gemm;
@@ -211,7 +218,7 @@ Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const Exec
         q.kv_block = kb;
         q.q_group = g;
         q = predict(c, l, o, q, scratch);
-        if (fits(q)) {
+        if (q.device_peak <= ceiling) {
           best = q;
           found = true;
           break;

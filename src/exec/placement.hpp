@@ -55,6 +55,10 @@ struct Placement {
   // Predicted device (arena) peaks per phase, bytes; device_peak is their max.
   size_t embed_peak = 0, kv_peak = 0, attn_peak = 0, mlp_peak = 0, final_peak = 0;
   size_t device_peak = 0;
+  // Bytes live through every block phase: x, the RoPE table, the adaLN
+  // input, one block's modulation (a block's own activations are a phase
+  // peak less this).
+  size_t block_live = 0;
   // Host staging bytes (pinned on CUDA) the placement holds at once.
   size_t host_bytes = 0;
   // K/V bytes each block moves over the bus: out once, in once per group.

@@ -54,6 +54,8 @@ PackedLayout long_layout(const ModelConfig& c) {
   return small_layout(c, 41, 37, 238, true, true);
 }
 
+constexpr ScratchModel kCpuScratch{.quant_rows = false, .mod_index = false};
+
 class Placements : public ::testing::TestWithParam<WeightFormat> {};
 
 TEST_P(Placements, HostStagedForwardEqualsStockAndMovesWhatItPredicts) {
@@ -67,7 +69,14 @@ TEST_P(Placements, HostStagedForwardEqualsStockAndMovesWhatItPredicts) {
     const Outcome staged = forward(w, l, o);
     const Placement& p = staged.out.placement;
     EXPECT_TRUE(p.kv_on_host);
-    EXPECT_EQ(p.kv_block, kv_block == 0 ? 4096 : kv_block);  // the planner's largest tile
+    if (kv_block != 0) {
+      EXPECT_EQ(p.kv_block, kv_block);  // the user's tile, whatever it costs
+    } else {
+      // The planner's: unbudgeted, staging holds no more than the resident store would.
+      const ExecOptions resident = streamed_options(211, 97, 301, 0, 89, FinalLayerGemm::streamed);
+      EXPECT_LE(p.device_peak,
+                plan_placement(w.config, l, resident, 0, 0, kCpuScratch).device_peak);
+    }
     EXPECT_TRUE(same_outputs(stock.out, staged.out));
     EXPECT_EQ(staged.out.streamed_blocks, w.config.blocks);
     const uint64_t blocks = uint64_t(w.config.blocks);
@@ -84,7 +93,7 @@ TEST_P(Placements, AutoStagesTheKvOnlyWhenTheResidentStoreDoesNotFit) {
   auto be = make_cpu_backend(1);
   const WeightPlan all = plan_weights(*be, w, 0);
   const ExecOptions o = streamed_options(211, 97, 301, 0, 89);
-  const ScratchModel cpu{.quant_rows = false, .mod_index = false};  // the CPU's own scratch
+  const ScratchModel cpu = kCpuScratch;
   const Placement resident = plan_placement(w.config, l, o, 0, 0, cpu);
   ASSERT_FALSE(resident.kv_on_host);
   const Placement smallest = smallest_placement(w.config, l, o, cpu);
@@ -158,7 +167,7 @@ TEST_P(Placements, ImpossibleBudgetsAreRefusedBeforeAnyWork) {
   auto be = make_cpu_backend(1);
   const WeightPlan all = plan_weights(*be, w, 0);
   const ExecOptions o = streamed_options(211, 97, 301, 0, 89);
-  const ScratchModel cpu{.quant_rows = false, .mod_index = false};
+  const ScratchModel cpu = kCpuScratch;
   const size_t need =
       all.extras_bytes + all.block_bytes + smallest_placement(w.config, l, o, cpu).device_peak;
   for (const size_t budget : {need - 1, need / 2, all.extras_bytes + all.block_bytes}) {

@@ -11,6 +11,7 @@
 #include "core/rng.hpp"
 #include "core/thread_pool.hpp"
 #include "exec/block.hpp"
+#include "exec/placement.hpp"
 #include "exec/time_embed.hpp"
 #include "exec/weight_feed.hpp"
 #include "model/weights.hpp"
@@ -47,7 +48,11 @@ int run_bench(BenchArgs& a) {
     fmt::print(stderr, "h3s bench: building one {} {} block (seed {})...\n", cfg.name, r.format,
                r.seed);
   const ModelWeights w = ModelWeights::random(cfg, parse_format(r.format), r.seed);
-  const StreamChunks chunks = StreamChunks::from(r.exec);
+  // --vram-budget here is the block's activation budget (its weights stay
+  // resident beside it): the placement planner decides where the K/V live.
+  const size_t budget = parse_bytes(r.vram_budget, "--vram-budget");
+  ExecOptions plan_opts = r.exec;
+  plan_opts.min_tokens = 0;  // the bench always measures the streamed block
   for (int64_t tokens : a.token_list) {
     RunArgs shape = r;
     shape.tokens = tokens;
@@ -90,6 +95,18 @@ int run_bench(BenchArgs& a) {
     ctx.block_index = 0;
     const BlockView view = BlockView::dit(bw, ctx);
     OwnedTensor x = arena.tensor(DType::bf16, {s, h}, "x");
+    const size_t host_budget =
+        r.exec.host_budget != 0 ? size_t(r.exec.host_budget) : available_host_memory() / 10 * 9;
+    const Placement place =
+        plan_placement(cfg, layout, plan_opts, budget, host_budget, scratch_model(be, w));
+    const size_t predicted_block =
+        std::max({place.kv_peak, place.attn_peak, place.mlp_peak}) - place.block_live;
+    StreamChunks chunks = StreamChunks::from(r.exec);
+    chunks.kv_block = place.kv_block;
+    chunks.q_group = place.q_group;
+    std::unique_ptr<Arena> host;
+    if (place.kv_on_host) host = std::make_unique<Arena>(be.host_staging_memory(), host_budget);
+    StageTraffic traffic;  // of the last streamed repetition
     auto measure = [&](bool streamed, std::vector<uint16_t>& out) {
       double best = 1e30;
       size_t peak = 0;
@@ -98,13 +115,18 @@ int run_bench(BenchArgs& a) {
         be.synchronize();
         const size_t base = arena.allocated();
         arena.reset_peak();
+        std::unique_ptr<StageQueue> queue = host ? be.make_stage_queue() : nullptr;
+        StreamChunks c = chunks;
+        c.kv_host = host.get();
+        c.kv_queue = queue.get();
         const double t0 = now_s();
         if (streamed)
-          run_block_streamed(be, arena, view, x.view, chunks);
+          run_block_streamed(be, arena, view, x.view, c);
         else
           run_block_stock(be, arena, view, x.view);
         be.synchronize();
         best = std::min(best, now_s() - t0);
+        if (queue && streamed) traffic = queue->traffic();
         peak = arena.peak() - base;
       }
       out.resize(size_t(s * h));
@@ -160,15 +182,25 @@ int run_bench(BenchArgs& a) {
                         {"q_chunk", r.exec.q_chunk},
                         {"kv_chunk", r.exec.kv_chunk},
                         {"mlp_chunk", r.exec.mlp_chunk},
-                        {"kv_block", r.exec.kv_block}};
+                        {"kv_block", place.kv_block},
+                        {"vram_budget", budget},
+                        {"placement", place.describe()},
+                        {"kv", place.kv_on_host ? "host-staged" : "device"},
+                        {"q_group", place.q_group},
+                        {"predicted_streamed_peak_gib", double(predicted_block) / (1u << 30)},
+                        {"host_gib", double(place.host_bytes) / (1u << 30)},
+                        {"to_device_gib", double(traffic.to_device_bytes) / (1u << 30)},
+                        {"to_host_gib", double(traffic.to_host_bytes) / (1u << 30)},
+                        {"copy_s", traffic.copy_seconds}};
     if (r.json)
       fmt::print("{}\n", j.dump());
     else
       fmt::print(
-          "{:>8} tokens  stock {:8.3f} s {:7.2f} GiB | streamed {:8.3f} s {:7.2f} GiB | "
-          "bit-equal {} | attention {:6.1f} TFLOP/s\n",
+          "{:>8} tokens  stock {:8.3f} s {:7.2f} GiB | streamed {:8.3f} s {:7.2f} GiB "
+          "(predicted {:.2f}, K/V {}) | bit-equal {} | attention {:6.1f} TFLOP/s\n",
           s, stock.first, j["stock_peak_gib"].get<double>(), streamed.first,
-          j["streamed_peak_gib"].get<double>(), equal ? "yes" : "no",
+          j["streamed_peak_gib"].get<double>(), j["predicted_streamed_peak_gib"].get<double>(),
+          place.kv_on_host ? "host-staged" : "on the device", equal ? "yes" : "no",
           j["attn_tflops"].get<double>());
     std::fflush(stdout);
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "core/error.hpp"
 
@@ -72,9 +73,25 @@ void add_control_flags(CLI::App& cmd, ExecOptions& o, std::string& final_gemm) {
   cmd.add_option("--min-tokens", o.min_tokens, "below this packed length blocks run stock")
       ->capture_default_str();
   cmd.add_option("--kv-block", o.kv_block,
-                 "K/V rows per attention pass, carried online-softmax state (0 = one pass; "
+                 "K/V rows per attention pass, carried online-softmax state; with host-staged "
+                 "K/V the staging tile (0 = one pass, or the planner's tile when staged; a "
                  "multiple of the 128-key attention tile)")
       ->capture_default_str();
+  const std::map<std::string, KvPlacement> placements{{"auto", KvPlacement::automatic},
+                                                      {"device", KvPlacement::device},
+                                                      {"host", KvPlacement::host}};
+  cmd.add_option("--kv-placement", o.kv_placement,
+                 "where the K/V store lives: auto (on the device unless --vram-budget needs "
+                 "it staged), device, or host (pinned host memory, streamed back in "
+                 "--kv-block tiles); exact in every placement")
+      ->transform(CLI::CheckedTransformer(placements))
+      ->default_str("auto");
+  cmd.add_option("--host-budget", o.host_budget,
+                 "host bytes staging may pin, e.g. 32GiB (0 = the memory available at the "
+                 "call, less a tenth); refused before any work when the staged K/V need more")
+      ->transform(
+          [](const std::string& s) { return std::to_string(parse_bytes(s, "--host-budget")); })
+      ->default_str("0");
   cmd.add_option("--final-layer-chunk", o.final_layer_chunk,
                  "rows per output-head chunk (0 = stock: whole span promoted at once)")
       ->capture_default_str();

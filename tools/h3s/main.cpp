@@ -135,8 +135,11 @@ int run_demo(RunArgs& a) {
           {"trim_forward", a.exec.trim_forward}}},
         {"log", streamed.log},
     };
-    // The streamed run's weight plan (the stock run has no budget).
+    // The streamed run's weight plan and placement (the stock run has no budget).
     j.update(weights_json(streamed, a.exec.vram_budget));
+    j.update(placement_json(streamed));
+    j["controls"]["kv_placement"] = std::string(kv_placement_name(a.exec.kv_placement));
+    j["controls"]["host_budget"] = a.exec.host_budget;
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("h3s demo: preset {}, format {}, {} blocks, {}\n", p.config.name, a.format,
@@ -146,6 +149,7 @@ int run_demo(RunArgs& a) {
                a.exec.vram_budget
                    ? fmt::format(" (--vram-budget {})", format_bytes(a.exec.vram_budget))
                    : "");
+    fmt::print("placement: {}; {}\n", streamed.placement.describe(), staging_summary(streamed));
     fmt::print("\n  {:<10} {:>8} {:>10} {:>14}  {}\n", "run", "tokens", "seconds", "arena peak",
                "blocks");
     fmt::print("  {:<10} {:>8} {:>10.3f} {:>14}  {} stock\n", "stock", p.layout.seq_len,
@@ -181,6 +185,7 @@ int run_one(RunArgs& a, bool stock_mode) {
                         {"log", out.log},
                         {"output_hash", output_hash(out)}};
     j.update(weights_json(out, opt.vram_budget));
+    j.update(placement_json(out));
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("h3s run ({}): preset {}, format {}, {} blocks, {}\n",
@@ -190,8 +195,9 @@ int run_one(RunArgs& a, bool stock_mode) {
     fmt::print("  {:.3f} s, arena peak {}, weights {} ({}; weight stores peaked at {})\n",
                out.seconds, format_bytes(out.peak_bytes), format_bytes(out.weight_bytes),
                out.weights.describe(), format_bytes(out.weights_peak_bytes));
+    fmt::print("  placement: {}\n  {}\n", out.placement.describe(), staging_summary(out));
     fmt::print("  output hash {} (equal hashes: equal bits)\n", output_hash(out));
-    print_ledger_table(out.ledger);
+    print_ledger_table(out.ledger, out.placement);
   }
   return 0;
 }

@@ -36,16 +36,70 @@ nlohmann::json phase_peaks(const std::vector<LedgerEntry>& ledger) {
   return out;
 }
 
-void print_ledger_table(const std::vector<LedgerEntry>& ledger) {
-  fmt::print("  {:>6} {:>8} {:>14} {:>14} {:>14}\n", "block", "phase", "live at start", "peak",
-             "live at end");
+size_t predicted_peak(const Placement& p, Phase phase) {
+  switch (phase) {
+    case Phase::embed:
+    case Phase::refiner:
+      return p.embed_peak;
+    case Phase::kv:
+      return p.kv_peak;
+    case Phase::attn:
+      return p.attn_peak;
+    case Phase::mlp:
+      return p.mlp_peak;
+    case Phase::final:
+      return p.final_peak;
+    default:
+      return 0;
+  }
+}
+
+void print_ledger_table(const std::vector<LedgerEntry>& ledger, const Placement& placement) {
+  fmt::print("  {:>6} {:>8} {:>14} {:>14} {:>14} {:>14}\n", "block", "phase", "live at start",
+             "peak", "predicted", "live at end");
   for (const LedgerEntry& e : ledger) {
     if (e.peak == 0 && e.allocated_at_start == 0) continue;
-    fmt::print("  {:>6} {:>8} {:>14} {:>14} {:>14}\n",
+    const size_t predicted = predicted_peak(placement, e.phase);
+    fmt::print("  {:>6} {:>8} {:>14} {:>14} {:>14} {:>14}\n",
                e.block < 0 ? std::string("-") : std::to_string(e.block), phase_name(e.phase),
                format_bytes(e.allocated_at_start), format_bytes(e.peak),
+               predicted ? format_bytes(predicted) : std::string("-"),
                format_bytes(e.allocated_at_end));
   }
+}
+
+nlohmann::json placement_json(const ForwardOutputs& f) {
+  const Placement& p = f.placement;
+  const StageTraffic& t = f.staging;
+  return {{"placement",
+           {{"streamed", p.streamed},
+            {"kv", p.kv_on_host ? "host-staged" : "device"},
+            {"kv_block", p.kv_block},
+            {"q_group", p.q_group},
+            {"embed_chunk", p.embed_chunk},
+            {"final_layer_gemm", std::string(final_gemm_name(p.final_gemm))},
+            {"predicted_peak_bytes", p.device_peak},
+            {"predicted_phase_peaks",
+             {{"embed", p.embed_peak},
+              {"kv", p.kv_peak},
+              {"attn", p.attn_peak},
+              {"mlp", p.mlp_peak},
+              {"final", p.final_peak}}},
+            {"host_bytes", p.host_bytes}}},
+          {"staging",
+           {{"to_device_bytes", t.to_device_bytes},
+            {"to_host_bytes", t.to_host_bytes},
+            {"copies", t.copies},
+            {"copy_seconds", t.copy_seconds},
+            {"exposed_seconds", t.exposed_seconds}}}};
+}
+
+std::string staging_summary(const ForwardOutputs& f) {
+  const StageTraffic& t = f.staging;
+  if (t.copies == 0) return "no host staging";
+  return fmt::format("staged {} to the host and {} back in {} copies, {:.3f} s of copies",
+                     format_bytes(t.to_host_bytes), format_bytes(t.to_device_bytes), t.copies,
+                     t.copy_seconds);
 }
 
 }  // namespace h3s::cli
