@@ -67,10 +67,11 @@ void fuzz_quant_json(std::string_view text) {
 
 // ---- weights compared bit for bit ---------------------------------------------
 
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+// Any contiguous array (std::vector, h3s::WeightArray): same length, same bytes.
+template <class Array>
+bool same_bits(const Array& a, const Array& b) {
   return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(*a.data())) == 0);
 }
 
 bool same(const h3s::QuantLinear& a, const h3s::QuantLinear& b) {

@@ -4,7 +4,10 @@
 # and .ext/torch_h3_block.py (the PyTorch anchor, carried). One call: GPU tests,
 # compute-sanitizer, the Python tests on the CUDA wheel, block benchmark and the PyTorch
 # reference; JSON and logs under $OUT.
-#   usage: bash scripts/device-check.sh [tests|bench|all] [token list] [formats]
+#   usage: bash scripts/device-check.sh [tests|bench|placement|all] [token list] [formats]
+# placement: one full-width int8 block at 217,088 tokens (PLACEMENT_TOKENS) under activation
+# budgets of 16, 8 and 4 GiB (host-staged K/V when the store does not fit) beside the
+# unbudgeted run, each with stock for bit-equality; 2 GiB must be refused before any work.
 # Every step has its own time limit and writes its output under $OUT as it goes, so a step
 # that overruns still leaves the others' results. H3S_REQUIRE_GPU=1 turns every GPU test's
 # "no device" skip into a failure (gtest and pytest), and a skipped test fails its step: on
@@ -46,7 +49,7 @@ EOF
 if ! nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"; then
   failed+=("nvidia-smi")
 fi
-if [ "$mode" != bench ]; then
+if [ "$mode" != bench ] && [ "$mode" != placement ]; then
   step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
   [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
   # The mma.sync attention kernel (other GPUs) through the same checks.
@@ -70,7 +73,16 @@ if [ "$mode" != bench ]; then
     failed+=("pytest_cuda (no CUDA wheel carried)")
   fi
 fi
-if [ "$mode" != tests ]; then
+if [ "$mode" = placement ] || [ "$mode" = all ]; then
+  ptokens=${PLACEMENT_TOKENS:-217088}
+  for b in 0 16GiB 8GiB 4GiB; do
+    step "placement_$b" 300 $bin/h3s bench --backend cuda --preset h3 --format int8 \
+      --token-list "$ptokens" --json --reps 1 --vram-budget "$b"
+  done
+  step placement_2GiB_refused 120 bash -c "! $bin/h3s bench --backend cuda --preset h3 \
+    --format int8 --token-list $ptokens --reps 1 --vram-budget 2GiB"
+fi
+if [ "$mode" != tests ] && [ "$mode" != placement ]; then
   for f in ${formats//,/ }; do
     step "bench_$f" 300 $bin/h3s bench --backend cuda --preset h3 --format "$f" \
       --token-list "$tokens" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384

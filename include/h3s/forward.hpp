@@ -61,7 +61,10 @@ struct ForwardReport {
   size_t weight_bytes = 0;      // the model's weights
   std::string weights_plan;     // resident or streamed, prefetch, bytes held
   size_t weights_peak_bytes = 0;
-  size_t activation_estimate = 0;
+  size_t activation_estimate = 0;  // the placement's predicted activation peak
+  std::string placement;           // where the activations lived (the planner's line)
+  bool kv_on_host = false;         // the K/V store was host-staged
+  uint64_t staged_to_host_bytes = 0, staged_to_device_bytes = 0;
   int64_t stock_blocks = 0, streamed_blocks = 0;
   std::vector<std::string> log;  // e.g. the self_check line
 };

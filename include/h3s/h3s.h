@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define H3S_ABI_VERSION 1
+#define H3S_ABI_VERSION 2
 
 /* Error codes (h3s::ErrorKind + 1). */
 enum {
@@ -52,6 +52,8 @@ typedef struct {
   int trim_forward, self_check;
   int64_t merge_tail_below;
   uint64_t vram_budget; /* bytes; 0: no limit */
+  int kv_placement;     /* 0: auto, 1: device, 2: host-staged (since ABI 2) */
+  uint64_t host_budget; /* host staging bytes; 0: available memory less a tenth (ABI 2) */
 } h3s_options;
 
 /* One forward on real inputs (h3s::LatentInputs); h3s_forward_args_init sets

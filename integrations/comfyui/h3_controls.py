@@ -76,8 +76,9 @@ CONTROLS = (
         "kv_block", "INT", 0, min=0, max=INT_MAX_CHUNK, step=128,
         tooltip="K/V rows attended per pass, the running softmax state carried between "
         "passes; a multiple of the 128-key attention tile, so it is exact (bit-identical, unlike the "
-        "reference node's 1-ulp log-sum-exp combine). 0 = the whole K/V in one pass. It is "
-        "the block size of host-staged K/V once that store exists; today it saves nothing."),
+        "reference node's 1-ulp log-sum-exp combine). 0 = the whole K/V in one pass, or the "
+        "planner's tile when the K/V are host-staged. With host-staged K/V it is the tile that "
+        "crosses the bus; resident, it saves nothing."),
     Control(
         "final_layer_chunk", "INT", 16384, min=0, max=INT_MAX_CHUNK,
         tooltip="Rows per chunk through the output head (norm -> modulation -> fp32); stock "
@@ -114,6 +115,24 @@ CONTROLS = (
         "already exact: no effect."),
 )
 
+# Placement (issue 13), beyond FEATURES.md's table: where h3stream's own memory
+# lives. ComfyUI owns the weights and the residual; the budget covers the rest.
+ADDED = (
+    Control(
+        "vram_budget", "INT", 0, min=0, max=1048576,
+        tooltip="MiB of device memory h3stream's own allocations may take per block call "
+        "(the K/V store and the chunk buffers; ComfyUI holds the weights and the sequence). "
+        "0 = what the device has free at each call, less a tenth (at least 512 MiB). When "
+        "the K/V store does not fit, it is staged in pinned host memory and streamed back in "
+        "kv_block tiles: exact (bit-identical), slower by the bus traffic."),
+    Control(
+        "kv_placement", "COMBO", "auto", choices=("auto", "device", "host"),
+        tooltip="Where the K/V store lives. auto: on the device when it fits vram_budget, "
+        "else host-staged. device: always on the device. host: always in pinned host "
+        "memory (exact; costs bus traffic, saves ~28 KB of device memory per token)."),
+)
+CONTROLS = CONTROLS + ADDED
+
 BY_NAME = {c.name: c for c in CONTROLS}
 DEFAULTS = {c.name: c.default for c in CONTROLS}
 
@@ -134,6 +153,8 @@ def engine_options_kwargs(values):
     """The keyword arguments of h3stream.Options for these control values (the
     node-only controls exact_av_rows is dropped: the engine has no such option yet)."""
     v = checked(values)
-    return {k: v[k] for k in ("q_chunk", "kv_chunk", "mlp_chunk", "min_tokens", "kv_block",
-                              "final_layer_chunk", "final_layer_gemm", "kv_store",
-                              "trim_forward", "self_check")}
+    out = {k: v[k] for k in ("q_chunk", "kv_chunk", "mlp_chunk", "min_tokens", "kv_block",
+                             "final_layer_chunk", "final_layer_gemm", "kv_store",
+                             "trim_forward", "self_check", "kv_placement")}
+    out["vram_budget"] = v["vram_budget"] << 20  # MiB -> bytes
+    return out

@@ -191,6 +191,13 @@ class Engine:
         return self._e.weight_peak_bytes
 
     @property
+    def last_placement(self):
+        """Where the last run_block's own memory lived: "stock", or the placement
+        planner's line (K/V on the device or host-staged, tiles, predicted peaks) and
+        the bytes staged each way."""
+        return self._e.last_placement
+
+    @property
     def last_self_check(self):
         """The line of the last run_block with options.self_check, or None."""
         return self._e.last_self_check

@@ -88,6 +88,8 @@ void h3s_options_init(h3s_options* o) {
   o->self_check = d.self_check;
   o->merge_tail_below = d.merge_tail_below;
   o->vram_budget = d.vram_budget;
+  o->kv_placement = int(d.kv_placement);
+  o->host_budget = d.host_budget;
 }
 
 void h3s_forward_args_init(h3s_forward_args* a) {
@@ -165,6 +167,12 @@ int h3s_forward(h3s_engine* engine, const h3s_forward_args* args, const h3s_opti
       o.self_check = options->self_check != 0;
       o.merge_tail_below = options->merge_tail_below;
       o.vram_budget = options->vram_budget;
+      if (options->kv_placement < 0 || options->kv_placement > 2)
+        throw h3s::Error(h3s::ErrorKind::invalid_argument,
+                         "h3s_options.kv_placement = " + std::to_string(options->kv_placement) +
+                             " is not valid: use 0 (auto), 1 (device) or 2 (host)");
+      o.kv_placement = h3s::KvPlacement(options->kv_placement);
+      o.host_budget = options->host_budget;
     }
     const h3s::LatentOutputs r = engine->engine.forward(in, o);
     std::memcpy(video_out, r.video.bytes.data(), r.video.bytes.size());

@@ -136,6 +136,8 @@ class Backend {
   // its cache lives as long as the backend: CUDA pins it, and pinning
   // gigabytes costs about a second, too much to repeat per block or per call.
   virtual MemoryResource& host_staging_memory() = 0;
+  // Device bytes free now (0: not known, e.g. the CPU backend's heap).
+  virtual size_t free_device_memory() const { return 0; }
   virtual std::unique_ptr<StageQueue> make_stage_queue() = 0;
 
   // Host <-> backend memory for the small host-side pieces (timesteps, tables).

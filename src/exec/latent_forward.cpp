@@ -291,6 +291,10 @@ LatentOutputs finish_latent_outputs(const LatentInputs& in, const LatentCall& ca
   rep.arena_peak_bytes = out.peak_bytes;
   rep.weight_bytes = out.weight_bytes;
   rep.weights_plan = out.weights.describe();
+  rep.placement = out.placement.describe();
+  rep.kv_on_host = out.placement.kv_on_host;
+  rep.staged_to_host_bytes = out.staging.to_host_bytes;
+  rep.staged_to_device_bytes = out.staging.to_device_bytes;
   rep.weights_peak_bytes = out.weights_peak_bytes;
   rep.activation_estimate = out.activation_estimate;
   rep.stock_blocks = out.stock_blocks;

@@ -151,18 +151,23 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
   constexpr size_t kSmall = size_t(64) << 10;
   p.device_peak =
       std::max({p.embed_peak, setup, p.kv_peak, p.attn_peak, p.mlp_peak, p.final_peak}) + kSmall;
+  p.block_own = std::max({p.kv_peak, p.attn_peak, p.mlp_peak}) - (base - kept) + kSmall;
   return p;
 }
 
 Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const ExecOptions& o,
-                         size_t device_budget, size_t host_budget, ScratchModel scratch) {
+                         size_t device_budget, size_t host_budget, ScratchModel scratch,
+                         PlanScope scope) {
   Placement p;
   p.streamed = o.mode == ExecMode::streamed && l.seq_len >= o.min_tokens;
   p.embed_chunk = o.mode == ExecMode::streamed ? o.kv_chunk : 0;
   p.kv_block = o.kv_block;
   p.final_gemm = o.final_layer_gemm;
+  const auto need = [&](const Placement& q) {
+    return scope == PlanScope::forward ? q.device_peak : q.block_own;
+  };
   const auto fits = [&](const Placement& q) {
-    return device_budget == 0 || q.device_peak <= device_budget;
+    return device_budget == 0 || need(q) <= device_budget;
   };
   if (!p.streamed && o.kv_placement == KvPlacement::host)
     fail(ErrorKind::invalid_argument,
@@ -196,7 +201,7 @@ Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const Exec
   Placement resident_plan = p;
   resident_plan.final_gemm = o.final_layer_gemm;
   const size_t ceiling =
-      device_budget != 0 ? device_budget : predict(c, l, o, resident_plan, scratch).device_peak;
+      device_budget != 0 ? device_budget : need(predict(c, l, o, resident_plan, scratch));
   Placement best;
   for (const FinalLayerGemm gemm : gemms) {
     p.final_gemm = gemm;
@@ -218,7 +223,7 @@ Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const Exec
         q.kv_block = kb;
         q.q_group = g;
         q = predict(c, l, o, q, scratch);
-        if (q.device_peak <= ceiling) {
+        if (need(q) <= ceiling) {
           best = q;
           found = true;
           break;
@@ -229,13 +234,19 @@ Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const Exec
     p.kv_block = blocks.back();
     best = predict(c, l, o, p, scratch);
   }
-  if (!fits(best))
+  if (!fits(best)) {
+    if (scope == PlanScope::block)
+      fail(ErrorKind::out_of_memory,
+           "vram_budget {} cannot hold this block call's own memory at {} tokens: its smallest "
+           "placement ({}) needs {}; raise vram_budget or lower q_chunk / kv_chunk / mlp_chunk",
+           format_bytes(device_budget), l.seq_len, best.describe(), format_bytes(need(best)));
     fail(ErrorKind::out_of_memory,
          "the activation budget {} cannot hold this forward at {} tokens: its smallest placement "
          "({}) needs {}; raise --vram-budget (vram_budget) or lower --q-chunk / --kv-chunk / "
          "--mlp-chunk (the residual x alone is {})",
-         format_bytes(device_budget), l.seq_len, best.describe(), format_bytes(best.device_peak),
+         format_bytes(device_budget), l.seq_len, best.describe(), format_bytes(need(best)),
          format_bytes(size_t(l.seq_len) * size_t(c.hidden) * 2));
+  }
   if (host_budget != 0 && best.host_bytes > host_budget)
     fail(ErrorKind::out_of_memory,
          "host-staged K/V needs {} of host memory at {} tokens but the host budget is {}: raise "

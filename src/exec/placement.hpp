@@ -59,6 +59,9 @@ struct Placement {
   // input, one block's modulation (a block's own activations are a phase
   // peak less this).
   size_t block_live = 0;
+  // The block phases' peak less what a caller of single blocks holds itself
+  // (x, the RoPE table, the adaLN input): h3stream's own bytes per block call.
+  size_t block_own = 0;
   // Host staging bytes (pinned on CUDA) the placement holds at once.
   size_t host_bytes = 0;
   // K/V bytes each block moves over the bus: out once, in once per group.
@@ -67,6 +70,10 @@ struct Placement {
   std::string describe() const;
 };
 
+// What a budget covers: the whole forward's activations, or the own
+// allocations of one block call on caller-held x (the ComfyUI node).
+enum class PlanScope : uint8_t { forward, block };
+
 // The placement for `options` within `device_budget` activation bytes and
 // `host_budget` staging bytes (0: unlimited). Throws Error(out_of_memory)
 // naming the minimum and the knob when no placement fits, and
@@ -74,7 +81,7 @@ struct Placement {
 // run (host-staged K/V on the stock path).
 Placement plan_placement(const ModelConfig& config, const PackedLayout& layout,
                          const ExecOptions& options, size_t device_budget, size_t host_budget,
-                         ScratchModel scratch = {});
+                         ScratchModel scratch = {}, PlanScope scope = PlanScope::forward);
 
 // The predicted peaks of one placement's decisions (fills the peak fields).
 Placement predict(const ModelConfig& config, const PackedLayout& layout, const ExecOptions& options,

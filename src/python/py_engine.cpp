@@ -229,6 +229,7 @@ void bind_engine(nb::module_& m) {
   c.def_prop_ro("backend", [](const PyEngine& e) { return e.engine->backend_name(); });
   c.def_prop_ro("device", [](const PyEngine& e) { return e.engine->device(); });
   c.def_prop_ro("last_self_check", [](const PyEngine& e) { return e.last_self_check; });
+  c.def_prop_ro("last_placement", [](const PyEngine& e) { return e.engine->last_placement(); });
   c.def_prop_rw(
       "resident_weights", [](const PyEngine& e) { return e.engine->resident_weights(); },
       [](PyEngine& e, bool v) { e.engine->set_resident_weights(v); },
@@ -319,6 +320,10 @@ void bind_engine(nb::module_& m) {
         d["seconds"] = r.seconds;
         d["arena_peak_bytes"] = r.arena_peak_bytes;
         d["weights_plan"] = r.weights_plan;
+        d["placement"] = r.placement;
+        d["kv_on_host"] = r.kv_on_host;
+        d["staged_to_host_bytes"] = r.staged_to_host_bytes;
+        d["staged_to_device_bytes"] = r.staged_to_device_bytes;
         d["streamed_blocks"] = r.streamed_blocks;
         d["stock_blocks"] = r.stock_blocks;
         d["log"] = r.log;

@@ -33,10 +33,11 @@ std::string repr(const ExecOptions& o) {
   return fmt::format(
       "Options(q_chunk={}, kv_chunk={}, mlp_chunk={}, min_tokens={}, kv_block={}, "
       "final_layer_chunk={}, final_layer_gemm='{}', kv_store='{}', trim_forward={}, "
-      "self_check={}, merge_tail_below={})",
+      "self_check={}, merge_tail_below={}, kv_placement='{}', host_budget={}, vram_budget={})",
       o.q_chunk, o.kv_chunk, o.mlp_chunk, o.min_tokens, o.kv_block, o.final_layer_chunk,
       final_gemm_name(o.final_layer_gemm), o.kv_store, o.trim_forward ? "True" : "False",
-      o.self_check ? "True" : "False", o.merge_tail_below);
+      o.self_check ? "True" : "False", o.merge_tail_below, kv_placement_name(o.kv_placement),
+      o.host_budget, o.vram_budget);
 }
 
 nb::dict to_dict(const ExecOptions& o) {
@@ -52,6 +53,9 @@ nb::dict to_dict(const ExecOptions& o) {
   d["trim_forward"] = o.trim_forward;
   d["self_check"] = o.self_check;
   d["merge_tail_below"] = o.merge_tail_below;
+  d["kv_placement"] = std::string(kv_placement_name(o.kv_placement));
+  d["host_budget"] = o.host_budget;
+  d["vram_budget"] = o.vram_budget;
   return d;
 }
 
@@ -67,7 +71,8 @@ void bind_options(nb::module_& m) {
       [](ExecOptions* self, int64_t q_chunk, int64_t kv_chunk, int64_t mlp_chunk,
          int64_t min_tokens, int64_t kv_block, int64_t final_layer_chunk,
          const std::string& final_layer_gemm, const std::string& kv_store, bool trim_forward,
-         bool self_check, int64_t merge_tail_below) {
+         bool self_check, int64_t merge_tail_below, const std::string& kv_placement,
+         uint64_t host_budget, uint64_t vram_budget) {
         ExecOptions o;
         o.q_chunk = q_chunk;
         o.kv_chunk = kv_chunk;
@@ -80,6 +85,9 @@ void bind_options(nb::module_& m) {
         o.trim_forward = trim_forward;
         o.self_check = self_check;
         o.merge_tail_below = merge_tail_below;
+        o.kv_placement = parse_kv_placement(kv_placement);
+        o.host_budget = host_budget;
+        o.vram_budget = vram_budget;
         o.validate();  // before construction: a bad value leaves no half-built object
         new (self) ExecOptions(std::move(o));
       },
@@ -88,7 +96,9 @@ void bind_options(nb::module_& m) {
       "final_layer_chunk"_a = d.final_layer_chunk,
       "final_layer_gemm"_a = std::string(final_gemm_name(d.final_layer_gemm)),
       "kv_store"_a = d.kv_store, "trim_forward"_a = d.trim_forward, "self_check"_a = d.self_check,
-      "merge_tail_below"_a = d.merge_tail_below);
+      "merge_tail_below"_a = d.merge_tail_below,
+      "kv_placement"_a = std::string(kv_placement_name(d.kv_placement)),
+      "host_budget"_a = d.host_budget, "vram_budget"_a = d.vram_budget);
   c.def_static("stock", &ExecOptions::stock,
                "The stock path's options (whole sequence everywhere, ComfyUI-like).");
   field(c, "q_chunk", &ExecOptions::q_chunk, "query rows per attention call (>= 1)");
@@ -98,7 +108,8 @@ void bind_options(nb::module_& m) {
   field(c, "min_tokens", &ExecOptions::min_tokens,
         "below this packed length the caller runs stock (>= 0; honoured by the caller)");
   field(c, "kv_block", &ExecOptions::kv_block,
-        "K/V rows per attention pass (0 or a multiple of 64)");
+        "K/V rows per attention pass (0 or a multiple of the 128-key tile); with host-staged "
+        "K/V the staging tile (0: the planner's)");
   field(c, "final_layer_chunk", &ExecOptions::final_layer_chunk,
         "rows per output-head chunk (>= 0; the full forward only)");
   field(c, "kv_store", &ExecOptions::kv_store, "K/V storage tier ('bf16', the exact store)");
@@ -114,6 +125,19 @@ void bind_options(nb::module_& m) {
       [](const ExecOptions& o) { return std::string(final_gemm_name(o.final_layer_gemm)); },
       [](ExecOptions& o, const std::string& v) { o.final_layer_gemm = parse_final_gemm(v); },
       "'exact' or 'streamed' (the full forward only)");
+  field(c, "vram_budget", &ExecOptions::vram_budget,
+        "device bytes: Engine.forward's weights plus activations (0: no limit); run_block's "
+        "own memory per call (K/V store, chunk buffers; 0: the free device memory at the "
+        "call, less a tenth). Host-staged K/V when the store does not fit");
+  field(c, "host_budget", &ExecOptions::host_budget,
+        "host bytes staging may pin (0: the memory available at the call, less a tenth)");
+  c.def_prop_rw(
+      "kv_placement",
+      [](const ExecOptions& o) { return std::string(kv_placement_name(o.kv_placement)); },
+      [](ExecOptions& o, const std::string& v) { o.kv_placement = parse_kv_placement(v); },
+      "where the K/V store lives: 'auto' (the device unless the budget needs it staged), "
+      "'device', or 'host' (pinned host memory, streamed back in kv_block tiles); exact "
+      "everywhere");
   c.def("to_dict", &to_dict, "The controls as a dict (the keyword arguments of Options).");
   c.def("__repr__", &repr);
   c.def("__eq__", [](const ExecOptions& a, const ExecOptions& b) { return repr(a) == repr(b); });

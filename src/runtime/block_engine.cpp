@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "exec/block.hpp"
 #include "exec/block_context.hpp"
+#include "exec/placement.hpp"
 #include "exec/time_embed.hpp"
 #include "exec/weight_feed.hpp"
 
@@ -264,12 +265,55 @@ ExecMode BlockEngine::ran_mode(const TensorBlockCall& c) {
 ExecMode BlockEngine::run_block(const TensorBlockCall& c) {
   const ExecMode mode = ran_mode(c);
   with_block(c, [&](Backend& be, Arena& arena, const BlockView& view) {
-    if (mode == ExecMode::stock)
+    if (mode == ExecMode::stock) {
       run_block_stock(be, arena, view, c.x, c.phases);
-    else
-      run_block_streamed(be, arena, view, c.x, StreamChunks::from(c.options), c.phases);
+      last_placement_ = "stock";
+      return;
+    }
+    // The call's own memory (the K/V store and the chunk buffers; x, the
+    // RoPE table and the weights are the caller's) within options.vram_budget,
+    // or within what the device has free now, less a margin for the caller's
+    // allocator: the K/V go to host memory when they do not fit.
+    const ExecOptions& o = c.options;
+    size_t budget = size_t(o.vram_budget);
+    if (budget == 0 && o.kv_placement == KvPlacement::automatic) {
+      const size_t free_now = be.free_device_memory();
+      const size_t margin = std::max(free_now / 10, size_t(512) << 20);
+      budget = free_now > margin ? free_now - margin : (free_now ? 1 : 0);
+    }
+    const size_t host_budget =
+        o.host_budget != 0 ? size_t(o.host_budget) : available_host_memory() / 10 * 9;
+    PackedLayout shape;  // the block's view of the sequence: its length
+    shape.seq_len = c.x.rows();
+    ExecOptions plan = o;
+    plan.min_tokens = 0;  // ran_mode decided: this call streams
+    const Placement place = plan_placement(config(), shape, plan, budget, host_budget,
+                                           scratch_model(be, weights_), PlanScope::block);
+    StreamChunks chunks = StreamChunks::from(o);
+    chunks.kv_block = place.kv_block;
+    chunks.q_group = place.q_group;
+    std::unique_ptr<Arena> host;
+    std::unique_ptr<StageQueue> queue;
+    if (place.kv_on_host) {
+      host = std::make_unique<Arena>(be.host_staging_memory(), host_budget);
+      queue = be.make_stage_queue();
+      chunks.kv_host = host.get();
+      chunks.kv_queue = queue.get();
+    }
+    run_block_streamed(be, arena, view, c.x, chunks, c.phases);
+    last_placement_ = place.describe();
+    if (queue) {
+      const StageTraffic t = queue->traffic();
+      last_placement_ += fmt::format("; staged {} out, {} back", format_bytes(t.to_host_bytes),
+                                     format_bytes(t.to_device_bytes));
+    }
   });
   return mode;
+}
+
+std::string BlockEngine::last_placement() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return last_placement_;
 }
 
 SelfCheckResult BlockEngine::self_check(const TensorBlockCall& c) {

@@ -91,6 +91,17 @@ int main(int argc, char** argv) {
   CHECK(memcmp(out_v[0], out_v[1], nv * 2) == 0);
   CHECK(memcmp(out_a[0], out_a[1], na * 2) == 0);
   CHECK(memcmp(out_v[0], video, nv * 2) != 0);
+  /* The K/V staged in host memory (ABI 2): the same bits. */
+  streamed.kv_placement = 2;
+  memset(out_v[1], 0, nv * 2);
+  CHECK(h3s_forward(e, &args, &streamed, out_v[1], nv * 2, out_a[1], na * 2) == H3S_OK);
+  CHECK(memcmp(out_v[0], out_v[1], nv * 2) == 0);
+  CHECK(memcmp(out_a[0], out_a[1], na * 2) == 0);
+  streamed.kv_placement = 9;
+  CHECK(h3s_forward(e, &args, &streamed, out_v[1], nv * 2, out_a[1], na * 2) ==
+        H3S_INVALID_ARGUMENT);
+  CHECK(strstr(h3s_last_error(), "kv_placement = 9") != NULL);
+  streamed.kv_placement = 0;
 
   /* Errors: a wrong output size, a NaN sigma, a bad control; nothing written. */
   memset(out_v[1], 0, nv * 2);

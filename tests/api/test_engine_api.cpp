@@ -19,7 +19,10 @@
 namespace {
 
 std::string make_checkpoint(const std::string& format) {
-  const std::string path = ::testing::TempDir() + "/h3s_api_tiny_" + format + ".safetensors";
+  // One file per test: ctest runs the tests of this binary as parallel processes.
+  const std::string path = ::testing::TempDir() + "/h3s_api_tiny_" + format + "_" +
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+                           ".safetensors";
   const std::string cmd = std::string(H3S_CLI_PATH) + " make-checkpoint --preset tiny --blocks 1 " +
                           "--format " + format + " " + path + " > /dev/null 2>&1";
   if (std::system(cmd.c_str()) != 0) ADD_FAILURE() << "failed: " << cmd;

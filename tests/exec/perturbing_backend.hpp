@@ -72,6 +72,7 @@ class PerturbingBackend final : public Backend {
     return inner_->prepared_bytes(src, r);
   }
   MemoryResource& host_staging_memory() override { return inner_->host_staging_memory(); }
+  size_t free_device_memory() const override { return inner_->free_device_memory(); }
   std::unique_ptr<StageQueue> make_stage_queue() override { return inner_->make_stage_queue(); }
   void upload(const void* host, const Tensor& dst) override { inner_->upload(host, dst); }
   void download(const Tensor& src, void* host) override { inner_->download(src, host); }

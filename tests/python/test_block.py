@@ -33,6 +33,26 @@ def test_streamed_equals_stock(engine, fmt, seq, q, kv, mlp, kv_block):
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
+def test_host_staged_kv_equals_stock(engine, fmt):
+    """kv_placement='host', or a vram_budget the resident store does not fit: the K/V
+    go to (pinned) host memory and back in tiles, and the bits stay stock's."""
+    eng = engine(fmt)
+    inputs = block_inputs(eng.config, 300, seed=5)
+    stock = run(eng, 0, inputs, "stock")
+    for kw in ({"kv_placement": "host"}, {"kv_placement": "host", "kv_block": 128},
+               {"vram_budget": 1 << 20, "q_chunk": 64}):
+        opts = streamed_options(**{"q_chunk": 29, "kv_chunk": 37, "mlp_chunk": 41, **kw})
+        staged = run(eng, 0, inputs, "streamed", opts)
+        assert "host-staged" in eng.last_placement, (kw, eng.last_placement)
+        assert torch.equal(bits(staged), bits(stock)), kw
+    run(eng, 0, inputs, "streamed", streamed_options(q_chunk=29, kv_chunk=37, mlp_chunk=41))
+    assert "K/V resident" in eng.last_placement
+    # a budget below the smallest placement is refused, naming it
+    with pytest.raises(MemoryError, match="vram_budget 1.00 KiB cannot hold this block call"):
+        run(eng, 0, inputs, "streamed", streamed_options(vram_budget=1024))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_curve_time_form_streamed_equals_stock(engine, fmt):
     eng = engine(fmt, "curve")
     assert eng.config["time_form"] == "curve"

@@ -46,6 +46,14 @@ def test_forward_streamed_equals_stock(engine, fmt):
     assert sv.dtype == torch.bfloat16 and sa.dtype == torch.bfloat16
     assert torch.equal(bits(sv), bits(tv)) and torch.equal(bits(sa), bits(ta))
     assert torch.isfinite(sv.float()).all() and torch.isfinite(sa.float()).all()
+    assert not eng.last_forward["kv_on_host"]
+    # the K/V staged in host memory: the same bits, and the bytes really moved
+    hv, ha = eng.forward(video, audio, context, 0.6,
+                         options=h3stream.Options(**AWKWARD, kv_placement="host"), **kw)
+    assert eng.last_forward["kv_on_host"] and "host-staged" in eng.last_forward["placement"]
+    assert eng.last_forward["staged_to_host_bytes"] > 0
+    assert eng.last_forward["staged_to_device_bytes"] >= eng.last_forward["staged_to_host_bytes"]
+    assert torch.equal(bits(sv), bits(hv)) and torch.equal(bits(sa), bits(ha))
     # the prediction depends on sigma (a pipeline of zeros cannot pass)
     uv, _ = eng.forward(video, audio, context, 0.3, mode="stock", **kw)
     assert not torch.equal(bits(uv), bits(sv))

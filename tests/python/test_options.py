@@ -13,14 +13,17 @@ def test_defaults_are_the_reference_nodes():
         "q_chunk": 16384, "kv_chunk": 16384, "mlp_chunk": 16384, "min_tokens": 32768,
         "kv_block": 0, "final_layer_chunk": 16384, "final_layer_gemm": "exact",
         "kv_store": "bf16", "trim_forward": True, "self_check": False, "merge_tail_below": 512,
+        "kv_placement": "auto", "host_budget": 0, "vram_budget": 0,
     }
 
 
 def test_round_trip_through_dict_and_copy():
     o = h3stream.Options(q_chunk=3, kv_chunk=5, mlp_chunk=0, min_tokens=0, kv_block=256,
                          final_layer_chunk=7, final_layer_gemm="streamed", trim_forward=False,
-                         self_check=True, merge_tail_below=0)
+                         self_check=True, merge_tail_below=0, kv_placement="host",
+                         host_budget=1 << 30)
     assert h3stream.Options(**o.to_dict()) == o
+    assert "kv_placement='host'" in repr(o) and o.host_budget == 1 << 30
     c = copy.copy(o)
     c.q_chunk = 9
     assert o.q_chunk == 3 and c.q_chunk == 9
@@ -37,6 +40,7 @@ def test_round_trip_through_dict_and_copy():
     ("merge_tail_below", -1, r"merge_tail_below = -1 is out of range"),
     ("kv_store", "kvi8r", r"kv_store 'kvi8r' is not available"),
     ("final_layer_gemm", "fast", r"final_layer_gemm 'fast' is not valid: use exact or streamed"),
+    ("kv_placement", "gpu", r"kv_placement 'gpu' is not valid: use auto, device or host"),
 ])
 def test_bad_values_name_the_control(control, value, message):
     with pytest.raises(ValueError, match=message):

@@ -35,7 +35,9 @@ def _features_rows():
 def test_every_features_control_is_a_node_control_with_its_default_and_range():
     ctl = _controls()
     rows = _features_rows()
-    assert set(rows) - {"model"} == set(ctl.BY_NAME), "node controls differ from FEATURES.md"
+    added = {c.name for c in ctl.ADDED}  # the placement controls (issue 13)
+    assert set(rows) - {"model"} == set(ctl.BY_NAME) - added, "node controls differ from FEATURES.md"
+    assert not added & set(rows), "a control FEATURES.md lists is marked as added"
     for name, spec in rows.items():
         if name == "model":
             continue
@@ -53,6 +55,15 @@ def test_every_features_control_is_a_node_control_with_its_default_and_range():
         choices = [re.sub(r"\s*\(.*\)", "", s).strip() for s in spec.split("/")]
         assert c.kind == "COMBO" and c.default == choices[0], name
         assert set(c.choices) <= set(choices), name
+
+
+def test_placement_controls_become_engine_options():
+    ctl = _controls()
+    kw = ctl.engine_options_kwargs({"vram_budget": 6144, "kv_placement": "host"})
+    assert kw["vram_budget"] == 6144 << 20 and kw["kv_placement"] == "host"
+    assert ctl.engine_options_kwargs({})["vram_budget"] == 0
+    with pytest.raises(ValueError, match="kv_placement = 'gpu' is not one of auto, device, host"):
+        ctl.checked({"kv_placement": "gpu"})
 
 
 def test_only_implemented_kv_tiers_are_offered():

@@ -87,6 +87,7 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   // Staging (cuda_staging.cpp): cached pinned memory, a copy-stream queue.
   MemoryResource& host_staging_memory() override;
+  size_t free_device_memory() const override;
   std::unique_ptr<StageQueue> make_stage_queue() override;
 
   // Weights (weights/cuda_weights.cpp).

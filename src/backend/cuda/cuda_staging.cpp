@@ -159,6 +159,15 @@ MemoryResource& CudaBackend::host_staging_memory() {
   return *pinned_;
 }
 
+size_t CudaBackend::free_device_memory() const {
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return free_b;
+}
+
 std::unique_ptr<StageQueue> CudaBackend::make_stage_queue() {
   return std::make_unique<CudaStageQueue>(*this);
 }

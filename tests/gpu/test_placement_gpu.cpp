@@ -1,0 +1,65 @@
+// Placement on the CUDA backend: the host-staged K/V store (pinned memory, a
+// copy stream ordered by events) gives the stock bits for every format and
+// odd lengths, moves the bytes the plan says, and the measured arena peaks
+// (CUDA scratch included) stay under the planner's per-phase predictions.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cuda/cuda_backend.hpp"
+#include "exec/forward.hpp"
+#include "exec/placement.hpp"
+#include "exec_fixture.hpp"
+#include "gpu_fixture.hpp"
+
+namespace h3s::test {
+namespace {
+
+size_t measured(const ForwardOutputs& o, Phase phase) {
+  size_t m = 0;
+  for (const LedgerEntry& e : o.ledger)
+    if (e.phase == phase) m = std::max(m, e.peak);
+  return m;
+}
+
+TEST(GpuPlacement, HostStagedKvEqualsStockAndStaysUnderThePrediction) {
+  H3S_REQUIRE_GPU();
+  for (WeightFormat f :
+       {WeightFormat::int8, WeightFormat::bf16, WeightFormat::w4a8, WeightFormat::nvfp4}) {
+    SCOPED_TRACE(format_name(f));
+    const ModelWeights& w = weights_for(f);
+    const PackedLayout l = small_layout(w.config, 41, 37, 551, true, true);  // odd length
+    const ForwardInputs in = random_inputs(w.config, l, 3);
+    auto run = [&](const ExecOptions& o) {
+      cuda::CudaMemory mem;
+      Arena arena(mem, 0);
+      auto be = make_cuda_backend(arena);
+      return run_forward(*be, arena, w, l, in, o);
+    };
+    const ForwardOutputs stock = run(ExecOptions::stock());
+    for (const int64_t kv_block : {0, 256}) {
+      SCOPED_TRACE(::testing::Message() << "kv_block " << kv_block);
+      ExecOptions o = streamed_options(97, 100, 77, kv_block, 50, FinalLayerGemm::streamed);
+      o.kv_placement = KvPlacement::host;
+      const ForwardOutputs s = run(o);
+      const Placement& p = s.placement;
+      ASSERT_TRUE(p.kv_on_host);
+      ASSERT_EQ(s.video.size(), stock.video.size());
+      EXPECT_EQ(std::memcmp(s.video.data(), stock.video.data(), s.video.size() * 4), 0);
+      EXPECT_EQ(std::memcmp(s.audio.data(), stock.audio.data(), s.audio.size() * 4), 0);
+      const uint64_t blocks = uint64_t(w.config.blocks);
+      EXPECT_EQ(s.staging.to_host_bytes, blocks * p.kv_to_host_per_block);
+      EXPECT_EQ(s.staging.to_device_bytes, blocks * p.kv_to_device_per_block);
+      EXPECT_GT(s.staging.copy_seconds, 0.0);
+      for (const auto& [phase, predicted] :
+           {std::pair{Phase::kv, p.kv_peak}, std::pair{Phase::attn, p.attn_peak},
+            std::pair{Phase::mlp, p.mlp_peak}, std::pair{Phase::final, p.final_peak}})
+        EXPECT_LE(measured(s, phase), predicted) << phase_name(phase);
+      EXPECT_LE(s.peak_bytes, p.device_peak);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace h3s::test
