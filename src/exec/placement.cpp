@@ -283,7 +283,9 @@ std::string Placement::describe() const {
   s << (streamed ? "streamed" : "stock");
   if (streamed) {
     s << ", K/V " << (kv_on_host ? "host-staged" : "resident");
-    if (kv_on_host) s << " (" << kv_block << "-key tiles, " << q_group << " query chunks a pass)";
+    if (kv_on_host)
+      s << " (" << kv_block << "-key tiles, " << q_group << " query chunk"
+        << (q_group == 1 ? "" : "s") << " a pass)";
   }
   s << ", patch embeds " << (embed_chunk == 0 ? "whole" : "chunked") << ", head GEMM "
     << final_gemm_name(final_gemm) << "; predicted peak " << format_bytes(device_peak) << " (embed "

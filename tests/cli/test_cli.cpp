@@ -125,6 +125,31 @@ TEST(Cli, VramBudgetStreamsWeightsAndKeepsTheBits) {
       << bad.out;
 }
 
+// h3s plan answers "will it fit" for a full-size shape without building weights:
+// the K/V stay on the device without a budget, go to host memory under 8 GiB,
+// and 2 GiB (below x plus one chunk) is refused naming the smallest placement.
+TEST(Cli, PlanPlacesFullSizeShapesWithoutWork) {
+  auto plan = [](const std::string& budget) {
+    const Result r = run_cli("plan --json --tokens 217088 --vram-budget " + budget,
+                             /*merge_stderr=*/false);
+    EXPECT_EQ(r.code, 0) << budget << "\n" << r.out;
+    return nlohmann::json::parse(r.out);
+  };
+  const nlohmann::json free = plan("0"), tight = plan("8GiB"), tighter = plan("4GiB");
+  EXPECT_EQ(free.at("kv"), "device");
+  EXPECT_EQ(tight.at("kv"), "host-staged");
+  EXPECT_LE(tight.at("predicted_peak_bytes").get<size_t>(), size_t(8) << 30);
+  EXPECT_LE(tighter.at("predicted_peak_bytes").get<size_t>(), size_t(4) << 30);
+  // fewer query chunks per pass under the tighter budget: more K/V traffic
+  EXPECT_GT(tighter.at("kv_to_device_bytes_per_block").get<size_t>(),
+            tight.at("kv_to_device_bytes_per_block").get<size_t>());
+  EXPECT_EQ(tight.at("host_bytes").get<size_t>(), size_t(217088) * 7168 * 4);
+  const Result bad = run_cli("plan --tokens 217088 --vram-budget 2GiB");
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("its smallest placement"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("needs 3.51 GiB"), std::string::npos) << bad.out;
+}
+
 TEST(Cli, TooSmallBudgetFailsWithTheNumbers) {
   const Result r = run_cli("demo --tokens 300 --memory-budget 1MiB");
   EXPECT_EQ(r.code, 1) << r.out;

@@ -37,18 +37,21 @@ def test_host_staged_kv_equals_stock(engine, fmt):
     """kv_placement='host', or a vram_budget the resident store does not fit: the K/V
     go to (pinned) host memory and back in tiles, and the bits stay stock's."""
     eng = engine(fmt)
-    inputs = block_inputs(eng.config, 300, seed=5)
+    seq = 1000
+    inputs = block_inputs(eng.config, seq, seed=5)
     stock = run(eng, 0, inputs, "stock")
-    for kw in ({"kv_placement": "host"}, {"kv_placement": "host", "kv_block": 128},
-               {"vram_budget": 1 << 20, "q_chunk": 64}):
-        opts = streamed_options(**{"q_chunk": 29, "kv_chunk": 37, "mlp_chunk": 41, **kw})
+    store = seq * eng.config["heads"] * 128 * 2 * 2  # K and V, bf16
+    small = {"q_chunk": 16, "kv_chunk": 16, "mlp_chunk": 16, "kv_block": 128}
+    for kw in ({"kv_placement": "host"}, {"kv_placement": "host", "kv_block": 256},
+               {"vram_budget": store, **small}):  # the store alone fills the budget
+        opts = streamed_options(**{"q_chunk": 229, "kv_chunk": 137, "mlp_chunk": 241, **kw})
         staged = run(eng, 0, inputs, "streamed", opts)
         assert "host-staged" in eng.last_placement, (kw, eng.last_placement)
         assert torch.equal(bits(staged), bits(stock)), kw
-    run(eng, 0, inputs, "streamed", streamed_options(q_chunk=29, kv_chunk=37, mlp_chunk=41))
+    run(eng, 0, inputs, "streamed", streamed_options(vram_budget=4 * store))
     assert "K/V resident" in eng.last_placement
     # a budget below the smallest placement is refused, naming it
-    with pytest.raises(MemoryError, match="vram_budget 1.00 KiB cannot hold this block call"):
+    with pytest.raises(MemoryError, match="vram_budget 1.0 KiB cannot hold this block call"):
         run(eng, 0, inputs, "streamed", streamed_options(vram_budget=1024))
 
 

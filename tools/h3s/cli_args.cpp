@@ -89,8 +89,13 @@ void add_control_flags(CLI::App& cmd, ExecOptions& o, std::string& final_gemm) {
   cmd.add_option("--host-budget", o.host_budget,
                  "host bytes staging may pin, e.g. 32GiB (0 = the memory available at the "
                  "call, less a tenth); refused before any work when the staged K/V need more")
-      ->transform(
-          [](const std::string& s) { return std::to_string(parse_bytes(s, "--host-budget")); })
+      ->transform([](const std::string& s) {
+        try {
+          return std::to_string(parse_bytes(s, "--host-budget"));
+        } catch (const Error& e) {
+          throw CLI::ValidationError(e.what());  // exit 2 with the one line
+        }
+      })
       ->default_str("0");
   cmd.add_option("--final-layer-chunk", o.final_layer_chunk,
                  "rows per output-head chunk (0 = stock: whole span promoted at once)")

@@ -18,6 +18,7 @@
 #include "exec/forward.hpp"
 #include "forward_cmd.hpp"
 #include "model/checkpoint.hpp"
+#include "plan_cmd.hpp"
 #include "report.hpp"
 #include "runtime/engine_backend.hpp"
 
@@ -241,6 +242,14 @@ int main(int argc, char** argv) {
       "arena peak, bit-equality");
   add_bench_flags(*bench_cmd, bench);
 
+  RunArgs plan;
+  plan.preset = "h3";
+  CLI::App* plan_cmd = app.add_subcommand(
+      "plan",
+      "will it fit? the placement, the predicted device peak per phase and the host memory "
+      "for a shape and --vram-budget, before any work (no weights built)");
+  add_plan_flags(*plan_cmd, plan);
+
   ForwardArgs fwd;
   CLI::App* forward_cmd = app.add_subcommand(
       "forward",
@@ -280,6 +289,7 @@ int main(int argc, char** argv) {
     if (*make_inputs_cmd) return run_make_inputs(make_inputs);
     if (*make_cmd) return run_make_checkpoint(make);
     if (*bench_cmd) return run_bench(bench);
+    if (*plan_cmd) return run_plan(plan);
     if (*inspect_cmd) return run_inspect(inspect);
   } catch (const h3s::Error& e) {
     fmt::print(stderr, "h3s: {}\n", e.what());
