@@ -6,8 +6,9 @@
 # reference; JSON and logs under $OUT.
 #   usage: bash scripts/device-check.sh [tests|bench|placement|all] [token list] [formats]
 # placement: one full-width int8 block at 217,088 tokens (PLACEMENT_TOKENS) under activation
-# budgets of 16, 8 and 4 GiB (host-staged K/V when the store does not fit) beside the
-# unbudgeted run, each with stock for bit-equality; 2 GiB must be refused before any work.
+# budgets of 16, 8, 4 and 2 GiB (host-staged K/V, then x, when they do not fit) beside the
+# unbudgeted run, each with stock for bit-equality; 1 GiB must be refused before any work;
+# then 1,000,000 tokens under 16 GiB (streamed only).
 # Every step has its own time limit and writes its output under $OUT as it goes, so a step
 # that overruns still leaves the others' results. H3S_REQUIRE_GPU=1 turns every GPU test's
 # "no device" skip into a failure (gtest and pytest), and a skipped test fails its step: on
@@ -75,12 +76,15 @@ if [ "$mode" != bench ] && [ "$mode" != placement ]; then
 fi
 if [ "$mode" = placement ] || [ "$mode" = all ]; then
   ptokens=${PLACEMENT_TOKENS:-217088}
-  for b in 0 16GiB 8GiB 4GiB; do
+  for b in 0 16GiB 8GiB 4GiB 2GiB; do
     step "placement_$b" 300 $bin/h3s bench --backend cuda --preset h3 --format int8 \
       --token-list "$ptokens" --json --reps 1 --vram-budget "$b"
   done
-  step placement_2GiB_refused 120 bash -c "! $bin/h3s bench --backend cuda --preset h3 \
-    --format int8 --token-list $ptokens --reps 1 --vram-budget 2GiB"
+  step placement_1GiB_refused 120 bash -c "! $bin/h3s bench --backend cuda --preset h3 \
+    --format int8 --token-list $ptokens --reps 1 --vram-budget 1GiB"
+  # 1M tokens through one block under 16 GiB (stock would need ~100 GiB): streamed only.
+  step placement_1M 600 $bin/h3s bench --backend cuda --preset h3 --format int8 \
+    --token-list 1000000 --json --reps 1 --skip-stock --vram-budget 16GiB --host-budget 64GiB
 fi
 if [ "$mode" != tests ] && [ "$mode" != placement ]; then
   for f in ${formats//,/ }; do

@@ -124,14 +124,22 @@ def _table(records):
         p = phases.get((r["forward"], r.get("block")), {})
         arena = " / ".join(_gib(p[k].get("arena_peak")) if k in p else "-"
                            for k in ("kv", "attn", "mlp"))
+        predicted = " / ".join(_gib(p[k].get("arena_predicted")) if k in p else "-"
+                               for k in ("kv", "attn", "mlp"))
+        first = next(iter(p.values()), {})
+        kv = first.get("kv_placement") or "-"
+        staged = (f"{_gib(first.get('staged_to_host'))} / {_gib(first.get('staged_to_device'))}"
+                  if first.get("staged_to_host") else "-")
         rows.append(
             "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in (
                 r["forward"], r["phase"] if r["phase"] != "block" else r["block"],
                 r.get("path") or "-", r.get("tokens", "-"), _ms(r.get("gpu_ms")),
                 _ms(r.get("host_ms")), _gib(r.get("allocated")), _gib(r.get("peak")),
-                _gib(r.get("reserved")), _gib(r.get("host_rss")), arena)) + "</tr>")
+                _gib(r.get("reserved")), _gib(r.get("host_rss")), arena, predicted, kv,
+                staged)) + "</tr>")
     head = ("forward", "block", "path", "tokens", "gpu ms", "host ms", "allocated GiB",
-            "peak GiB", "reserved GiB", "host RSS GiB", "h3stream arena peak kv / attn / mlp GiB")
+            "peak GiB", "reserved GiB", "host RSS GiB", "h3stream arena peak kv / attn / mlp GiB",
+            "predicted kv / attn / mlp GiB", "K/V", "staged out / back GiB")
     return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows)
             + "</table>")
 

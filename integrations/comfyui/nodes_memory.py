@@ -119,16 +119,25 @@ class Recorder:
         self._last = _Mark(self, mark.device)
         self._last_phase = "final"
 
-    def engine_phases(self, index, ledger):
-        """The h3stream arena's (block, phase) entries of one block run."""
+    def engine_phases(self, index, ledger, placement=None):
+        """The h3stream arena's (block, phase) entries of one block run, with the
+        placement planner's predicted peak of each phase and the K/V placement and
+        bytes staged (Engine.last_placement_info) when given."""
+        predicted = (placement or {}).get("predicted_peaks", {})
         for e in ledger:
             if e.get("phase") not in ("kv", "attn", "mlp"):
                 continue
+            rec = {"forward": self.forward, "phase": e["phase"], "block": index,
+                   "path": "h3stream", "arena_allocated_at_start": e.get("allocated_at_start"),
+                   "arena_allocated": e.get("allocated"), "arena_peak": e.get("peak"),
+                   "arena_predicted": predicted.get(e["phase"])}
+            if placement is not None:
+                rec.update(kv_placement=placement.get("kv"),
+                           staged_to_host=placement.get("staged_to_host_bytes"),
+                           staged_to_device=placement.get("staged_to_device_bytes"),
+                           copy_s=placement.get("copy_seconds"))
             with self._lock:
-                self.records.append({
-                    "forward": self.forward, "phase": e["phase"], "block": index,
-                    "path": "h3stream", "arena_allocated_at_start": e.get("allocated_at_start"),
-                    "arena_allocated": e.get("allocated"), "arena_peak": e.get("peak")})
+                self.records.append(rec)
 
     def forward_end(self):
         if self._last is not None and self._last_phase == "final":

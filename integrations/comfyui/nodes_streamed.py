@@ -174,7 +174,8 @@ class StreamedBlock:
         if x is None:
             return self._stock(args, extra)
         if probe is not None:
-            probe.engine_phases(self.index, engine.ledger())
+            probe.engine_phases(self.index, engine.ledger(),
+                                getattr(engine, "last_placement_info", None))
         self.last_path = "h3stream"
         return {"img": x}
 

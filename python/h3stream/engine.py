@@ -192,9 +192,16 @@ class Engine:
 
     @property
     def last_placement(self):
-        """Where the last run_block's own memory lived: "stock", or the placement
-        planner's line (K/V on the device or host-staged, tiles, predicted peaks) and
-        the bytes staged each way."""
+        """Where the last run_block's own memory lived: the placement planner's line
+        ("stock" for a stock call)."""
+        return self._e.last_placement["line"]
+
+    @property
+    def last_placement_info(self):
+        """The last run_block's placement as a dict: line, kv ("device" or
+        "host-staged"), predicted_peaks {kv, attn, mlp} (h3stream's own arena bytes per
+        phase, beside the measured ones of ledger()), staged_to_host_bytes,
+        staged_to_device_bytes, copy_seconds."""
         return self._e.last_placement
 
     @property

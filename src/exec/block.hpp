@@ -60,5 +60,9 @@ struct StreamChunks {
 
 void run_block_streamed(Backend& backend, Arena& arena, const BlockView& block, const Tensor& x,
                         const StreamChunks& chunks, BlockPhases phases = BlockPhases::all);
+// The same over a residual that may live in host memory (exec/residual_rows.hpp).
+class ResidualRows;
+void run_block_streamed(Backend& backend, Arena& arena, const BlockView& block, ResidualRows& x,
+                        const StreamChunks& chunks, BlockPhases phases = BlockPhases::all);
 
 }  // namespace h3s

@@ -44,19 +44,17 @@ std::vector<ModRun> runs_for(const BlockView& b, RowRange rows) {
   return out;
 }
 
-OwnedTensor norm_mod(Backend& be, Arena& arena, const BlockView& b, const Tensor& x, RowRange rows,
+OwnedTensor norm_mod(Backend& be, Arena& arena, const BlockView& b, const Tensor& xr, RowRange rows,
                      const WeightArray<uint16_t>& norm, const ModTable* mod, const char* what) {
-  const int64_t hidden = x.cols();
-  OwnedTensor h = arena.tensor(DType::bf16, {rows.size(), hidden}, what);
+  H3S_CHECK(xr.rows() == rows.size());
+  OwnedTensor h = arena.tensor(DType::bf16, {rows.size(), xr.cols()}, what);
   const std::vector<ModRun> runs = runs_for(b, rows);
-  be.rms_norm_mod(x.rows_view(rows.begin, rows.end), norm_tensor(norm), b.eps,
-                  b.mods ? mod : nullptr, runs, h.view);
+  be.rms_norm_mod(xr, norm_tensor(norm), b.eps, b.mods ? mod : nullptr, runs, h.view);
   return h;
 }
 
-void residual(Backend& be, const BlockView& b, const Tensor& x, RowRange rows, const Tensor& y,
+void residual(Backend& be, const BlockView& b, const Tensor& xr, RowRange rows, const Tensor& y,
               const Tensor& gate) {
-  const Tensor xr = x.rows_view(rows.begin, rows.end);
   if (b.mods)
     be.gated_residual(xr, y, gate, runs_for(b, rows));
   else
@@ -68,23 +66,23 @@ Tensor rope_rows(const BlockView& b, RowRange rows) {
   return b.rope.rows_view(rows.begin, rows.end);
 }
 
-void attn_out(Backend& be, Arena& arena, const BlockView& b, const Tensor& x, RowRange rows,
+void attn_out(Backend& be, Arena& arena, const BlockView& b, const Tensor& xr, RowRange rows,
               const Tensor& attn) {
-  OwnedTensor o = arena.tensor(DType::bf16, {rows.size(), x.cols()}, "attention out_proj");
+  OwnedTensor o = arena.tensor(DType::bf16, {rows.size(), xr.cols()}, "attention out_proj");
   be.linear(attn, b.attn->out, o.view);
-  residual(be, b, x, rows, o.view, b.mods ? b.mods->gate_msa : Tensor{});
+  residual(be, b, xr, rows, o.view, b.mods ? b.mods->gate_msa : Tensor{});
 }
 
-void mlp(Backend& be, Arena& arena, const BlockView& b, const Tensor& x, RowRange rows) {
+void mlp(Backend& be, Arena& arena, const BlockView& b, const Tensor& xr, RowRange rows) {
   OwnedTensor h =
-      norm_mod(be, arena, b, x, rows, *b.norm2, b.mods ? &b.mods->mlp : nullptr, "mlp norm2+mod");
+      norm_mod(be, arena, b, xr, rows, *b.norm2, b.mods ? &b.mods->mlp : nullptr, "mlp norm2+mod");
   OwnedTensor f = arena.tensor(DType::bf16, {rows.size(), b.mlp->fc1.out}, "mlp fc1 output");
   be.linear(h.view, b.mlp->fc1, f.view);
   h.reset();
-  OwnedTensor y = arena.tensor(DType::bf16, {rows.size(), x.cols()}, "mlp fc2 output");
+  OwnedTensor y = arena.tensor(DType::bf16, {rows.size(), xr.cols()}, "mlp fc2 output");
   be.swiglu_linear(f.view, b.mlp->fc2, y.view);
   f.reset();
-  residual(be, b, x, rows, y.view, b.mods ? b.mods->gate_mlp : Tensor{});
+  residual(be, b, xr, rows, y.view, b.mods ? b.mods->gate_mlp : Tensor{});
 }
 
 }  // namespace steps

@@ -8,7 +8,7 @@ namespace h3s {
 
 namespace {
 
-OwnedTensor head_segment(Backend& be, Arena& arena, const ModelWeights& w, const Tensor& x,
+OwnedTensor head_segment(Backend& be, Arena& arena, const ModelWeights& w, ResidualRows& x,
                          const Segment& seg, int32_t t_row, const ModTable& mod,
                          const QuantLinear& head, int64_t chunk, FinalLayerGemm gemm,
                          int64_t merge_tail_below) {
@@ -16,14 +16,17 @@ OwnedTensor head_segment(Backend& be, Arena& arena, const ModelWeights& w, const
   OwnedTensor out = arena.tensor(DType::f32, {n, head.out}, "output head rows");
   if (n == 0) return out;
   const Tensor norm = norm_tensor(w.final_layer.norm);
-  const Tensor xs = x.rows_view(seg.begin, seg.end);
   const bool whole_gemm = chunk == 0 || gemm == FinalLayerGemm::exact;
   OwnedTensor promoted;
   if (whole_gemm) promoted = arena.tensor(DType::f32, {n, hidden}, "final layer fp32 span");
   for (const RowRange& r : ChunkPlan::fixed(n, chunk, merge_tail_below).chunks) {
     const ModRun run{0, r.size(), t_row};
     OwnedTensor h = arena.tensor(DType::bf16, {r.size(), hidden}, "final norm+mod");
-    be.rms_norm_mod(xs.rows_view(r.begin, r.end), norm, w.config.eps, &mod, {&run, 1}, h.view);
+    {
+      const RowRange rows{seg.begin + r.begin, seg.begin + r.end};
+      const ResidualRows::Lease xr = x.fetch(rows);
+      be.rms_norm_mod(xr.view, norm, w.config.eps, &mod, {&run, 1}, h.view);
+    }
     if (whole_gemm) {
       be.convert(h.view, promoted.view.rows_view(r.begin, r.end));
     } else {
@@ -39,7 +42,7 @@ OwnedTensor head_segment(Backend& be, Arena& arena, const ModelWeights& w, const
 }  // namespace
 
 FinalOutputs run_final_layer(Backend& be, Arena& arena, const ModelWeights& w,
-                             const PackedLayout& layout, const Tensor& x, const Tensor& adaln_in,
+                             const PackedLayout& layout, ResidualRows& x, const Tensor& adaln_in,
                              int64_t chunk, FinalLayerGemm gemm, int64_t merge_tail_below) {
   const int64_t hidden = w.config.hidden;
   OwnedTensor mods = adaln_project(be, arena, w.final_layer.adaln, adaln_in, "final adaln");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "backend/backend.hpp"
+#include "exec/residual_rows.hpp"
 #include "h3s/options.hpp"
 #include "model/weights.hpp"
 
@@ -17,8 +18,9 @@ struct FinalOutputs {
 // norm/mod/promote per chunk; `gemm` exact = one head GEMM at full M over the
 // promoted span, streamed = one GEMM per chunk. All three are bit-equal here
 // because the f32 GEMM is row-invariant.
+// x: the residual, resident or host-staged (its rows are read chunk by chunk).
 FinalOutputs run_final_layer(Backend& be, Arena& arena, const ModelWeights& w,
-                             const PackedLayout& layout, const Tensor& x, const Tensor& adaln_in,
+                             const PackedLayout& layout, ResidualRows& x, const Tensor& adaln_in,
                              int64_t chunk, FinalLayerGemm gemm, int64_t merge_tail_below);
 
 }  // namespace h3s

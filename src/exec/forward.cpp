@@ -4,11 +4,13 @@
 
 #include <chrono>
 #include <exception>
+#include <optional>
 
 #include "core/rng.hpp"
 #include "exec/block.hpp"
 #include "exec/final_layer.hpp"
 #include "exec/placement.hpp"
+#include "exec/residual_rows.hpp"
 #include "exec/self_check.hpp"
 #include "exec/time_embed.hpp"
 
@@ -42,69 +44,95 @@ OwnedTensor embed_text(Backend& be, Arena& arena, WeightFeed& feed, const Packed
   return text;
 }
 
-// The patch embed of host rows [src_begin, src_begin + dst.rows()) of `host`
-// (fp32 [rows, proj.in]) into dst (bf16 rows of x): the fp32 island, then
+// The patch embed of host rows [src_begin, src_begin + dst.size()) of `host`
+// (fp32 [rows, proj.in]) into rows `dst` of x (bf16): the fp32 island, then
 // one rounding. chunk = 0: one GEMM over the span with its buffers, as
 // ComfyUI holds them; otherwise row chunks, the same bits (the linear is
 // row-invariant) without an fp32 [N, features] buffer over the sequence.
 void embed_patches(Backend& be, Arena& arena, const QuantLinear& proj,
-                   const std::vector<float>& host, int64_t src_begin, const Tensor& dst,
+                   const std::vector<float>& host, int64_t src_begin, ResidualRows& x, RowRange dst,
                    int64_t chunk, int64_t merge_tail_below, const char* what) {
-  for (const RowRange& r : ChunkPlan::fixed(dst.rows(), chunk, merge_tail_below).chunks) {
+  for (const RowRange& r : ChunkPlan::fixed(dst.size(), chunk, merge_tail_below).chunks) {
     OwnedTensor in_t = arena.tensor(DType::f32, {r.size(), proj.in}, what);
     be.upload(host.data() + (src_begin + r.begin) * proj.in, in_t.view);
     OwnedTensor f32 = arena.tensor(DType::f32, {r.size(), proj.out}, what);
     be.linear(in_t.view, proj, f32.view);
     in_t.reset();
-    be.convert(f32.view, dst.rows_view(r.begin, r.end));
+    const RowRange rows{dst.begin + r.begin, dst.begin + r.end};
+    const ResidualRows::Lease xr = x.fetch(rows, /*load=*/false);
+    be.convert(f32.view, xr.view);
+    x.store(xr, rows);
   }
 }
+
+// The residual x: its memory (the device arena, or host staging when the
+// placement stages it) and its rows as the executors use them.
+struct Residual {
+  OwnedTensor memory;
+  std::optional<ResidualRows> rows;
+};
 
 // The packed sequence x [seq, hidden] bf16: text (after the refiner), audio
 // and the cond / video rows in segment order. With embed_chunk = 0 (the
 // stock path) each patch embed is one buffer over its span, kept until x is
 // assembled (and after, unless trim_forward); otherwise chunks go straight
-// into x.
-OwnedTensor pack_sequence(Backend& be, Arena& arena, WeightFeed& feed, const PackedLayout& layout,
-                          const ForwardInputs& in, const ExecOptions& opt, int64_t embed_chunk,
-                          std::vector<OwnedTensor>& kept) {
+// into x. host / queue: x lives in host staging memory (placement).
+Residual pack_sequence(Backend& be, Arena& arena, WeightFeed& feed, const PackedLayout& layout,
+                       const ForwardInputs& in, const ExecOptions& opt, int64_t embed_chunk,
+                       Arena* host, StageQueue* queue, std::vector<OwnedTensor>& kept) {
   const ModelWeights& w = feed.model();
   const int64_t hidden = w.config.hidden;
   const int64_t nv = layout.rows_of(SegmentKind::cond) + layout.rows_of(SegmentKind::video);
   const int64_t na = layout.rows_of(SegmentKind::audio);
-  OwnedTensor x;
+  Residual x;
+  auto allocate_x = [&] {
+    if (host) {
+      x.memory = host->tensor(DType::bf16, {layout.seq_len, hidden}, "residual x (host-staged)");
+      x.rows.emplace(x.memory.view, arena, *queue);
+    } else {
+      x.memory = arena.tensor(DType::bf16, {layout.seq_len, hidden}, "residual x");
+      x.rows.emplace(x.memory.view);
+    }
+  };
   OwnedTensor video, audio;  // whole-span embeds (embed_chunk = 0)
   if (embed_chunk == 0) {
     video = arena.tensor(DType::bf16, {nv, hidden}, "video patch embed");
-    embed_patches(be, arena, w.video_patch, in.video_rows, 0, video.view, 0, 0,
+    ResidualRows v(video.view);
+    embed_patches(be, arena, w.video_patch, in.video_rows, 0, v, {0, nv}, 0, 0,
                   "video patch embed");
     audio = arena.tensor(DType::bf16, {na, hidden}, "audio patch embed");
-    embed_patches(be, arena, w.audio_patch, in.audio_rows, 0, audio.view, 0, 0,
+    ResidualRows a(audio.view);
+    embed_patches(be, arena, w.audio_patch, in.audio_rows, 0, a, {0, na}, 0, 0,
                   "audio patch embed");
   } else {
-    x = arena.tensor(DType::bf16, {layout.seq_len, hidden}, "residual x");
+    allocate_x();
   }
   OwnedTensor text_in;
   OwnedTensor text = embed_text(be, arena, feed, layout, in, text_in);
   arena.mark(-1, Phase::embed);
-  if (!x) x = arena.tensor(DType::bf16, {layout.seq_len, hidden}, "residual x");
+  if (!x.memory) allocate_x();
   int64_t voff = 0, aoff = 0;
   for (const Segment& s : layout.segments) {
-    const Tensor dst = x.view.rows_view(s.begin, s.end);
+    const RowRange dst{s.begin, s.end};
+    auto copy_in = [&](const Tensor& src) {
+      const ResidualRows::Lease xr = x.rows->fetch(dst, /*load=*/false);
+      be.copy(src, xr.view);
+      x.rows->store(xr, dst);
+    };
     if (s.kind == SegmentKind::text) {
-      be.copy(text.view, dst);
+      copy_in(text.view);
     } else if (s.kind == SegmentKind::audio) {
       if (audio)
-        be.copy(audio.view.rows_view(aoff, aoff + s.size()), dst);
+        copy_in(audio.view.rows_view(aoff, aoff + s.size()));
       else
-        embed_patches(be, arena, w.audio_patch, in.audio_rows, aoff, dst, embed_chunk,
+        embed_patches(be, arena, w.audio_patch, in.audio_rows, aoff, *x.rows, dst, embed_chunk,
                       opt.merge_tail_below, "audio patch embed chunk");
       aoff += s.size();
     } else {  // cond and video rows follow segment order in the video embed
       if (video)
-        be.copy(video.view.rows_view(voff, voff + s.size()), dst);
+        copy_in(video.view.rows_view(voff, voff + s.size()));
       else
-        embed_patches(be, arena, w.video_patch, in.video_rows, voff, dst, embed_chunk,
+        embed_patches(be, arena, w.video_patch, in.video_rows, voff, *x.rows, dst, embed_chunk,
                       opt.merge_tail_below, "video patch embed chunk");
       voff += s.size();
     }
@@ -204,7 +232,7 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   // Host staging: an arena over the backend's staging memory, budgeted.
   std::unique_ptr<Arena> host;
   std::unique_ptr<StageQueue> queue;
-  if (place.kv_on_host) {
+  if (place.kv_on_host || place.x_on_host) {
     host = std::make_unique<Arena>(be.host_staging_memory(), host_budget);
     queue = be.make_stage_queue();
   }
@@ -212,7 +240,8 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   arena.mark(-1, Phase::embed);
   report("embed + refiner");
   std::vector<OwnedTensor> kept_embeds;
-  OwnedTensor x = pack_sequence(be, arena, feed, layout, in, opt, place.embed_chunk, kept_embeds);
+  Residual x = pack_sequence(be, arena, feed, layout, in, opt, place.embed_chunk,
+                             place.x_on_host ? host.get() : nullptr, queue.get(), kept_embeds);
 
   OwnedTensor adaln_in = adaln_input(be, arena, wx, layout.timesteps);
   OwnedTensor rope = arena.tensor(DType::bf16, {seq, c.rope_dim / 2, 2}, "RoPE table");
@@ -225,8 +254,10 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   StreamChunks chunks = StreamChunks::from(opt);
   chunks.kv_block = place.kv_block;
   chunks.q_group = place.q_group;
-  chunks.kv_host = host.get();
-  chunks.kv_queue = queue.get();
+  if (place.kv_on_host) {
+    chunks.kv_host = host.get();
+    chunks.kv_queue = queue.get();
+  }
   for (size_t i = 0; i < w.blocks.size(); ++i) {
     report(fmt::format("block {}/{}", i + 1, w.blocks.size()));
     arena.mark(int(i), Phase::setup);
@@ -240,12 +271,12 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
     ctx.block_index = int(i);
     const BlockView view = BlockView::dit(bw, ctx);
     if (i == 0 && opt.self_check)
-      out.log.push_back(self_check_block(be, arena, view, x.view, opt).line(seq));
+      out.log.push_back(self_check_block(be, arena, view, x.rows->resident(), opt).line(seq));
     if (streamed) {
-      run_block_streamed(be, arena, view, x.view, chunks);
+      run_block_streamed(be, arena, view, *x.rows, chunks);
       ++out.streamed_blocks;
     } else {
-      run_block_stock(be, arena, view, x.view);
+      run_block_stock(be, arena, view, x.rows->resident());
       ++out.stock_blocks;
     }
     feed.done_block(i);
@@ -254,7 +285,7 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   arena.mark(-1, Phase::final);
   report("final layer");
   const int64_t fchunk = opt.mode == ExecMode::stock ? 0 : opt.final_layer_chunk;
-  FinalOutputs f = run_final_layer(be, arena, wx, layout, x.view, adaln_in.view, fchunk,
+  FinalOutputs f = run_final_layer(be, arena, wx, layout, *x.rows, adaln_in.view, fchunk,
                                    place.final_gemm, opt.merge_tail_below);
   // The network's outputs, negated (MiniMaxH3Model._forward); the sampler's
   // audio carry around it is exec/latent_forward.cpp's.

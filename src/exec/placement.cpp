@@ -51,17 +51,23 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
   const int64_t q = scratch.quant_rows ? 1 : 0;
   const int64_t scratch_h = q * (H + 4), scratch_i = q * (I + 4), scratch_f = q * (F + 4);
   const int64_t mod_index = scratch.mod_index ? 2 * 4 : 0;
-  const int64_t kv_row = H * 2 + 2 * I * 2 + scratch_h + mod_index;
+  // A host-staged x adds each chunk's leased rows (exec/residual_rows.hpp):
+  // beside the norm output while it is read, beside the output projection
+  // while the residual update writes it.
+  const int64_t lease = p.x_on_host ? H * 2 : 0;
+  const int64_t kv_row = std::max(H * 2 + 2 * I * 2 + scratch_h, H * 2 + lease) + mod_index;
   // A query chunk of a group: Q and the state (m, l, fp32 acc), held from
   // its Q projection until it is finished. Beside the others: the norm
   // output while its Q is made, the attention output while it is finished,
   // then the attention output and the out-proj output once its own Q and
   // state are gone.
   const int64_t q_state_row = I * 2 + heads * 8 + I * 4;
-  const int64_t attn_row = std::max({q_state_row + I * 2, H * 2 + I * 2 + scratch_h + mod_index,
-                                     I * 2 + H * 2 + scratch_i + mod_index});
+  const int64_t attn_row =
+      std::max({q_state_row + I * 2, H * 2 + std::max(I * 2 + scratch_h, lease) + mod_index,
+                I * 2 + lease + H * 2 + scratch_i + mod_index});
   // fc1 reads h into f, then fc2 reads f into y: f with h or with y.
   const int64_t mlp_row = 2 * F * 2 + H * 2 + std::max(scratch_h, scratch_f) + mod_index;
+  const int64_t streamed_mlp_row = mlp_row + lease;
   // The stock block (stock_block.cpp): h and the fused QKV; then QKV, the
   // attention output and the state; then the output, out-proj and scratch.
   const int64_t stock_kv_row = H * 2 + 3 * I * 2 + scratch_h + mod_index;
@@ -78,7 +84,8 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
   // block's modulation table [T, 18 * hidden] bf16 (the curve form's fp32
   // projection is transient, in the block's setup).
   const size_t adaln_in = rows_bytes(T, c.time_dim * 2), mods = rows_bytes(T, 18 * H * 2);
-  const size_t base = rows_bytes(S, H * 2) + rows_bytes(S, c.rope_dim * 2) + adaln_in + kept;
+  const size_t x_dev = p.x_on_host ? 0 : rows_bytes(S, H * 2);
+  const size_t base = x_dev + rows_bytes(S, c.rope_dim * 2) + adaln_in + kept;
   const size_t setup = base + mods + rows_bytes(T, 18 * H * 4);
   p.block_live = base + mods;
 
@@ -92,8 +99,11 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
     p.kv_peak = base + mods + kv_dev + rows_bytes(chunk(o.kv_chunk), kv_row);
     p.attn_peak =
         base + mods + kv_dev + tiles + rows_bytes(q_rows, (group - 1) * q_state_row + attn_row);
-    p.mlp_peak = base + mods + rows_bytes(chunk(o.mlp_chunk), mlp_row);
-    p.host_bytes = p.kv_on_host ? store : 0;
+    p.mlp_peak = base + mods + rows_bytes(chunk(o.mlp_chunk), streamed_mlp_row);
+    const size_t x_bytes = rows_bytes(S, H * 2);
+    p.host_bytes = (p.kv_on_host ? store : 0) + (p.x_on_host ? x_bytes : 0);
+    p.x_to_device_per_block = p.x_on_host ? 4 * x_bytes : 0;
+    p.x_to_host_per_block = p.x_on_host ? 2 * x_bytes : 0;
     p.kv_to_host_per_block = p.kv_on_host ? store : 0;
     p.kv_to_device_per_block =
         p.kv_on_host ? store * size_t((n_q + group - 1) / std::max<int64_t>(group, 1)) : 0;
@@ -116,8 +126,7 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
   // The time embedder's transient fp32 buffers run once x exists.
   const size_t time =
       rows_bytes(T, (c.time_freq_dim + c.time_hidden + c.time_dim) * 4 + c.time_dim * 2);
-  const size_t packed =
-      rows_bytes(S, H * 2) + kept + std::max(time, rows_bytes(S, c.rope_dim * 2) + adaln_in);
+  const size_t packed = x_dev + kept + std::max(time, rows_bytes(S, c.rope_dim * 2) + adaln_in);
   if (p.embed_chunk == 0) {
     // Video's bf16 result, then its fp32 input and output; audio's beside it.
     const size_t video = rows_bytes(nv, H * 2), spans = rows_bytes(nv + na, H * 2);
@@ -126,8 +135,10 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
                   spans + text + refiner, spans + text + rows_bytes(S, H * 2), packed});
   } else {
     const int64_t rows = std::min(std::max(nv, na), p.embed_chunk + merge);
+    // A chunk: fp32 input and output, then (staged x) the output beside its lease.
+    const size_t patch = rows_bytes(rows, std::max((vf + H) * 4, H * 4 + lease));
     p.embed_peak = std::max(
-        rows_bytes(S, H * 2) + text + std::max(refiner, rows_bytes(rows, (vf + H) * 4)), packed);
+        {x_dev + text + std::max(refiner, patch), x_dev + text + rows_bytes(nt, lease), packed});
   }
 
   // The final layer, video head then audio head (final_layer.cpp): the
@@ -139,7 +150,8 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
   const bool whole = fchunk == 0 || p.final_gemm == FinalLayerGemm::exact;
   auto head = [&](int64_t n, int64_t out_features) {
     const int64_t rows = fchunk == 0 ? n : std::min(n, fchunk + merge);
-    return rows_bytes(n, out_features * 4) + rows_bytes(rows, H * 2 + (whole ? 0 : H * 4)) +
+    return rows_bytes(n, out_features * 4) +
+           rows_bytes(rows, H * 2 + std::max(lease, whole ? int64_t(0) : H * 4)) +
            (whole ? rows_bytes(n, H * 4) : 0);
   };
   const size_t video_out = rows_bytes(l.video.size(), vf * 4);
@@ -151,7 +163,8 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
   constexpr size_t kSmall = size_t(64) << 10;
   p.device_peak =
       std::max({p.embed_peak, setup, p.kv_peak, p.attn_peak, p.mlp_peak, p.final_peak}) + kSmall;
-  p.block_own = std::max({p.kv_peak, p.attn_peak, p.mlp_peak}) - (base - kept) + kSmall;
+  p.caller_held = base - kept;
+  p.block_own = std::max({p.kv_peak, p.attn_peak, p.mlp_peak}) - p.caller_held + kSmall;
   return p;
 }
 
@@ -215,24 +228,35 @@ Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const Exec
       if (fits(best)) break;
       continue;
     }
+    // Staged K/V first; the residual x too only when that is not enough (it
+    // moves 6 x S x hidden x 2 bytes a block), never for single block calls
+    // (the caller owns x) or with self_check (which runs stock on a copy).
+    const bool x_may_stage = scope == PlanScope::forward && p.streamed && !o.self_check &&
+                             o.kv_placement == KvPlacement::automatic && device_budget != 0;
     bool found = false;
-    for (int64_t g = std::min(n_q, cap); g >= 1 && !found; --g)
-      for (const int64_t kb : blocks) {
-        Placement q = p;
-        q.kv_on_host = true;
-        q.kv_block = kb;
-        q.q_group = g;
-        q = predict(c, l, o, q, scratch);
-        if (need(q) <= ceiling) {
-          best = q;
-          found = true;
-          break;
+    for (const bool x_host : {false, true}) {
+      if (found || (x_host && !x_may_stage)) break;
+      for (int64_t g = std::min(n_q, cap); g >= 1 && !found; --g)
+        for (const int64_t kb : blocks) {
+          Placement q = p;
+          q.kv_on_host = true;
+          q.x_on_host = x_host;
+          q.kv_block = kb;
+          q.q_group = g;
+          q = predict(c, l, o, q, scratch);
+          if (need(q) <= ceiling) {
+            best = q;
+            found = true;
+            break;
+          }
         }
-      }
+    }
     if (found) break;
     p.kv_on_host = true;  // the smallest staged placement, for the message
+    p.x_on_host = x_may_stage;
     p.kv_block = blocks.back();
     best = predict(c, l, o, p, scratch);
+    p.x_on_host = false;
   }
   if (!fits(best)) {
     if (scope == PlanScope::block)
@@ -243,16 +267,16 @@ Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const Exec
     fail(ErrorKind::out_of_memory,
          "the activation budget {} cannot hold this forward at {} tokens: its smallest placement "
          "({}) needs {}; raise --vram-budget (vram_budget) or lower --q-chunk / --kv-chunk / "
-         "--mlp-chunk (the residual x alone is {})",
-         format_bytes(device_budget), l.seq_len, best.describe(), format_bytes(need(best)),
-         format_bytes(size_t(l.seq_len) * size_t(c.hidden) * 2));
+         "--mlp-chunk",
+         format_bytes(device_budget), l.seq_len, best.describe(), format_bytes(need(best)));
   }
   if (host_budget != 0 && best.host_bytes > host_budget)
     fail(ErrorKind::out_of_memory,
-         "host-staged K/V needs {} of host memory at {} tokens but the host budget is {}: raise "
-         "--host-budget (host_budget), free host memory, or give the device more (--vram-budget) "
-         "so the K/V store stays resident",
-         format_bytes(best.host_bytes), l.seq_len, format_bytes(host_budget));
+         "host staging ({}) needs {} of host memory at {} tokens but the host budget is {}: "
+         "raise --host-budget (host_budget), free host memory, or give the device more "
+         "(--vram-budget) so the K/V store stays resident",
+         best.x_on_host ? "K/V and residual" : "K/V", format_bytes(best.host_bytes), l.seq_len,
+         format_bytes(host_budget));
   return best;
 }
 
@@ -267,6 +291,7 @@ Placement smallest_placement(const ModelConfig& c, const PackedLayout& l, const 
   if (p.streamed && o.kv_placement != KvPlacement::device) {
     p.kv_on_host = true;
     p.kv_block = o.kv_block > 0 ? o.kv_block : std::end(kStagedBlocks)[-1];
+    p.x_on_host = !o.self_check && o.kv_placement == KvPlacement::automatic;
   }
   return predict(c, l, o, p, scratch);
 }
@@ -286,6 +311,7 @@ std::string Placement::describe() const {
     if (kv_on_host)
       s << " (" << kv_block << "-key tiles, " << q_group << " query chunk"
         << (q_group == 1 ? "" : "s") << " a pass)";
+    if (x_on_host) s << ", x host-staged";
   }
   s << ", patch embeds " << (embed_chunk == 0 ? "whole" : "chunked") << ", head GEMM "
     << final_gemm_name(final_gemm) << "; predicted peak " << format_bytes(device_peak) << " (embed "

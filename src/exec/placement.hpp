@@ -10,7 +10,9 @@
 //  - the K/V store: resident on the device, or host-staged (kv/kv_staged.hpp)
 //    with kv_block-key tiles and q_group query chunks per pass over it;
 //  - refused, naming the minimum and the knob, when nothing fits.
-// The residual x is resident in every placement (host-staged x is not built).
+//  - the residual x: resident, or (when the staged K/V still do not fit)
+//    host-staged, each chunk copied in for its ops and back out after
+//    (exec/residual_rows.hpp);
 // Every placement is bit-identical to every other: they change where bytes
 // live and the order of independent work, never an operation.
 //
@@ -51,6 +53,7 @@ struct Placement {
   bool kv_on_host = false;  // host-staged K/V store
   int64_t kv_block = 0;     // keys per K/V block (staged: the tile; 0: one pass)
   int64_t q_group = 1;      // query chunks per pass over the K/V
+  bool x_on_host = false;   // the residual x host-staged (chunks leased in and out)
   FinalLayerGemm final_gemm = FinalLayerGemm::exact;
   // Predicted device (arena) peaks per phase, bytes; device_peak is their max.
   size_t embed_peak = 0, kv_peak = 0, attn_peak = 0, mlp_peak = 0, final_peak = 0;
@@ -62,10 +65,16 @@ struct Placement {
   // The block phases' peak less what a caller of single blocks holds itself
   // (x, the RoPE table, the adaLN input): h3stream's own bytes per block call.
   size_t block_own = 0;
+  // Of every phase peak, what such a caller holds: x, the RoPE table, the
+  // adaLN input (a phase's own bytes are its peak less this).
+  size_t caller_held = 0;
   // Host staging bytes (pinned on CUDA) the placement holds at once.
   size_t host_bytes = 0;
   // K/V bytes each block moves over the bus: out once, in once per group.
   size_t kv_to_host_per_block = 0, kv_to_device_per_block = 0;
+  // Residual bytes each block moves with host-staged x: in four times (the
+  // K/V, Q and out-proj reads, the MLP), out twice (the two residual updates).
+  size_t x_to_host_per_block = 0, x_to_device_per_block = 0;
 
   std::string describe() const;
 };

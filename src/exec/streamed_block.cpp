@@ -13,12 +13,19 @@
 
 #include "exec/block.hpp"
 #include "exec/block_steps.hpp"
+#include "exec/residual_rows.hpp"
 #include "kv/kv_bf16.hpp"
 #include "kv/kv_staged.hpp"
 
 namespace h3s {
 
 void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, const Tensor& x,
+                        const StreamChunks& c, BlockPhases phases) {
+  ResidualRows rows(x);
+  run_block_streamed(be, arena, b, rows, c, phases);
+}
+
+void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, ResidualRows& x,
                         const StreamChunks& c, BlockPhases phases) {
   const int64_t seq = x.rows(), inner = b.heads * b.head_dim;
   const auto mark = [&](Phase p) {
@@ -33,8 +40,12 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, const Ten
   else
     store = std::make_unique<KvBf16Store>(arena, seq, b.heads, b.head_dim, c.kv_block);
   for (const RowRange& r : ChunkPlan::fixed(seq, c.kv_chunk, c.merge_tail_below).chunks) {
-    OwnedTensor h = steps::norm_mod(be, arena, b, x, r, *b.norm1, b.mods ? &b.mods->msa : nullptr,
-                                    "kv norm1+mod");
+    OwnedTensor h;
+    {
+      const ResidualRows::Lease xr = x.fetch(r);
+      h = steps::norm_mod(be, arena, b, xr.view, r, *b.norm1, b.mods ? &b.mods->msa : nullptr,
+                          "kv norm1+mod");
+    }
     OwnedTensor kv = arena.tensor(DType::bf16, {r.size(), 2 * inner}, "kv chunk K,V");
     be.linear(h.view, b.attn->qkv, kv.view, {inner, 3 * inner});
     h.reset();
@@ -57,8 +68,12 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, const Ten
     for (size_t i = g0; i < g1; ++i) {
       const RowRange r = q_chunks[i];
       Pending& p = pending[i - g0];
-      OwnedTensor h = steps::norm_mod(be, arena, b, x, r, *b.norm1, b.mods ? &b.mods->msa : nullptr,
-                                      "attn norm1+mod");
+      OwnedTensor h;
+      {
+        const ResidualRows::Lease xr = x.fetch(r);
+        h = steps::norm_mod(be, arena, b, xr.view, r, *b.norm1, b.mods ? &b.mods->msa : nullptr,
+                            "attn norm1+mod");
+      }
       p.q = arena.tensor(DType::bf16, {r.size(), inner}, "query chunk");
       be.linear(h.view, b.attn->qkv, p.q.view, {0, inner});
       h.reset();
@@ -75,15 +90,20 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, const Ten
       OwnedTensor attn = arena.tensor(DType::bf16, {r.size(), inner}, "attention chunk output");
       be.attn_state_finish(p.state, attn.view);
       p = Pending{};
-      steps::attn_out(be, arena, b, x, r, attn.view);
+      const ResidualRows::Lease xr = x.fetch(r);
+      steps::attn_out(be, arena, b, xr.view, r, attn.view);
+      x.store(xr, r);
     }
   }
   store.reset();  // K/V are dead once every query chunk has attended
 
   if (phases == BlockPhases::attn_only) return;
   mark(Phase::mlp);
-  for (const RowRange& r : ChunkPlan::fixed(seq, c.mlp_chunk, c.merge_tail_below).chunks)
-    steps::mlp(be, arena, b, x, r);
+  for (const RowRange& r : ChunkPlan::fixed(seq, c.mlp_chunk, c.merge_tail_below).chunks) {
+    const ResidualRows::Lease xr = x.fetch(r);
+    steps::mlp(be, arena, b, xr.view, r);
+    x.store(xr, r);
+  }
 }
 
 }  // namespace h3s

@@ -229,7 +229,21 @@ void bind_engine(nb::module_& m) {
   c.def_prop_ro("backend", [](const PyEngine& e) { return e.engine->backend_name(); });
   c.def_prop_ro("device", [](const PyEngine& e) { return e.engine->device(); });
   c.def_prop_ro("last_self_check", [](const PyEngine& e) { return e.last_self_check; });
-  c.def_prop_ro("last_placement", [](const PyEngine& e) { return e.engine->last_placement(); });
+  c.def_prop_ro("last_placement", [](const PyEngine& e) {
+    const BlockEngine::PlacementReport r = e.engine->last_placement();
+    nb::dict d;
+    d["line"] = r.line;
+    d["kv"] = r.kv_on_host ? "host-staged" : "device";
+    nb::dict peaks;
+    peaks["kv"] = r.predicted_kv;
+    peaks["attn"] = r.predicted_attn;
+    peaks["mlp"] = r.predicted_mlp;
+    d["predicted_peaks"] = peaks;
+    d["staged_to_host_bytes"] = r.staging.to_host_bytes;
+    d["staged_to_device_bytes"] = r.staging.to_device_bytes;
+    d["copy_seconds"] = r.staging.copy_seconds;
+    return d;
+  });
   c.def_prop_rw(
       "resident_weights", [](const PyEngine& e) { return e.engine->resident_weights(); },
       [](PyEngine& e, bool v) { e.engine->set_resident_weights(v); },

@@ -267,7 +267,8 @@ ExecMode BlockEngine::run_block(const TensorBlockCall& c) {
   with_block(c, [&](Backend& be, Arena& arena, const BlockView& view) {
     if (mode == ExecMode::stock) {
       run_block_stock(be, arena, view, c.x, c.phases);
-      last_placement_ = "stock";
+      last_placement_ = PlacementReport{};
+      last_placement_.line = "stock";
       return;
     }
     // The call's own memory (the K/V store and the chunk buffers; x, the
@@ -283,8 +284,9 @@ ExecMode BlockEngine::run_block(const TensorBlockCall& c) {
     }
     const size_t host_budget =
         o.host_budget != 0 ? size_t(o.host_budget) : available_host_memory() / 10 * 9;
-    PackedLayout shape;  // the block's view of the sequence: its length
+    PackedLayout shape;  // the block's view of the sequence: its length, its t_emb rows
     shape.seq_len = c.x.rows();
+    shape.timesteps.assign(size_t(c.t_emb.rows()), 0.0f);
     ExecOptions plan = o;
     plan.min_tokens = 0;  // ran_mode decided: this call streams
     const Placement place = plan_placement(config(), shape, plan, budget, host_budget,
@@ -301,17 +303,24 @@ ExecMode BlockEngine::run_block(const TensorBlockCall& c) {
       chunks.kv_queue = queue.get();
     }
     run_block_streamed(be, arena, view, c.x, chunks, c.phases);
-    last_placement_ = place.describe();
+    PlacementReport r;
+    r.line = place.describe();
+    r.kv_on_host = place.kv_on_host;
+    // The arena holds the block's modulation beside its own buffers.
+    r.predicted_kv = place.kv_peak - place.caller_held;
+    r.predicted_attn = place.attn_peak - place.caller_held;
+    r.predicted_mlp = place.mlp_peak - place.caller_held;
     if (queue) {
-      const StageTraffic t = queue->traffic();
-      last_placement_ += fmt::format("; staged {} out, {} back", format_bytes(t.to_host_bytes),
-                                     format_bytes(t.to_device_bytes));
+      r.staging = queue->traffic();
+      r.line += fmt::format("; staged {} out, {} back", format_bytes(r.staging.to_host_bytes),
+                            format_bytes(r.staging.to_device_bytes));
     }
+    last_placement_ = std::move(r);
   });
   return mode;
 }
 
-std::string BlockEngine::last_placement() const {
+BlockEngine::PlacementReport BlockEngine::last_placement() const {
   const std::lock_guard<std::mutex> lock(mutex_);
   return last_placement_;
 }

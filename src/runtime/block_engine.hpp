@@ -64,9 +64,16 @@ class BlockEngine {
   // What run_block runs for this call: ExecMode::stock when call.mode is
   // stock or x has fewer than call.options.min_tokens rows (exec/forward.cpp).
   static ExecMode ran_mode(const TensorBlockCall& call);
-  // Where the last run_block's activations lived ("stock", or the placement
-  // planner's line and the bytes staged).
-  std::string last_placement() const;
+  // Where the last run_block's activations lived: the planner's line ("stock"
+  // for a stock call), the K/V placement, the predicted own peak of each
+  // phase (the arena's ledger has the measured ones) and the bytes staged.
+  struct PlacementReport {
+    std::string line;
+    bool kv_on_host = false;
+    size_t predicted_kv = 0, predicted_attn = 0, predicted_mlp = 0;
+    StageTraffic staging;
+  };
+  PlacementReport last_placement() const;
   // The FEATURES.md self_check on this block and input: stock vs streamed
   // variants side by side on copies; call.x is not modified.
   SelfCheckResult self_check(const TensorBlockCall& call);
@@ -123,7 +130,7 @@ class BlockEngine {
   std::vector<Prepared> resident_;
   Prepared per_call_;
   size_t weight_peak_ = 0;
-  std::string last_placement_;
+  PlacementReport last_placement_;
   mutable std::mutex mutex_;  // one call at a time: the backend and arena are not thread-safe
 };
 

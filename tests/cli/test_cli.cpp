@@ -127,7 +127,7 @@ TEST(Cli, VramBudgetStreamsWeightsAndKeepsTheBits) {
 
 // h3s plan answers "will it fit" for a full-size shape without building weights:
 // the K/V stay on the device without a budget, go to host memory under 8 GiB,
-// and 2 GiB (below x plus one chunk) is refused naming the smallest placement.
+// x joins them under 2 GiB, and 1 GiB is refused naming the smallest placement.
 TEST(Cli, PlanPlacesFullSizeShapesWithoutWork) {
   auto plan = [](const std::string& budget) {
     const Result r = run_cli("plan --json --tokens 217088 --vram-budget " + budget,
@@ -144,10 +144,16 @@ TEST(Cli, PlanPlacesFullSizeShapesWithoutWork) {
   EXPECT_GT(tighter.at("kv_to_device_bytes_per_block").get<size_t>(),
             tight.at("kv_to_device_bytes_per_block").get<size_t>());
   EXPECT_EQ(tight.at("host_bytes").get<size_t>(), size_t(217088) * 7168 * 4);
-  const Result bad = run_cli("plan --tokens 217088 --vram-budget 2GiB");
+  // 2 GiB: below x (2.17 GiB) itself, so x is staged too
+  const nlohmann::json two = plan("2GiB");
+  EXPECT_EQ(two.at("kv"), "host-staged");
+  EXPECT_EQ(two.at("x"), "host-staged");
+  EXPECT_LE(two.at("predicted_peak_bytes").get<size_t>(), size_t(2) << 30);
+  EXPECT_EQ(tight.at("x"), "device");
+  const Result bad = run_cli("plan --tokens 217088 --vram-budget 1GiB");
   EXPECT_EQ(bad.code, 1) << bad.out;
   EXPECT_NE(bad.out.find("its smallest placement"), std::string::npos) << bad.out;
-  EXPECT_NE(bad.out.find("needs 3.51 GiB"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("needs 1.51 GiB"), std::string::npos) << bad.out;
 }
 
 TEST(Cli, TooSmallBudgetFailsWithTheNumbers) {

@@ -161,6 +161,56 @@ TEST_P(Placements, PredictedPeaksBoundTheMeasuredOnes) {
   }
 }
 
+// Under a budget the staged K/V alone cannot meet, the residual x goes to
+// host memory too, chunk by chunk: the same bits, the traffic the plan
+// predicts (x written once by the embeds, read by the final layer, and per
+// block in four times and out twice), the peaks under the prediction.
+TEST_P(Placements, ResidualStagedOnlyWhenStagedKvIsNotEnough) {
+  const ModelWeights& w = weights_for(GetParam());
+  const PackedLayout l = long_layout(w.config);
+  const Outcome stock = forward(w, l, ExecOptions::stock());
+  auto be = make_cpu_backend(1);
+  const WeightPlan all = plan_weights(*be, w, 0);
+  const ExecOptions o = streamed_options(211, 97, 301, 0, 89);
+  const Placement smallest = smallest_placement(w.config, l, o, kCpuScratch);
+  ASSERT_TRUE(smallest.x_on_host);
+  Placement kv_only = smallest;
+  kv_only.x_on_host = false;
+  kv_only = predict(w.config, l, o, kv_only, kCpuScratch);
+  ASSERT_LT(smallest.device_peak, kv_only.device_peak);
+  const size_t weights = all.extras_bytes + all.block_bytes;
+
+  ExecOptions b = o;
+  b.vram_budget = weights + kv_only.device_peak;
+  const Outcome kv = forward(w, l, b);
+  EXPECT_TRUE(kv.out.placement.kv_on_host);
+  EXPECT_FALSE(kv.out.placement.x_on_host) << kv.out.placement.describe();
+  EXPECT_TRUE(same_outputs(stock.out, kv.out));
+
+  b.vram_budget = weights + smallest.device_peak;
+  const Outcome r = forward(w, l, b);
+  const Placement& p = r.out.placement;
+  SCOPED_TRACE(p.describe());
+  EXPECT_TRUE(p.kv_on_host && p.x_on_host);
+  EXPECT_TRUE(same_outputs(stock.out, r.out));
+  EXPECT_LE(r.out.peak_bytes + r.out.weights_peak_bytes, b.vram_budget);
+  const uint64_t blocks = uint64_t(w.config.blocks), row = uint64_t(w.config.hidden) * 2;
+  const uint64_t x_bytes = uint64_t(l.seq_len) * row;
+  EXPECT_EQ(p.host_bytes, p.kv_to_host_per_block + x_bytes);
+  EXPECT_EQ(r.out.staging.to_host_bytes,
+            blocks * (p.kv_to_host_per_block + p.x_to_host_per_block) + x_bytes);
+  EXPECT_EQ(r.out.staging.to_device_bytes,
+            blocks * (p.kv_to_device_per_block + p.x_to_device_per_block) +
+                uint64_t(l.video.size() + l.audio.size()) * row);
+  for (const auto& [phase, predicted] :
+       {std::pair{Phase::embed, p.embed_peak}, std::pair{Phase::kv, p.kv_peak},
+        std::pair{Phase::attn, p.attn_peak}, std::pair{Phase::mlp, p.mlp_peak},
+        std::pair{Phase::final, p.final_peak}}) {
+    EXPECT_LE(measured(r.out, phase), predicted) << phase_name(phase);
+    EXPECT_GE(double(measured(r.out, phase)), 0.97 * double(predicted)) << phase_name(phase);
+  }
+}
+
 TEST_P(Placements, ImpossibleBudgetsAreRefusedBeforeAnyWork) {
   const ModelWeights& w = weights_for(GetParam());
   const PackedLayout l = long_layout(w.config);

@@ -45,9 +45,18 @@ def test_host_staged_kv_equals_stock(engine, fmt):
     for kw in ({"kv_placement": "host"}, {"kv_placement": "host", "kv_block": 256},
                {"vram_budget": store, **small}):  # the store alone fills the budget
         opts = streamed_options(**{"q_chunk": 229, "kv_chunk": 137, "mlp_chunk": 241, **kw})
+        eng.reset_ledger()
         staged = run(eng, 0, inputs, "streamed", opts)
         assert "host-staged" in eng.last_placement, (kw, eng.last_placement)
         assert torch.equal(bits(staged), bits(stock)), kw
+        info = eng.last_placement_info
+        assert info["kv"] == "host-staged" and info["staged_to_host_bytes"] == store
+        assert info["staged_to_device_bytes"] >= store
+        # the planner's predicted own peak per phase bounds the arena's measured one
+        for e in eng.ledger():
+            if e["phase"] in ("kv", "attn", "mlp"):
+                predicted = info["predicted_peaks"][e["phase"]]
+                assert 0.9 * predicted <= e["peak"] <= predicted, (kw, e, predicted)
     run(eng, 0, inputs, "streamed", streamed_options(vram_budget=4 * store))
     assert "K/V resident" in eng.last_placement
     # a budget below the smallest placement is refused, naming it

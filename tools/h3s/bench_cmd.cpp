@@ -12,6 +12,7 @@
 #include "core/thread_pool.hpp"
 #include "exec/block.hpp"
 #include "exec/placement.hpp"
+#include "exec/residual_rows.hpp"
 #include "exec/time_embed.hpp"
 #include "exec/weight_feed.hpp"
 #include "model/weights.hpp"
@@ -27,6 +28,8 @@ void add_bench_flags(CLI::App& cmd, BenchArgs& a) {
   cmd.add_option("--reps", a.reps, "timed repetitions per measurement (the minimum is reported)")
       ->check(CLI::PositiveNumber);
   cmd.add_flag("--skip-stock", a.skip_stock, "measure only the streamed block");
+  cmd.add_flag("--skip-attention", a.skip_attention,
+               "skip the attention-alone measurement (it holds a whole [S, 3 x 7168] QKV)");
 }
 
 namespace {
@@ -70,12 +73,12 @@ int run_bench(BenchArgs& a) {
     OwnedTensor mods = adaln_project(be, arena, bw.adaln, adaln_in.view, "mods");
     OwnedTensor rope = arena.tensor(DType::bf16, {s, cfg.rope_dim / 2, 2}, "rope");
     be.upload(rope_table(layout, w.rope_inv_freq, cfg.rope_dim).data(), rope.view);
-    OwnedTensor x0 = arena.tensor(DType::bf16, {s, h}, "x0");
+    // The block input x0 stays in host memory: each repetition starts from it.
+    std::vector<uint16_t> host(size_t(s * h));
     {
       // Fixed 4096-row slabs with their own seeds, filled in parallel: the
       // values do not depend on the thread count (1.2e9 samples at 217k).
       constexpr int64_t kSlabRows = 4096;
-      std::vector<uint16_t> host(size_t(s * h));
       ThreadPool pool(0);
       pool.parallel_for((s + kSlabRows - 1) / kSlabRows, 1, [&](int64_t first, int64_t last) {
         for (int64_t slab = first; slab < last; ++slab) {
@@ -85,7 +88,6 @@ int run_bench(BenchArgs& a) {
             host[size_t(i)] = f32_to_bf16(rng.normal()).bits;
         }
       });
-      be.upload(host.data(), x0.view);
     }
     BlockContext ctx;
     ctx.config = &cfg;
@@ -94,43 +96,63 @@ int run_bench(BenchArgs& a) {
     ctx.mods = split_block_mods(mods.view, h);
     ctx.block_index = 0;
     const BlockView view = BlockView::dit(bw, ctx);
-    OwnedTensor x = arena.tensor(DType::bf16, {s, h}, "x");
     const size_t host_budget =
         r.exec.host_budget != 0 ? size_t(r.exec.host_budget) : available_host_memory() / 10 * 9;
     const Placement place =
         plan_placement(cfg, layout, plan_opts, budget, host_budget, scratch_model(be, w));
+    // The streamed block's own bytes (x, the RoPE table, the modulation
+    // and the adaLN input are the bench's, allocated before the run).
     const size_t predicted_block =
         std::max({place.kv_peak, place.attn_peak, place.mlp_peak}) - place.block_live;
     StreamChunks chunks = StreamChunks::from(r.exec);
     chunks.kv_block = place.kv_block;
     chunks.q_group = place.q_group;
-    std::unique_ptr<Arena> host;
-    if (place.kv_on_host) host = std::make_unique<Arena>(be.host_staging_memory(), host_budget);
+    std::unique_ptr<Arena> staging;
+    if (place.kv_on_host || place.x_on_host)
+      staging = std::make_unique<Arena>(be.host_staging_memory(), host_budget);
     StageTraffic traffic;  // of the last streamed repetition
+    // x for the streamed run: on the device, or in host staging memory when
+    // the placement stages it (stock always runs on a device x).
     auto measure = [&](bool streamed, std::vector<uint16_t>& out) {
       double best = 1e30;
       size_t peak = 0;
+      const bool x_host = streamed && place.x_on_host;
+      OwnedTensor x = x_host ? staging->tensor(DType::bf16, {s, h}, "x (host-staged)")
+                             : arena.tensor(DType::bf16, {s, h}, "x");
       for (int rep = 0; rep < a.reps; ++rep) {
-        be.copy(x0.view, x.view);
+        if (x_host)
+          std::memcpy(x.view.data, host.data(), host.size() * sizeof(uint16_t));
+        else
+          be.upload(host.data(), x.view);
         be.synchronize();
         const size_t base = arena.allocated();
         arena.reset_peak();
-        std::unique_ptr<StageQueue> queue = host ? be.make_stage_queue() : nullptr;
+        std::unique_ptr<StageQueue> queue = staging ? be.make_stage_queue() : nullptr;
         StreamChunks c = chunks;
-        c.kv_host = host.get();
-        c.kv_queue = queue.get();
+        if (place.kv_on_host) {
+          c.kv_host = staging.get();
+          c.kv_queue = queue.get();
+        }
         const double t0 = now_s();
-        if (streamed)
+        if (streamed && x_host) {
+          ResidualRows rows(x.view, arena, *queue);
+          run_block_streamed(be, arena, view, rows, c);
+        } else if (streamed) {
           run_block_streamed(be, arena, view, x.view, c);
-        else
+        } else {
           run_block_stock(be, arena, view, x.view);
+        }
         be.synchronize();
         best = std::min(best, now_s() - t0);
         if (queue && streamed) traffic = queue->traffic();
+        // The streamed run's own bytes: a device x counts as the caller's.
         peak = arena.peak() - base;
       }
       out.resize(size_t(s * h));
-      be.download(x.view, out.data());
+      if (x_host)
+        std::memcpy(out.data(), x.view.data, out.size() * sizeof(uint16_t));
+      else
+        be.download(x.view, out.data());
       return std::pair<double, size_t>{best, peak};
     };
     std::vector<uint16_t> out_stock, out_streamed;
@@ -140,12 +162,16 @@ int run_bench(BenchArgs& a) {
     const bool equal = !a.skip_stock && out_stock == out_streamed;
     // Attention alone: every query against every key in q_chunk-row calls.
     double attn_s = 0.0;
-    {
+    if (!a.skip_attention) {
       const int64_t inner = cfg.inner();
       OwnedTensor qkv = arena.tensor(DType::bf16, {s, 3 * inner}, "bench qkv");
-      be.copy(x0.view, qkv.view.cols_view(0, h));  // any finite bf16 data will do
-      be.copy(x0.view, qkv.view.cols_view(h, 2 * h));
-      be.copy(x0.view, qkv.view.cols_view(2 * h, 3 * h));
+      {
+        OwnedTensor x0 = arena.tensor(DType::bf16, {s, h}, "x0");
+        be.upload(host.data(), x0.view);
+        be.copy(x0.view, qkv.view.cols_view(0, h));  // any finite bf16 data will do
+        be.copy(x0.view, qkv.view.cols_view(h, 2 * h));
+        be.copy(x0.view, qkv.view.cols_view(2 * h, 3 * h));
+      }
       auto heads_view = [&](int64_t col0) {
         Tensor t = qkv.view.cols_view(col0, col0 + inner);
         t.rank = 3;
@@ -186,6 +212,7 @@ int run_bench(BenchArgs& a) {
                         {"vram_budget", budget},
                         {"placement", place.describe()},
                         {"kv", place.kv_on_host ? "host-staged" : "device"},
+                        {"x", place.x_on_host ? "host-staged" : "device"},
                         {"q_group", place.q_group},
                         {"predicted_streamed_peak_gib", double(predicted_block) / (1u << 30)},
                         {"host_gib", double(place.host_bytes) / (1u << 30)},

@@ -16,6 +16,7 @@ struct BenchArgs {
   std::vector<int64_t> token_list{32768};
   int reps = 1;
   bool skip_stock = false;
+  bool skip_attention = false;
 };
 void add_bench_flags(CLI::App& cmd, BenchArgs& a);
 int run_bench(BenchArgs& a);

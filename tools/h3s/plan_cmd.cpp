@@ -62,6 +62,9 @@ int run_plan(RunArgs& a) {
   const Placement p = plan_placement(cfg, layout, a.exec, activation_budget, host_budget, scratch);
   j["placement"] = p.describe();
   j["kv"] = p.kv_on_host ? "host-staged" : "device";
+  j["x"] = p.x_on_host ? "host-staged" : "device";
+  j["x_to_device_bytes_per_block"] = p.x_to_device_per_block;
+  j["x_to_host_bytes_per_block"] = p.x_to_host_per_block;
   j["kv_block"] = p.kv_block;
   j["q_group"] = p.q_group;
   j["predicted_peak_bytes"] = p.device_peak;
@@ -81,8 +84,11 @@ int run_plan(RunArgs& a) {
   fmt::print("  fits: {}\n", p.describe());
   fmt::print("  smallest placement: {} of activations\n", format_bytes(smallest.device_peak));
   if (p.kv_on_host)
-    fmt::print("  per block: {} of K/V to the host, {} back\n",
-               format_bytes(p.kv_to_host_per_block), format_bytes(p.kv_to_device_per_block));
+    fmt::print("  per block: {} to the host, {} back (K/V {} / {}, residual x {} / {})\n",
+               format_bytes(p.kv_to_host_per_block + p.x_to_host_per_block),
+               format_bytes(p.kv_to_device_per_block + p.x_to_device_per_block),
+               format_bytes(p.kv_to_host_per_block), format_bytes(p.kv_to_device_per_block),
+               format_bytes(p.x_to_host_per_block), format_bytes(p.x_to_device_per_block));
   return 0;
 }
 

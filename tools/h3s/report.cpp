@@ -74,6 +74,7 @@ nlohmann::json placement_json(const ForwardOutputs& f) {
   return {{"placement",
            {{"streamed", p.streamed},
             {"kv", p.kv_on_host ? "host-staged" : "device"},
+            {"x", p.x_on_host ? "host-staged" : "device"},
             {"kv_block", p.kv_block},
             {"q_group", p.q_group},
             {"embed_chunk", p.embed_chunk},

@@ -30,7 +30,10 @@ def _records():
                          "host_rss": 5 << 30})
             for p in ("kv", "attn", "mlp"):
                 recs.append({"forward": f, "phase": p, "block": b, "path": "h3stream",
-                             "arena_peak": 123456789, "arena_allocated": 0})
+                             "arena_peak": 123456789, "arena_allocated": 0,
+                             "arena_predicted": 987654321, "kv_placement": "host-staged",
+                             "staged_to_host": 3 << 30, "staged_to_device": 9 << 30,
+                             "copy_s": 0.25})
         recs.append({"forward": f, "phase": "final", "block": None, "tokens": 4096, "host_start_ms": 4.0,
                      "host_ms": 0.5, "gpu_start_ms": None, "gpu_ms": None, "allocated": None,
                      "peak": None, "reserved": None, "host_rss": None})
@@ -66,6 +69,9 @@ def test_page_is_self_contained_and_carries_the_ledger():
     assert p.tags.count("svg") == 2 and "table" in p.tags and p.tags.count("rect") >= 8
     assert json.loads(p.script_json) == _records()
     assert "2 forward(s)" in page and "block 2" in page
+    # the placement: predicted beside measured, where the K/V lived, the bytes staged
+    assert "predicted kv / attn / mlp GiB" in page and "0.920 / 0.920 / 0.920" in page
+    assert "host-staged" in page and "3.000 / 9.000" in page
 
 
 def test_empty_and_cpu_ledgers_render():
