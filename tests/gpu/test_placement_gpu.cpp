@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_backend.hpp"
 #include "exec/forward.hpp"
 #include "exec/placement.hpp"
+#include "exec/weight_feed.hpp"
 #include "exec_fixture.hpp"
 #include "gpu_fixture.hpp"
 
@@ -58,6 +59,39 @@ TEST(GpuPlacement, HostStagedKvEqualsStockAndStaysUnderThePrediction) {
         EXPECT_LE(measured(s, phase), predicted) << phase_name(phase);
       EXPECT_LE(s.peak_bytes, p.device_peak);
     }
+  }
+}
+
+// At the smallest budget the residual x is host-staged too (chunks leased
+// through the copy stream): the stock bits, inside the budget, under the
+// predicted peaks (CUDA's arena scratch included).
+TEST(GpuPlacement, ResidualStagedAtTheSmallestBudgetEqualsStock) {
+  H3S_REQUIRE_GPU();
+  for (WeightFormat f : {WeightFormat::int8, WeightFormat::bf16}) {
+    SCOPED_TRACE(format_name(f));
+    const ModelWeights& w = weights_for(f);
+    const PackedLayout l = small_layout(w.config, 41, 37, 551, true, true);
+    const ForwardInputs in = random_inputs(w.config, l, 3);
+    cuda::CudaMemory mem;
+    Arena arena(mem, 0);
+    auto be = make_cuda_backend(arena);
+    const ForwardOutputs stock = run_forward(*be, arena, w, l, in, ExecOptions::stock());
+    ExecOptions o = streamed_options(97, 100, 77, 0, 50);
+    const WeightPlan all = plan_weights(*be, w, 0);
+    const Placement smallest = smallest_placement(w.config, l, o, scratch_model(*be, w));
+    o.vram_budget = all.extras_bytes + all.block_bytes + smallest.device_peak;
+    const ForwardOutputs s = run_forward(*be, arena, w, l, in, o);
+    const Placement& p = s.placement;
+    SCOPED_TRACE(p.describe());
+    EXPECT_TRUE(p.kv_on_host && p.x_on_host);
+    ASSERT_EQ(s.video.size(), stock.video.size());
+    EXPECT_EQ(std::memcmp(s.video.data(), stock.video.data(), s.video.size() * 4), 0);
+    EXPECT_EQ(std::memcmp(s.audio.data(), stock.audio.data(), s.audio.size() * 4), 0);
+    EXPECT_LE(s.peak_bytes + s.weights_peak_bytes, o.vram_budget);
+    for (const auto& [phase, predicted] :
+         {std::pair{Phase::kv, p.kv_peak}, std::pair{Phase::attn, p.attn_peak},
+          std::pair{Phase::mlp, p.mlp_peak}, std::pair{Phase::final, p.final_peak}})
+      EXPECT_LE(measured(s, phase), predicted) << phase_name(phase);
   }
 }
 
