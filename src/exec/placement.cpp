@@ -28,12 +28,18 @@ constexpr int64_t kStagedBlocks[] = {4096, 2048, 1024, 512, 256, 128};
 
 }  // namespace
 
-ScratchModel scratch_model(const Backend& be, const ModelWeights& w) {
+ScratchModel scratch_model(const Backend& be, const BlockWeights& b) {
   ScratchModel s{.quant_rows = false, .mod_index = be.arena_scratch()};
   if (be.arena_scratch())
-    for (const BlockWeights& b : w.blocks)
-      for (const QuantLinear* l : {&b.attn.qkv, &b.attn.out, &b.mlp.fc1, &b.mlp.fc2})
-        s.quant_rows = s.quant_rows || l->format != WeightFormat::bf16;
+    for (const QuantLinear* l : {&b.attn.qkv, &b.attn.out, &b.mlp.fc1, &b.mlp.fc2})
+      s.quant_rows = s.quant_rows || l->format != WeightFormat::bf16;
+  return s;
+}
+
+ScratchModel scratch_model(const Backend& be, const ModelWeights& w) {
+  ScratchModel s{.quant_rows = false, .mod_index = be.arena_scratch()};
+  for (const BlockWeights& b : w.blocks)
+    s.quant_rows = s.quant_rows || scratch_model(be, b).quant_rows;
   return s;
 }
 

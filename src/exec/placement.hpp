@@ -41,10 +41,13 @@ struct ScratchModel {
 };
 
 class Backend;
+struct BlockWeights;
 struct ModelWeights;
 // The scratch `backend` takes for `weights`: quantised rows only when a block
 // linear is quantised (the fp32 islands and bf16 layers take none).
 ScratchModel scratch_model(const Backend& backend, const ModelWeights& weights);
+// The same for one block's weights (a block call's, e.g. ComfyUI's own arrays).
+ScratchModel scratch_model(const Backend& backend, const BlockWeights& block);
 
 struct Placement {
   // Decisions.
