@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -94,6 +95,21 @@ class Backend {
   virtual void attention(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s) = 0;
   // out = bf16(acc / l), [rows, heads * head_dim].
   virtual void attn_state_finish(const AttnState& s, const Tensor& out) = 0;
+  // One attention call with the state's ends folded in, where the backend's
+  // kernel can: `fresh` starts from the reset state (without reading it),
+  // `out` finishes into out (the state is then left unspecified). The bits
+  // are those of attn_state_reset + attention + attn_state_finish, which is
+  // what this default runs.
+  struct AttnEnds {
+    bool fresh = false;
+    const Tensor* out = nullptr;
+  };
+  virtual void attention_with_ends(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s,
+                                   AttnEnds ends) {
+    if (ends.fresh) attn_state_reset(s);
+    attention(q, kv, keys, s);
+    if (ends.out != nullptr) attn_state_finish(s, *ends.out);
+  }
 
   // Per run: x = bf16(x + y * gate[run.mod_row]) (fp32, one rounding).
   virtual void gated_residual(const Tensor& x, const Tensor& y, const Tensor& gate,
@@ -144,6 +160,12 @@ class Backend {
   virtual void upload(const void* host, const Tensor& dst) = 0;
   virtual void download(const Tensor& src, void* host) = 0;
   virtual void synchronize() {}
+  // Seconds that the work `enqueue` queues takes where it runs: CUDA times
+  // it with events on the backend's stream (kernel time, no host launch gaps
+  // before the first op); the default syncs and reads the host clock.
+  virtual double device_seconds(const std::function<void()>& enqueue);
+  // The attention kernel this backend runs (benchmarks record it).
+  virtual std::string_view attention_kernel() const { return "reference"; }
   // Queue later ops on a host framework's stream (CUDA: a cudaStream_t; null
   // is the legacy default stream), ordered after the work already queued.
   // Backends without streams ignore it.

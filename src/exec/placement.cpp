@@ -29,17 +29,23 @@ constexpr int64_t kStagedBlocks[] = {4096, 2048, 1024, 512, 256, 128};
 }  // namespace
 
 ScratchModel scratch_model(const Backend& be, const BlockWeights& b) {
-  ScratchModel s{.quant_rows = false, .mod_index = be.arena_scratch()};
-  if (be.arena_scratch())
+  ScratchModel s{.quant_rows = false, .mod_index = be.arena_scratch(), .swiglu_rows = false};
+  if (be.arena_scratch()) {
     for (const QuantLinear* l : {&b.attn.qkv, &b.attn.out, &b.mlp.fc1, &b.mlp.fc2})
       s.quant_rows = s.quant_rows || l->format != WeightFormat::bf16;
+    s.swiglu_rows =
+        b.mlp.fc2.format == WeightFormat::bf16 || b.mlp.fc2.format == WeightFormat::nvfp4;
+  }
   return s;
 }
 
 ScratchModel scratch_model(const Backend& be, const ModelWeights& w) {
-  ScratchModel s{.quant_rows = false, .mod_index = be.arena_scratch()};
-  for (const BlockWeights& b : w.blocks)
-    s.quant_rows = s.quant_rows || scratch_model(be, b).quant_rows;
+  ScratchModel s{.quant_rows = false, .mod_index = be.arena_scratch(), .swiglu_rows = false};
+  for (const BlockWeights& b : w.blocks) {
+    const ScratchModel block = scratch_model(be, b);
+    s.quant_rows = s.quant_rows || block.quant_rows;
+    s.swiglu_rows = s.swiglu_rows || block.swiglu_rows;
+  }
   return s;
 }
 
@@ -71,8 +77,10 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
   const int64_t attn_row =
       std::max({q_state_row + I * 2, H * 2 + std::max(I * 2 + scratch_h, lease) + mod_index,
                 I * 2 + lease + H * 2 + scratch_i + mod_index});
-  // fc1 reads h into f, then fc2 reads f into y: f with h or with y.
-  const int64_t mlp_row = 2 * F * 2 + H * 2 + std::max(scratch_h, scratch_f) + mod_index;
+  // fc1 reads h into f, then fc2 reads f into y: f with h or with y (and
+  // with the SwiGLU activations where the backend makes them in the arena).
+  const int64_t swiglu = scratch.swiglu_rows ? F * 2 : 0;
+  const int64_t mlp_row = 2 * F * 2 + H * 2 + std::max({scratch_h, scratch_f, swiglu}) + mod_index;
   const int64_t streamed_mlp_row = mlp_row + lease;
   // The stock block (stock_block.cpp): h and the fused QKV; then QKV, the
   // attention output and the state; then the output, out-proj and scratch.

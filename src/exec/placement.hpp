@@ -38,6 +38,10 @@ namespace h3s {
 struct ScratchModel {
   bool quant_rows = true;
   bool mod_index = true;
+  // The CUDA backend's eager SwiGLU for bf16 (and dequantised NVFP4) fc2
+  // takes its activations [rows, ffn] bf16 from the arena, beside f and y.
+  // (The defaults are the CUDA backend's for the quantised formats.)
+  bool swiglu_rows = false;
 };
 
 class Backend;

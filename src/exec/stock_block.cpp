@@ -38,9 +38,7 @@ void run_block_stock(Backend& be, Arena& arena, const BlockView& b, const Tensor
   OwnedTensor attn = arena.tensor(DType::bf16, {seq, inner}, "attention output");
   {
     AttnState state = AttnState::allocate(arena, seq, b.heads, b.head_dim);
-    be.attn_state_reset(state);
-    be.attention(q, kv, all, state);
-    be.attn_state_finish(state, attn.view);
+    be.attention_with_ends(q, kv, all, state, {.fresh = true, .out = &attn.view});
   }
   qkv.reset();
   steps::attn_out(be, arena, b, x, all, attn.view);

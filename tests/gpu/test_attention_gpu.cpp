@@ -143,9 +143,11 @@ bool bits_equal(const void* a, const void* b, size_t bytes) {
 
 // Query rows in chunks of row_chunk (0: all at once), each chunk its own
 // state at a pointer offset into one state array; keys in blocks of kv_block
-// (0: one call). Also checks that nothing past `rows` (and no output padding
-// column) was written.
-GpuResult run_gpu(const Problem& p, int64_t row_chunk, int64_t kv_block) {
+// (0: one call). fused_ends: the first call starts fresh and the last one
+// finishes into the output (attn::FwdEnds) instead of the separate reset and
+// finish (the final state is then not compared). Also checks that nothing
+// past `rows` (and no output padding column) was written.
+GpuResult run_gpu(const Problem& p, int64_t row_chunk, int64_t kv_block, bool fused_ends = false) {
   const int64_t rows = p.rows, heads = p.heads, ldo = p.ldo;
   const int64_t alloc_rows = rows + kGuardRows;
   DeviceArray<uint16_t> q(p.q), kv(p.kvbuf);
@@ -162,12 +164,27 @@ GpuResult run_gpu(const Problem& p, int64_t row_chunk, int64_t kv_block) {
     float* ms = m.get() + r0 * heads;
     float* ls = l.get() + r0 * heads;
     float* accs = acc.get() + r0 * heads * kHd;
-    cuda::attention_reset(ms, ls, accs, n, heads, nullptr);
-    for (int64_t b = 0; b < p.seq; b += block)
-      cuda::attention_fwd(q.get() + r0 * p.ldq, p.ldq, n, heads, kv.get() + p.kv.k_offset,
-                          kv.get() + p.kv.v_offset, p.kv.seq_stride, p.kv.head_stride, b,
-                          std::min(p.seq, b + block), ms, ls, accs, nullptr);
-    cuda::attention_finish(ls, accs, out.get() + r0 * ldo, ldo, n, heads, nullptr);
+    if (!fused_ends) cuda::attention_reset(ms, ls, accs, n, heads, nullptr);
+    for (int64_t b = 0; b < p.seq; b += block) {
+      const int64_t e = std::min(p.seq, b + block);
+      const cuda::attn::FwdParams fp{q.get() + r0 * p.ldq,
+                                     p.ldq,
+                                     n,
+                                     heads,
+                                     kv.get() + p.kv.k_offset,
+                                     kv.get() + p.kv.v_offset,
+                                     p.kv.seq_stride,
+                                     p.kv.head_stride,
+                                     b,
+                                     e,
+                                     ms,
+                                     ls,
+                                     accs};
+      cuda::attn::FwdEnds ends;
+      if (fused_ends) ends = {b == 0, e == p.seq ? out.get() + r0 * ldo : nullptr, ldo};
+      cuda::attention_fwd(fp, ends, nullptr);
+    }
+    if (!fused_ends) cuda::attention_finish(ls, accs, out.get() + r0 * ldo, ldo, n, heads, nullptr);
   }
   cuda_check(cudaGetLastError(), "attention launch");
   cuda_check(cudaDeviceSynchronize(), "attention run");
@@ -348,6 +365,28 @@ TEST_F(GpuAttention, ChainedKvBlocksBitExact) {
   }
 }
 
+// (3b) The fused ends (fresh start, finish into the output inside the last
+// call) give the bits of the separate reset and finish, for single passes,
+// chained K/V blocks and row chunks down to one row; the kernels that have
+// no fused ends take the separate ones, so this holds on every kernel.
+TEST_F(GpuAttention, FusedEndsEqualSeparateResetAndFinish) {
+  uint64_t seed = 5350;
+  for (int64_t s : kSeqs) {
+    for (int64_t rows : {int64_t(1), int64_t(131), int64_t(259)}) {
+      const Problem p(rows, 3, s, s % 2 ? fused_layout(3, s) : store_layout(3, s), ++seed,
+                      /*out_pad=*/s % 3 == 0 ? 3 : 8);  // odd ldo: the separate finish
+      for (const auto& [chunk, block] :
+           {std::pair<int64_t, int64_t>{0, 0}, {0, 128}, {1, 256}, {64, 0}, {259, 384}}) {
+        const GpuResult separate = run_gpu(p, chunk, block);
+        const GpuResult fused = run_gpu(p, chunk, block, /*fused_ends=*/true);
+        EXPECT_TRUE(bits_equal(fused.out.data(), separate.out.data(), fused.out.size() * 2))
+            << p.label() << ": fused ends vs separate, row chunk " << chunk << ", kv_block "
+            << block;
+      }
+    }
+  }
+}
+
 // (4) K/V as a slice of a wide fused QKV buffer (seq stride 3 * 7168, heads
 // mid-row, every other element a NaN sentinel): correct values, so every
 // address is the intended one, and blocked K/V still bit-exact. The output row
@@ -369,12 +408,22 @@ TEST_F(GpuAttention, BlockOffTileBoundaryThrows) {
   DeviceArray<uint16_t> q(p.q), kv(p.kvbuf);
   DeviceArray<float> m(8), l(8), acc(8 * kHd);
   cuda::attention_reset(m.get(), l.get(), acc.get(), 4, 2, nullptr);
-  for (int64_t begin : {int64_t(1), int64_t(32), int64_t(64), int64_t(100)})
-    EXPECT_THROW(cuda::attention_fwd(q.get(), p.ldq, 4, 2, kv.get() + p.kv.k_offset,
-                                     kv.get() + p.kv.v_offset, p.kv.seq_stride, p.kv.head_stride,
-                                     begin, 200, m.get(), l.get(), acc.get(), nullptr),
-                 std::invalid_argument)
-        << "key_begin " << begin;
+  for (int64_t begin : {int64_t(1), int64_t(32), int64_t(64), int64_t(100)}) {
+    const cuda::attn::FwdParams fp{q.get(),
+                                   p.ldq,
+                                   4,
+                                   2,
+                                   kv.get() + p.kv.k_offset,
+                                   kv.get() + p.kv.v_offset,
+                                   p.kv.seq_stride,
+                                   p.kv.head_stride,
+                                   begin,
+                                   200,
+                                   m.get(),
+                                   l.get(),
+                                   acc.get()};
+    EXPECT_THROW(cuda::attention_fwd(fp, {}, nullptr), h3s::Error) << "key_begin " << begin;
+  }
   cuda_check(cudaDeviceSynchronize(), "sync");
 }
 

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/rng.hpp"
@@ -30,6 +32,12 @@ void add_bench_flags(CLI::App& cmd, BenchArgs& a) {
   cmd.add_flag("--skip-stock", a.skip_stock, "measure only the streamed block");
   cmd.add_flag("--skip-attention", a.skip_attention,
                "skip the attention-alone measurement (it holds a whole [S, 3 x 7168] QKV)");
+  cmd.add_flag("--only-attention", a.only_attention,
+               "measure only attention (no stock or streamed block run)");
+  cmd.add_option("--attn-kernels", a.attn_kernels,
+                 "also time these attention kernels (names of H3S_ATTN_KERNEL: ws-s2, ws-s3, "
+                 "ws-s2-nopp, ws-s3-nopp, wgmma, sm80; CUDA only)")
+      ->delimiter(',');
 }
 
 namespace {
@@ -157,11 +165,13 @@ int run_bench(BenchArgs& a) {
     };
     std::vector<uint16_t> out_stock, out_streamed;
     std::pair<double, size_t> stock{0.0, 0};
-    if (!a.skip_stock) stock = measure(false, out_stock);
-    const auto streamed = measure(true, out_streamed);
-    const bool equal = !a.skip_stock && out_stock == out_streamed;
+    if (!a.skip_stock && !a.only_attention) stock = measure(false, out_stock);
+    std::pair<double, size_t> streamed{0.0, 0};
+    if (!a.only_attention) streamed = measure(true, out_streamed);
+    const bool equal = !a.skip_stock && !a.only_attention && out_stock == out_streamed;
     // Attention alone: every query against every key in q_chunk-row calls.
-    double attn_s = 0.0;
+    double attn_s = 0.0, attn_state_s = 0.0;
+    std::map<std::string, double> kernel_s;  // --attn-kernels: median seconds each
     if (!a.skip_attention) {
       const int64_t inner = cfg.inner();
       OwnedTensor qkv = arena.tensor(DType::bf16, {s, 3 * inner}, "bench qkv");
@@ -182,16 +192,51 @@ int run_bench(BenchArgs& a) {
       const KvView kv{heads_view(inner), heads_view(2 * inner)};
       const ChunkPlan plan = ChunkPlan::balanced(s, r.exec.q_chunk);
       OwnedTensor o = arena.tensor(DType::bf16, {plan.largest(), inner}, "bench attn out");
-      be.synchronize();
-      const double t0 = now_s();
-      for (const RowRange& c : plan.chunks) {
-        AttnState st = AttnState::allocate(arena, c.size(), cfg.heads, cfg.head_dim);
-        be.attn_state_reset(st);
-        be.attention(qkv.view.cols_view(0, inner).rows_view(c.begin, c.end), kv, {0, s}, st);
-        be.attn_state_finish(st, o.view.rows_view(0, c.size()));
+      std::vector<AttnState> states;
+      for (const RowRange& c : plan.chunks)
+        states.push_back(AttnState::allocate(arena, c.size(), cfg.heads, cfg.head_dim));
+      const Tensor q = qkv.view.cols_view(0, inner);
+      // Kernel time only (events on the stream): every query chunk against
+      // every key, the state's fresh start and finish fused where the kernel
+      // has them. The separate reset and finish are timed apart.
+      auto attend = [&] {
+        for (size_t i = 0; i < plan.chunks.size(); ++i) {
+          const RowRange c = plan.chunks[i];
+          const Tensor out = o.view.rows_view(0, c.size());
+          be.attention_with_ends(q.rows_view(c.begin, c.end), kv, {0, s}, states[i],
+                                 {.fresh = true, .out = &out});
+        }
+      };
+      auto state_ends = [&] {
+        for (size_t i = 0; i < plan.chunks.size(); ++i) {
+          be.attn_state_reset(states[i]);
+          be.attn_state_finish(states[i], o.view.rows_view(0, plan.chunks[i].size()));
+        }
+      };
+      // Median of at least 3 runs after a warm-up.
+      auto median_attend = [&] {
+        const int attn_reps = std::max(3, a.reps);
+        be.device_seconds(attend);
+        std::vector<double> times;
+        for (int i = 0; i < attn_reps; ++i) times.push_back(be.device_seconds(attend));
+        std::sort(times.begin(), times.end());
+        return times[times.size() / 2];
+      };
+      attn_s = median_attend();
+      attn_state_s = be.device_seconds(state_ends);
+      // Other kernels, each selected through the dispatcher's variable.
+      const char* prior = std::getenv("H3S_ATTN_KERNEL");
+      const std::string restore = prior != nullptr ? prior : "";
+      for (const std::string& k : a.attn_kernels) {
+        ::setenv("H3S_ATTN_KERNEL", k.c_str(), 1);
+        kernel_s[k] = median_attend();
       }
-      be.synchronize();
-      attn_s = now_s() - t0;
+      if (!a.attn_kernels.empty()) {
+        if (prior != nullptr)
+          ::setenv("H3S_ATTN_KERNEL", restore.c_str(), 1);
+        else
+          ::unsetenv("H3S_ATTN_KERNEL");
+      }
     }
     const double attn_flops = 4.0 * double(s) * double(s) * double(cfg.inner());
     nlohmann::json j = {{"tokens", s},
@@ -204,6 +249,15 @@ int run_bench(BenchArgs& a) {
                         {"streamed_peak_gib", double(streamed.second) / (1u << 30)},
                         {"bit_equal", equal},
                         {"attn_s", attn_s},
+                        {"attn_state_s", attn_state_s},
+                        {"attn_kernel", std::string(be.attention_kernel())},
+                        {"attn_kernels_s", kernel_s},
+                        {"attn_kernels_tflops",
+                         [&] {
+                           std::map<std::string, double> t;
+                           for (const auto& [k, sec] : kernel_s) t[k] = attn_flops / sec / 1e12;
+                           return t;
+                         }()},
                         {"attn_tflops", attn_flops / attn_s / 1e12},
                         {"q_chunk", r.exec.q_chunk},
                         {"kv_chunk", r.exec.kv_chunk},

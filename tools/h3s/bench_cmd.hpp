@@ -17,6 +17,8 @@ struct BenchArgs {
   int reps = 1;
   bool skip_stock = false;
   bool skip_attention = false;
+  bool only_attention = false;
+  std::vector<std::string> attn_kernels;  // extra attention kernels to time (H3S_ATTN_KERNEL names)
 };
 void add_bench_flags(CLI::App& cmd, BenchArgs& a);
 int run_bench(BenchArgs& a);

@@ -304,7 +304,8 @@ void CudaBackend::attn_state_reset(AttnState& s) {
                   s.heads, stream_);
 }
 
-void CudaBackend::attention(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s) {
+void CudaBackend::attention_with_ends(const Tensor& q, const KvView& kv, RowRange keys,
+                                      AttnState& s, AttnEnds ends) {
   const char* op = "attention";
   expect_state(s, op);
   expect_dtype(q, DType::bf16, op, "q");
@@ -329,10 +330,33 @@ void CudaBackend::attention(const Tensor& q, const KvView& kv, RowRange keys, At
     fail(ErrorKind::invalid_argument,
          "{}: a K/V block must start on a {}-row tile boundary (got {}); align kv_block", op,
          kAttnKvTile, keys.begin);
-  if (rows == 0 || keys.size() == 0) return;
-  attention_fwd(q.ptr<uint16_t>(), q.stride[0], rows, heads, kv.k.ptr<uint16_t>(),
-                kv.v.ptr<uint16_t>(), kv.k.stride[0], kv.k.stride[1], keys.begin, keys.end,
-                s.m.view.ptr<float>(), s.l.view.ptr<float>(), s.acc.view.ptr<float>(), stream_);
+  if (ends.out != nullptr) {
+    expect_dtype(*ends.out, DType::bf16, op, "out");
+    expect_rows(*ends.out, rows, op, "out");
+    expect_cols(*ends.out, heads * hd, op, "out");
+    expect_unit_col_stride(*ends.out, op, "out");
+  }
+  if (rows == 0) return;
+  const cuda::attn::FwdParams p{q.ptr<uint16_t>(),
+                                q.stride[0],
+                                rows,
+                                heads,
+                                kv.k.ptr<uint16_t>(),
+                                kv.v.ptr<uint16_t>(),
+                                kv.k.stride[0],
+                                kv.k.stride[1],
+                                keys.begin,
+                                keys.end,
+                                s.m.view.ptr<float>(),
+                                s.l.view.ptr<float>(),
+                                s.acc.view.ptr<float>()};
+  const cuda::attn::FwdEnds fe{ends.fresh, ends.out ? ends.out->ptr<uint16_t>() : nullptr,
+                               ends.out ? ends.out->stride[0] : 0};
+  attention_fwd(p, fe, stream_);
+}
+
+void CudaBackend::attention(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s) {
+  attention_with_ends(q, kv, keys, s, {});
 }
 
 void CudaBackend::attn_state_finish(const AttnState& s, const Tensor& out) {
@@ -470,6 +494,31 @@ void CudaBackend::download(const Tensor& src, void* host) {
 
 void CudaBackend::synchronize() {
   check(cudaStreamSynchronize(stream_), "synchronize");
+}
+
+double CudaBackend::device_seconds(const std::function<void()>& enqueue) {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), "device_seconds: event");
+  check(cudaEventCreate(&stop), "device_seconds: event");
+  float ms = 0.0f;
+  try {
+    check(cudaEventRecord(start, stream_), "device_seconds: record");
+    enqueue();
+    check(cudaEventRecord(stop, stream_), "device_seconds: record");
+    check(cudaEventSynchronize(stop), "device_seconds: wait");
+    check(cudaEventElapsedTime(&ms, start, stop), "device_seconds: elapsed");
+  } catch (...) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    throw;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return double(ms) / 1e3;
+}
+
+std::string_view CudaBackend::attention_kernel() const {
+  return attention_kernel_name();
 }
 
 }  // namespace h3s::cuda

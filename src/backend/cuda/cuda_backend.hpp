@@ -75,6 +75,8 @@ class CudaBackend final : public Backend {
   void attn_state_reset(AttnState& s) override;
   void attention(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s) override;
   void attn_state_finish(const AttnState& s, const Tensor& out) override;
+  void attention_with_ends(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s,
+                           AttnEnds ends) override;
   void gated_residual(const Tensor& x, const Tensor& y, const Tensor& gate,
                       std::span<const ModRun> runs) override;
   void add_residual(const Tensor& x, const Tensor& y) override;
@@ -85,6 +87,8 @@ class CudaBackend final : public Backend {
   void upload(const void* host, const Tensor& dst) override;
   void download(const Tensor& src, void* host) override;
   void synchronize() override;
+  double device_seconds(const std::function<void()>& enqueue) override;
+  std::string_view attention_kernel() const override;
   // Staging (cuda_staging.cpp): cached pinned memory, a copy-stream queue.
   MemoryResource& host_staging_memory() override;
   size_t free_device_memory() const override;

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/attention/attn_params.cuh"
+
 typedef struct CUstream_st* cudaStream_t;
 
 namespace h3s::cuda {
@@ -65,16 +67,16 @@ void qk_norm_rope(uint16_t* t, int64_t ldt, int64_t m, int64_t heads, const uint
                   cudaStream_t s);
 
 // ---- attention (attention/) -------------------------------------------------
-// Consume keys [key_begin, key_end) (key_begin a multiple of 64) into the
+// Consume keys [key_begin, key_end) (key_begin a multiple of 128) into the
 // online-softmax state of query rows q [rows, heads * 128] (row stride ldq).
 // K/V element (s, h, d) at k[s * kv_seq_stride + h * kv_head_stride + d].
 // State: m, l fp32 [rows, heads]; acc fp32 [rows, heads, 128]; read and
 // written in place, so consecutive calls over aligned key blocks repeat the
-// single-pass arithmetic.
-void attention_fwd(const uint16_t* q, int64_t ldq, int64_t rows, int64_t heads, const uint16_t* k,
-                   const uint16_t* v, int64_t kv_seq_stride, int64_t kv_head_stride,
-                   int64_t key_begin, int64_t key_end, float* m, float* l, float* acc,
-                   cudaStream_t s);
+// single-pass arithmetic. `ends` fuses the reset (fresh) and the finish (out)
+// into the call where the kernel can (attn_dispatch.cpp picks the kernel).
+void attention_fwd(const attn::FwdParams& p, const attn::FwdEnds& ends, cudaStream_t s);
+// The attention kernel this device runs (H3S_ATTN_KERNEL overrides).
+const char* attention_kernel_name();
 // out = bf16(acc / l), [rows, heads * 128] with row stride ldo.
 void attention_finish(const float* l, const float* acc, uint16_t* out, int64_t ldo, int64_t rows,
                       int64_t heads, cudaStream_t s);

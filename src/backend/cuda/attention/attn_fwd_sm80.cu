@@ -10,17 +10,16 @@
 // with mma.sync reaches ~350 TFLOP/s on H100-class parts (~35% of the bf16
 // peak); wgmma/TMA (FA3, attn_fwd_sm90) is the follow-up.
 //
-// This file: the attention kernels of kernels.hpp (forward, finish, reset)
-// and their launchers.
+// This file: the mma.sync kernel and its launcher (attn_dispatch.cpp chooses
+// it on GPUs other than sm_90), and the state's finish and reset kernels of
+// kernels.hpp.
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <stdexcept>
-#include <string>
 
 #include "backend/cuda/attention/attn_fwd_traits.cuh"
 #include "backend/cuda/attention/attn_state.cuh"
+#include "backend/cuda/common.cuh"
 #include "backend/cuda/gemm/mma_sm80.cuh"
 #include "backend/cuda/kernels.hpp"
 
@@ -317,41 +316,6 @@ __global__ void __launch_bounds__(kEltThreads)
 
 // ---- launch helpers ----------------------------------------------------------------
 
-// Errors are std exceptions: core/error.hpp (fmt's consteval format strings)
-// does not compile under nvcc. CudaBackend validates shapes first with
-// h3s::fail; these checks guard the raw entry points.
-[[noreturn]] void reject(const char* op, const std::string& what) {
-  throw std::invalid_argument(std::string(op) + ": " + what);
-}
-
-void check_launch(const char* kernel) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("launching ") + kernel +
-                             " failed: " + cudaGetErrorString(e));
-}
-
-// The wgmma kernel runs on sm_90 (the sm_90a cubin); other devices take the
-// mma.sync kernel through the portable PTX. One choice per device, never per
-// call shape, so every call on a device runs the same arithmetic.
-// H3S_ATTN_SM80=1 forces the mma.sync kernel (for comparison runs).
-bool use_wgmma() {
-  static const bool wgmma = [] {
-    const char* force = std::getenv("H3S_ATTN_SM80");
-    if (force != nullptr && force[0] == '1') return false;
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-    return major == 9 && minor == 0;
-  }();
-  return wgmma;
-}
-
-bool aligned(const void* ptr, size_t bytes) {
-  return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
-}
-
 // Elementwise grids: enough blocks to fill the GPU, grid-stride beyond that
 // (64-bit counts never reach the 2^31 block limit).
 unsigned elt_blocks(int64_t n) {
@@ -361,61 +325,36 @@ unsigned elt_blocks(int64_t n) {
 }
 
 }  // namespace
-}  // namespace attn
 
-void attention_fwd(const uint16_t* q, int64_t ldq, int64_t rows, int64_t heads, const uint16_t* k,
-                   const uint16_t* v, int64_t kv_seq_stride, int64_t kv_head_stride,
-                   int64_t key_begin, int64_t key_end, float* m, float* l, float* acc,
-                   cudaStream_t s) {
-  using attn::T;
-  const char* op = "attention_fwd";
-  if (key_begin < 0 || key_end < key_begin)
-    attn::reject(op, "keys [" + std::to_string(key_begin) + ", " + std::to_string(key_end) +
-                         ") are not a range");
-  if (key_begin % attn::kEngineKvTile != 0)
-    attn::reject(op, "a K/V block must start on a " + std::to_string(attn::kEngineKvTile) +
-                         "-key tile boundary (got " + std::to_string(key_begin) +
-                         "); align kv_block");
-  if (rows <= 0 || heads <= 0 || key_end == key_begin) return;  // nothing to consume
-  if (heads > 65535) attn::reject(op, std::to_string(heads) + " heads exceed grid.y (65535)");
-  // cp.async moves 16-byte chunks: 8 bf16 of one row of one head.
-  constexpr int64_t kVec = T::kChunkElems;
-  if (!attn::aligned(q, 16) || !attn::aligned(k, 16) || !attn::aligned(v, 16) || ldq % kVec ||
-      kv_seq_stride % kVec || kv_head_stride % kVec)
-    attn::reject(op, "q/k/v must be 16-byte aligned with strides a multiple of 8 elements (ldq " +
-                         std::to_string(ldq) + ", kv_seq_stride " + std::to_string(kv_seq_stride) +
-                         ", kv_head_stride " + std::to_string(kv_head_stride) + ")");
-  if (!attn::aligned(acc, 8)) attn::reject(op, "acc must be 8-byte aligned");
-
-  const attn::FwdParams p{q,         ldq,     rows, heads, k,  v, kv_seq_stride, kv_head_stride,
-                          key_begin, key_end, m,    l,     acc};
-  if (attn::use_wgmma()) return attn::attention_fwd_sm90(p, s);
+void attention_fwd_sm80(const FwdParams& p, cudaStream_t s) {
   // > 48 KiB of dynamic shared memory needs the opt-in (per device, so set
   // on every launch; it is a cheap attribute write).
-  cudaFuncSetAttribute(attn::attn_fwd_bf16_m128n64_sm80,
-                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmemBytes));
-  const dim3 grid(unsigned((rows + T::kBlockM - 1) / T::kBlockM), unsigned(heads));
-  attn::attn_fwd_bf16_m128n64_sm80<<<grid, T::kThreads, T::kSmemBytes, s>>>(p);
-  attn::check_launch("attn_fwd_bf16_m128n64_sm80");
+  cudaFuncSetAttribute(attn_fwd_bf16_m128n64_sm80, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       int(T::kSmemBytes));
+  const dim3 grid(unsigned((p.rows + T::kBlockM - 1) / T::kBlockM), unsigned(p.heads));
+  attn_fwd_bf16_m128n64_sm80<<<grid, T::kThreads, T::kSmemBytes, s>>>(p);
+  check_launch("attn_fwd_bf16_m128n64_sm80");
 }
+
+}  // namespace attn
 
 void attention_finish(const float* l, const float* acc, uint16_t* out, int64_t ldo, int64_t rows,
                       int64_t heads, cudaStream_t s) {
   if (rows <= 0 || heads <= 0) return;
-  if (!attn::aligned(acc, 16)) attn::reject("attention_finish", "acc must be 16-byte aligned");
-  if (!attn::aligned(out, 2)) attn::reject("attention_finish", "out must be 2-byte aligned");
-  const bool out_aligned8 = attn::aligned(out, 8) && ldo % 4 == 0;
+  if (!aligned_to(acc, 16)) fail_internal("attention_finish: acc must be 16-byte aligned");
+  if (!aligned_to(out, 2)) fail_internal("attention_finish: out must be 2-byte aligned");
+  const bool out_aligned8 = aligned_to(out, 8) && ldo % 4 == 0;
   const int64_t n = rows * heads * (attn::T::kHeadDim / attn::kFinishVec);
   attn::attn_finish_bf16<<<attn::elt_blocks(n), attn::kEltThreads, 0, s>>>(l, acc, out, ldo, rows,
                                                                            heads, out_aligned8);
-  attn::check_launch("attn_finish_bf16");
+  check_launch("attn_finish_bf16");
 }
 
 void attention_reset(float* m, float* l, float* acc, int64_t rows, int64_t heads, cudaStream_t s) {
   if (rows <= 0 || heads <= 0) return;
   const int64_t n = rows * heads * attn::T::kHeadDim;
   attn::attn_reset_f32<<<attn::elt_blocks(n), attn::kEltThreads, 0, s>>>(m, l, acc, rows, heads);
-  attn::check_launch("attn_reset_f32");
+  check_launch("attn_reset_f32");
 }
 
 }  // namespace h3s::cuda

@@ -21,12 +21,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 
+#include "backend/cuda/arch/wgmma.cuh"
 #include "backend/cuda/attention/attn_params.cuh"
 #include "backend/cuda/attention/attn_state.cuh"
-#include "backend/cuda/attention/wgmma_sm90.cuh"
+#include "backend/cuda/common.cuh"
 #include "backend/cuda/gemm/mma_sm80.cuh"
 
 namespace h3s::cuda::attn {
@@ -280,10 +279,7 @@ void attention_fwd_sm90(const FwdParams& p, cudaStream_t s) {
                        int(T::kSmemBytes));
   const dim3 grid(unsigned((p.rows + T::kBlockM - 1) / T::kBlockM), unsigned(p.heads));
   attn_fwd_bf16_m128n128_sm90<<<grid, T::kThreads, T::kSmemBytes, s>>>(p);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("launching attn_fwd_bf16_m128n128_sm90 failed: ") +
-                             cudaGetErrorString(e));
+  check_launch("attn_fwd_bf16_m128n128_sm90");
 }
 
 }  // namespace h3s::cuda::attn

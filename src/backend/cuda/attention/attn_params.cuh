@@ -46,7 +46,25 @@ struct FwdParams {
   float* acc;
 };
 
-// The wgmma kernel (attn_fwd_sm90.cu); callers check the device first.
-void attention_fwd_sm90(const FwdParams& p, cudaStream_t s);
+// The two ends of a call's online-softmax state: `fresh` starts from
+// (m, l, acc) = (-inf, 0, 0) without reading the state; `out` non-null ends
+// by writing bf16(acc / l) to out (row stride ldo) instead of storing the
+// state. A kernel without fused ends gets them from attention_reset and
+// attention_finish around it: the same bits.
+struct FwdEnds {
+  bool fresh = false;
+  uint16_t* out = nullptr;
+  int64_t ldo = 0;
+};
+
+// The warp-specialised kernel's variants built side by side (ring stages,
+// ping-pong between the consumer warpgroups); attn_dispatch.cpp picks one.
+enum class AttnWsVariant { stages2_pingpong, stages3_pingpong, stages2, stages3 };
+
+// Launchers; callers (attn_dispatch.cpp) validate and check the device first.
+void attention_fwd_sm80(const FwdParams& p, cudaStream_t s);  // mma.sync, any sm_80+
+void attention_fwd_sm90(const FwdParams& p, cudaStream_t s);  // wgmma, cp.async (sm_90a)
+void attention_fwd_ws_sm90(const FwdParams& p, const FwdEnds& ends, AttnWsVariant v,
+                           cudaStream_t s);  // warp-specialised, TMA (sm_90a)
 
 }  // namespace h3s::cuda::attn

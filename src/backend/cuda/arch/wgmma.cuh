@@ -15,25 +15,9 @@
 
 #include <cstdint>
 
+#include "backend/cuda/arch/wgmma_desc.hpp"
+
 namespace h3s::cuda::wgmma {
-
-// 128-byte swizzle (the hardware's Swizzle<3,4,3> on byte addresses): in a
-// 1024-byte-aligned atom of 8 rows x 128 bytes, 16-byte chunk c of row r
-// lives at r * 128 + (c ^ r % 8) * 16.
-inline constexpr int kSwizzleBytes = 128;
-inline constexpr int kAtomRows = 8;
-inline constexpr int kAtomBytes = kSwizzleBytes * kAtomRows;  // 1024
-inline constexpr uint64_t kLayoutSwizzle128 = 1;              // descriptor bits 62-63
-
-// Descriptor of a shared-memory operand (PTX "matrix descriptor"): start
-// address, leading and stride byte offsets (all >> 4), swizzle mode. The
-// base-offset field stays 0: every start address used here is an atom base
-// plus an offset inside its first 128-byte row.
-__host__ __device__ constexpr uint64_t make_desc(uint32_t smem_addr, uint32_t lbo_bytes,
-                                                 uint32_t sbo_bytes) {
-  return uint64_t((smem_addr & 0x3FFFFu) >> 4) | (uint64_t((lbo_bytes & 0x3FFFFu) >> 4) << 16) |
-         (uint64_t((sbo_bytes & 0x3FFFFu) >> 4) << 32) | (kLayoutSwizzle128 << 62);
-}
 
 // The 64 fp32 accumulators of an m64n128 tile as read-write asm operands
 // %0..%63 (one per register a thread holds).

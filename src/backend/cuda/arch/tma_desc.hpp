@@ -1,0 +1,28 @@
+// Host side of TMA: encodes CUtensorMap descriptors for the bf16 tensors the
+// kernels load. The driver entry point is looked up through the runtime
+// (cudaGetDriverEntryPointByVersion), so nothing links libcuda directly and
+// a machine without a driver still loads the library.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+namespace h3s::cuda::arch {
+
+// A rank-3 bf16 tensor: extents (innermost first) and the byte strides of
+// dimensions 1 and 2 (dimension 0 is contiguous).
+struct Bf16Tensor3d {
+  const void* base;
+  uint64_t extent[3];
+  uint64_t stride_bytes[2];
+};
+
+// A map whose box is box[0] x box[1] x box[2] elements, 128-byte swizzled
+// (box[0] * 2 bytes must be 128: one swizzle row per box row). Throws
+// h3s::Error naming the field that the hardware rejects (alignment, stride
+// or extent limits) instead of a bare CUresult.
+CUtensorMap encode_bf16_swizzle128(const Bf16Tensor3d& t, const uint32_t (&box)[3],
+                                   const char* what);
+
+}  // namespace h3s::cuda::arch

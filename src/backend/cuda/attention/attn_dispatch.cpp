@@ -1,0 +1,127 @@
+// Which attention forward runs on this device, and the checks every kernel
+// relies on. One choice per device, never per call shape, so every call on a
+// device (stock, streamed, any chunk) runs the same arithmetic:
+//   sm_90 (Hopper)  the warp-specialised TMA kernel (attn_fwd_ws_sm90.cu)
+//   other sm_80+    the mma.sync kernel (attn_fwd_sm80.cu)
+// H3S_ATTN_KERNEL picks another for comparison runs (h3s bench measures each
+// in its own process): ws (the default variant), ws-s2, ws-s3, ws-s2-nopp,
+// ws-s3-nopp, wgmma (the cp.async wgmma kernel, attn_fwd_sm90.cu), sm80.
+// H3S_ATTN_SM80=1 is the older spelling of sm80.
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "backend/cuda/attention/attn_params.cuh"
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.hpp"
+#include "core/error.hpp"
+
+namespace h3s::cuda {
+namespace {
+
+enum class AttnKernel { ws_sm90, wgmma_sm90, mma_sm80 };
+
+struct AttnChoice {
+  AttnKernel kernel;
+  attn::AttnWsVariant variant;
+  const char* name;
+};
+
+// The variant measured fastest on the H200 (docs/PERFORMANCE.md).
+constexpr AttnChoice kHopperDefault{AttnKernel::ws_sm90, attn::AttnWsVariant::stages2_pingpong,
+                                    "ws-s2"};
+
+constexpr AttnChoice kChoices[] = {
+    {AttnKernel::ws_sm90, attn::AttnWsVariant::stages2_pingpong, "ws-s2"},
+    {AttnKernel::ws_sm90, attn::AttnWsVariant::stages3_pingpong, "ws-s3"},
+    {AttnKernel::ws_sm90, attn::AttnWsVariant::stages2, "ws-s2-nopp"},
+    {AttnKernel::ws_sm90, attn::AttnWsVariant::stages3, "ws-s3-nopp"},
+    {AttnKernel::wgmma_sm90, attn::AttnWsVariant::stages2_pingpong, "wgmma"},
+    {AttnKernel::mma_sm80, attn::AttnWsVariant::stages2_pingpong, "sm80"},
+};
+
+bool device_is_sm90() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major == 9 && minor == 0;
+}
+
+AttnChoice choose() {
+  static const bool sm90 = device_is_sm90();
+  const char* legacy = std::getenv("H3S_ATTN_SM80");
+  const char* env = std::getenv("H3S_ATTN_KERNEL");
+  std::string_view want = env != nullptr ? env : "";
+  if (want.empty() && legacy != nullptr && legacy[0] == '1') want = "sm80";
+  if (want.empty() || want == "ws") return sm90 ? kHopperDefault : kChoices[5];
+  std::string names;
+  for (const AttnChoice& c : kChoices) {
+    if (want == c.name) {
+      if (c.kernel != AttnKernel::mma_sm80 && !sm90)
+        fail(ErrorKind::invalid_argument,
+             "H3S_ATTN_KERNEL={}: that kernel needs an sm_90 GPU (Hopper); use sm80 here", want);
+      return c;
+    }
+    names += names.empty() ? c.name : std::string(", ") + c.name;
+  }
+  fail(ErrorKind::invalid_argument, "H3S_ATTN_KERNEL={} is not a kernel; choose one of ws, {}",
+       want, names);
+}
+
+// Re-read per call (a getenv and a few compares): benchmarks switch kernels
+// between measurements in one process (h3s bench --attn-kernels); a run that
+// does not touch the variable sees one kernel throughout.
+AttnChoice choice() {
+  return choose();
+}
+
+}  // namespace
+
+const char* attention_kernel_name() {
+  return choice().name;
+}
+
+void attention_fwd(const attn::FwdParams& p, const attn::FwdEnds& ends, cudaStream_t s) {
+  const char* op = "attention_fwd";
+  if (p.key_begin < 0 || p.key_end < p.key_begin)
+    fail(ErrorKind::internal, "{}: keys [{}, {}) are not a range", op, p.key_begin, p.key_end);
+  if (p.key_begin % attn::kEngineKvTile != 0)
+    fail(ErrorKind::internal,
+         "{}: a K/V block must start on a {}-key tile boundary (got {}); align kv_block", op,
+         attn::kEngineKvTile, p.key_begin);
+  if (p.rows <= 0 || p.heads <= 0) return;
+  if (p.heads > 65535)
+    fail(ErrorKind::invalid_argument, "{}: {} heads exceed grid.y (65535)", op, p.heads);
+  // cp.async and TMA move 16-byte chunks: 8 bf16 of one row of one head.
+  constexpr int64_t kVec = 8;
+  if (!aligned_to(p.q, 16) || !aligned_to(p.k, 16) || !aligned_to(p.v, 16) || p.ldq % kVec ||
+      p.kv_seq_stride % kVec || p.kv_head_stride % kVec)
+    fail(ErrorKind::invalid_argument,
+         "{}: q/k/v must be 16-byte aligned with strides a multiple of 8 elements (ldq {}, "
+         "kv_seq_stride {}, kv_head_stride {})",
+         op, p.ldq, p.kv_seq_stride, p.kv_head_stride);
+  if (!aligned_to(p.acc, 16)) fail(ErrorKind::internal, "{}: acc must be 16-byte aligned", op);
+  const AttnChoice c = choice();
+  // The fused finish stores bf16 pairs (4 bytes); other outputs take the
+  // separate finish, whose bits are the same.
+  const bool fused_out = ends.out != nullptr && aligned_to(ends.out, 4) && ends.ldo % 2 == 0;
+  if (c.kernel == AttnKernel::ws_sm90 && p.key_end > p.key_begin) {
+    attn::FwdEnds fused = ends;
+    if (!fused_out) fused.out = nullptr;
+    attn::attention_fwd_ws_sm90(p, fused, c.variant, s);
+    if (ends.out != nullptr && !fused_out)
+      attention_finish(p.l, p.acc, ends.out, ends.ldo, p.rows, p.heads, s);
+    return;
+  }
+  if (ends.fresh) attention_reset(p.m, p.l, p.acc, p.rows, p.heads, s);
+  if (p.key_end > p.key_begin) {
+    if (c.kernel == AttnKernel::mma_sm80)
+      attn::attention_fwd_sm80(p, s);
+    else
+      attn::attention_fwd_sm90(p, s);
+  }
+  if (ends.out != nullptr) attention_finish(p.l, p.acc, ends.out, ends.ldo, p.rows, p.heads, s);
+}
+
+}  // namespace h3s::cuda
