@@ -4,7 +4,11 @@
 # and .ext/torch_h3_block.py (the PyTorch anchor, carried). One call: GPU tests,
 # compute-sanitizer, the Python tests on the CUDA wheel, block benchmark and the PyTorch
 # reference; JSON and logs under $OUT.
-#   usage: bash scripts/device-check.sh [tests|bench|placement|all] [token list] [formats]
+#   usage: bash scripts/device-check.sh [tests|bench|placement|attention|all] [token list] [formats]
+# attention: the GPU tests (every test on the default kernel, the attention and block
+# tests again on each other kernel variant), sanitizers, then attention alone for every
+# variant at the token list (default 217088), the int8 block, and the PyTorch anchor with
+# both SDPA backends (flash: what ComfyUI runs; cuDNN: the bar).
 # placement: one full-width int8 block at 217,088 tokens (PLACEMENT_TOKENS) under activation
 # budgets of 16, 8, 4 and 2 GiB (host-staged K/V, then x, when they do not fit) beside the
 # unbudgeted run, each with stock for bit-equality; 1 GiB must be refused before any work;
@@ -16,7 +20,9 @@
 # step failed and names the failed steps last.
 set -uo pipefail
 mode=${1:-all}
-tokens=${2:-32768,131072,217088}
+default_tokens=32768,131072,217088
+[ "$mode" = attention ] && default_tokens=217088
+tokens=${2:-$default_tokens}
 formats=${3:-int8,bf16,w4a8}
 OUT=${OUT:-/tmp/h3s-out}
 mkdir -p "$OUT"
@@ -50,15 +56,24 @@ EOF
 if ! nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"; then
   failed+=("nvidia-smi")
 fi
+attn_variants="ws-s3 ws-s2-nopp ws-s3-nopp wgmma sm80"
 if [ "$mode" != bench ] && [ "$mode" != placement ]; then
   step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
   [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
-  # The mma.sync attention kernel (other GPUs) through the same checks.
-  step gpu_tests_attn_sm80 120 env H3S_ATTN_SM80=1 $bin/h3s_tests_gpu \
-    --gtest_filter='GpuAttention.*:GpuOps.Attention*:*GpuBlock*:GpuForward.*'
+  # Every other attention kernel (the variants, the cp.async wgmma kernel, the
+  # mma.sync kernel of other GPUs) through the attention and block checks.
+  for v in $attn_variants; do
+    step "gpu_tests_attn_$v" 120 env H3S_ATTN_KERNEL=$v $bin/h3s_tests_gpu \
+      --gtest_filter='GpuAttention.*:GpuOps.Attention*:*GpuBlock*:GpuForward.*'
+  done
+  # The mma.sync bf16 GEMM (other GPUs) through the GEMM and block checks.
+  step gpu_tests_gemm_sm80 120 env H3S_GEMM_KERNEL=sm80 $bin/h3s_tests_gpu \
+    --gtest_filter='GpuGemm.*:*GpuBlock*:GpuForward.*'
   step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 $bin/h3s demo \
     --backend cuda --tokens 600 --json
   step racecheck 180 compute-sanitizer --tool racecheck --error-exitcode 9 $bin/h3s_tests_gpu \
+    --gtest_filter='GpuOps.AttentionBlockedEqualsSinglePassAndNearCpu'
+  step synccheck 180 compute-sanitizer --tool synccheck --error-exitcode 9 $bin/h3s_tests_gpu \
     --gtest_filter='GpuOps.AttentionBlockedEqualsSinglePassAndNearCpu'
   # The Python module's tests on the CUDA wheel; tests/python/conftest.py turns a skip
   # into a failure under H3S_REQUIRE_GPU, so the CUDA cases cannot pass by skipping.
@@ -76,17 +91,34 @@ if [ "$mode" != bench ] && [ "$mode" != placement ]; then
 fi
 if [ "$mode" = placement ] || [ "$mode" = all ]; then
   ptokens=${PLACEMENT_TOKENS:-217088}
+  # Two repetitions, the faster reported: the first pins the host staging
+  # memory (~0.2 s per GiB; kept for later calls, as a sampler's steps reuse it).
   for b in 0 16GiB 8GiB 4GiB 2GiB; do
+    skip_attn=--skip-attention
+    [ "$b" = 0 ] && skip_attn=""
     step "placement_$b" 300 $bin/h3s bench --backend cuda --preset h3 --format int8 \
-      --token-list "$ptokens" --json --reps 1 --vram-budget "$b"
+      --token-list "$ptokens" --json --reps 2 --vram-budget "$b" $skip_attn
   done
   step placement_1GiB_refused 120 bash -c "! $bin/h3s bench --backend cuda --preset h3 \
     --format int8 --token-list $ptokens --reps 1 --vram-budget 1GiB"
   # 1M tokens through one block under 16 GiB (stock would need ~100 GiB): streamed only.
   step placement_1M 600 $bin/h3s bench --backend cuda --preset h3 --format int8 \
-    --token-list 1000000 --json --reps 1 --skip-stock --vram-budget 16GiB --host-budget 64GiB
+    --token-list 1000000 --json --reps 1 --skip-stock --skip-attention --vram-budget 16GiB \
+    --host-budget 64GiB
 fi
-if [ "$mode" != tests ] && [ "$mode" != placement ]; then
+if [ "$mode" = attention ]; then
+  step bench_attention 400 $bin/h3s bench --backend cuda --preset h3 --format int8 \
+    --token-list "$tokens" --json --only-attention --attn-kernels "${attn_variants// /,}"
+  step bench_int8 300 $bin/h3s bench --backend cuda --preset h3 --format int8 \
+    --token-list "$tokens" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384
+  if [ -f .ext/torch_h3_block.py ]; then
+    step torch_block_flash 300 env ATTN=FLASH_ATTENTION python3 .ext/torch_h3_block.py ${tokens//,/ }
+    step torch_block_cudnn 300 env ATTN=CUDNN_ATTENTION python3 .ext/torch_h3_block.py ${tokens//,/ }
+  else
+    failed+=("torch anchor (.ext/torch_h3_block.py not carried)")
+  fi
+fi
+if [ "$mode" != tests ] && [ "$mode" != placement ] && [ "$mode" != attention ]; then
   for f in ${formats//,/ }; do
     step "bench_$f" 300 $bin/h3s bench --backend cuda --preset h3 --format "$f" \
       --token-list "$tokens" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384

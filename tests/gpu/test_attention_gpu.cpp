@@ -387,6 +387,19 @@ TEST_F(GpuAttention, FusedEndsEqualSeparateResetAndFinish) {
   }
 }
 
+// (3c) The same call twice gives the same bits (no atomics, no
+// scheduling-dependent reduction): state and output, fused ends too.
+TEST_F(GpuAttention, RepeatedRunsGiveTheSameBits) {
+  uint64_t seed = 5380;
+  for (int64_t s : {int64_t(65), int64_t(4099)}) {
+    const Problem p(259, 3, s, fused_layout(3, s), ++seed);
+    expect_same_bits(run_gpu(p, 64, 128), run_gpu(p, 64, 128), p.label() + ": repeated run");
+    const GpuResult a = run_gpu(p, 0, 0, /*fused_ends=*/true), b = run_gpu(p, 0, 0, true);
+    EXPECT_TRUE(bits_equal(a.out.data(), b.out.data(), a.out.size() * 2))
+        << p.label() << ": repeated fused run";
+  }
+}
+
 // (4) K/V as a slice of a wide fused QKV buffer (seq stride 3 * 7168, heads
 // mid-row, every other element a NaN sentinel): correct values, so every
 // address is the intended one, and blocked K/V still bit-exact. The output row

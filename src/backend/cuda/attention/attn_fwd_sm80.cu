@@ -17,10 +17,10 @@
 
 #include <cstdint>
 
+#include "backend/cuda/arch/mma_sm80.cuh"
 #include "backend/cuda/attention/attn_fwd_traits.cuh"
 #include "backend/cuda/attention/attn_state.cuh"
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/gemm/mma_sm80.cuh"
 #include "backend/cuda/kernels.hpp"
 
 namespace h3s::cuda {
@@ -35,21 +35,21 @@ static_assert(kSoftmaxScale == 0.08838834764831845f, "1 / sqrt(128) as the CPU r
 
 // ---- PTX wrappers (gemm/mma_sm80.cuh) ---------------------------------------
 
-using gemm::cp_async_16;
-using gemm::cp_async_commit;
-using gemm::cp_async_wait;
-using gemm::ldmatrix_x4;
-using gemm::ldmatrix_x4_trans;
-using gemm::smem_addr;
+using arch::cp_async_16;
+using arch::cp_async_commit;
+using arch::cp_async_wait;
+using arch::ldmatrix_x4;
+using arch::ldmatrix_x4_trans;
+using arch::smem_addr;
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  return gemm::pack_bf16x2(lo, hi);
+  return arch::pack_bf16x2(lo, hi);
 }
 // c += a * b for one m16n8k16 tile (A row-major, B column-major).
 __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
   const uint32_t b[2] = {b0, b1};
-  gemm::mma_bf16_m16n8k16(c, a, b);
+  arch::mma_bf16_m16n8k16(c, a, b);
 }
 
 // ---- shared-memory tiles -------------------------------------------------------

@@ -22,11 +22,11 @@
 
 #include <cstdint>
 
+#include "backend/cuda/arch/mma_sm80.cuh"
 #include "backend/cuda/arch/wgmma.cuh"
 #include "backend/cuda/attention/attn_params.cuh"
 #include "backend/cuda/attention/attn_state.cuh"
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/gemm/mma_sm80.cuh"
 
 namespace h3s::cuda::attn {
 // A named namespace (not an anonymous one): the portable compute_90 pass
@@ -89,7 +89,7 @@ __device__ __forceinline__ void load_q(uint32_t sq, const FwdParams& p, int64_t 
     const int r = idx / T::kChunksPerRow, c = idx % T::kChunksPerRow;
     const bool valid = row0 + r < p.rows;
     const uint16_t* src = base + (valid ? int64_t(r) * p.ldq + c * T::kChunkElems : 0);
-    gemm::cp_async_16(sq + tile_offset(r, c, T::kQHalfBytes), src, valid);
+    arch::cp_async_16(sq + tile_offset(r, c, T::kQHalfBytes), src, valid);
   }
 }
 
@@ -104,8 +104,8 @@ __device__ __forceinline__ void load_kv(uint32_t sk, uint32_t sv, const uint16_t
     const int64_t key = key0 + r < p.key_end ? key0 + r : p.key_end - 1;
     const int64_t off = key * p.kv_seq_stride + c * T::kChunkElems;
     const uint32_t o = tile_offset(r, c, T::kKvHalfBytes);
-    gemm::cp_async_16(sk + o, kh + off, true);
-    gemm::cp_async_16(sv + o, vh + off, true);
+    arch::cp_async_16(sk + o, kh + off, true);
+    arch::cp_async_16(sv + o, vh + off, true);
   }
 }
 
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_bf16_m128n128_sm90(co
   extern __shared__ unsigned char smem_raw[];
   // Swizzle atoms must start on 1024-byte boundaries (the XOR uses address bits).
   const uint32_t base =
-      (gemm::smem_addr(smem_raw) + wgmma::kAtomBytes - 1) & ~uint32_t(wgmma::kAtomBytes - 1);
+      (arch::smem_addr(smem_raw) + wgmma::kAtomBytes - 1) & ~uint32_t(wgmma::kAtomBytes - 1);
   const uint32_t sq = base;
   const uint32_t sk0 = sq + T::kQBytes;
   const uint32_t sv0 = sk0 + T::kStages * T::kKvTileBytes;
@@ -133,9 +133,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_bf16_m128n128_sm90(co
   const int n_tiles = int((p.key_end - p.key_begin + T::kBlockN - 1) / T::kBlockN);
 
   sm90::load_q(sq, p, row0, head);
-  gemm::cp_async_commit();
+  arch::cp_async_commit();
   sm90::load_kv(sk0, sv0, kh, vh, p, p.key_begin);
-  gemm::cp_async_commit();
+  arch::cp_async_commit();
 
   // This thread's rows: g and g + 8 of its warp's 16-row slab of its group's 64.
   const int g = lane / 4, col = 2 * (lane % 4);
@@ -172,8 +172,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_bf16_m128n128_sm90(co
       const uint32_t next = uint32_t((t + 1) % T::kStages) * T::kKvTileBytes;
       sm90::load_kv(sk0 + next, sv0 + next, kh, vh, p, key0 + T::kBlockN);
     }
-    gemm::cp_async_commit();
-    gemm::cp_async_wait<1>();
+    arch::cp_async_commit();
+    arch::cp_async_wait<1>();
     wgmma::fence_proxy_async_smem();  // cp.async data -> visible to wgmma
     __syncthreads();
     const uint32_t stage = uint32_t(t % T::kStages) * T::kKvTileBytes;
@@ -230,10 +230,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_bf16_m128n128_sm90(co
     uint32_t pa[T::kPvSteps][4];
 #pragma unroll
     for (int kk = 0; kk < T::kPvSteps; ++kk) {
-      pa[kk][0] = gemm::pack_bf16x2(sc[2 * kk][0], sc[2 * kk][1]);
-      pa[kk][1] = gemm::pack_bf16x2(sc[2 * kk][2], sc[2 * kk][3]);
-      pa[kk][2] = gemm::pack_bf16x2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
-      pa[kk][3] = gemm::pack_bf16x2(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+      pa[kk][0] = arch::pack_bf16x2(sc[2 * kk][0], sc[2 * kk][1]);
+      pa[kk][1] = arch::pack_bf16x2(sc[2 * kk][2], sc[2 * kk][3]);
+      pa[kk][2] = arch::pack_bf16x2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
+      pa[kk][3] = arch::pack_bf16x2(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
     }
 #pragma unroll
     for (int i = 0; i < T::kOBlocks * 4; ++i) wgmma::fence_operand(acc[i]);
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_bf16_m128n128_sm90(co
     for (int i = 0; i < T::kOBlocks * 4; ++i) wgmma::fence_operand(acc[i]);
     __syncthreads();  // both groups are done with this stage before it is refilled
   }
-  gemm::cp_async_wait<0>();
+  arch::cp_async_wait<0>();
 
 #pragma unroll
   for (int r = 0; r < OnlineSoftmax::kRows; ++r) {

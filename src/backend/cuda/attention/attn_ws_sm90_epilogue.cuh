@@ -9,9 +9,9 @@
 
 #include <cstdint>
 
+#include "backend/cuda/arch/mma_sm80.cuh"
 #include "backend/cuda/attention/attn_state.cuh"
 #include "backend/cuda/attention/attn_ws_sm90_params.cuh"
-#include "backend/cuda/gemm/mma_sm80.cuh"
 
 namespace h3s::cuda::attn {
 
@@ -51,7 +51,7 @@ struct AttnWsEpilogue {
         uint16_t* o = p.out + rr * p.ldo + head * T::kHeadDim + col;
 #pragma unroll
         for (int n = 0; n < T::kOBlocks; ++n)
-          *reinterpret_cast<uint32_t*>(o + n * 8) = gemm::pack_bf16x2(
+          *reinterpret_cast<uint32_t*>(o + n * 8) = arch::pack_bf16x2(
               __fdiv_rn(acc[4 * n + 2 * r], denom), __fdiv_rn(acc[4 * n + 2 * r + 1], denom));
         continue;
       }

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "backend/cuda/arch/mbarrier.cuh"
+#include "backend/cuda/arch/mma_sm80.cuh"
 #include "backend/cuda/arch/warpgroup.cuh"
 #include "backend/cuda/arch/wgmma.cuh"
 #include "backend/cuda/attention/attn_state.cuh"
@@ -25,7 +26,6 @@
 #include "backend/cuda/attention/attn_ws_sm90_params.cuh"
 #include "backend/cuda/attention/attn_ws_sm90_scheduler.cuh"
 #include "backend/cuda/attention/attn_ws_sm90_smem.cuh"
-#include "backend/cuda/gemm/mma_sm80.cuh"
 
 namespace h3s::cuda::attn {
 
@@ -116,10 +116,10 @@ struct AttnWsConsumer {
 #pragma unroll
     for (int kk = 0; kk < T::kPvSteps; ++kk) {
       const float* b0 = s + 8 * kk;  // score block 2kk: 4 registers, then block 2kk + 1
-      pa[kk][0] = gemm::pack_bf16x2(b0[0], b0[1]);
-      pa[kk][1] = gemm::pack_bf16x2(b0[2], b0[3]);
-      pa[kk][2] = gemm::pack_bf16x2(b0[4], b0[5]);
-      pa[kk][3] = gemm::pack_bf16x2(b0[6], b0[7]);
+      pa[kk][0] = arch::pack_bf16x2(b0[0], b0[1]);
+      pa[kk][1] = arch::pack_bf16x2(b0[2], b0[3]);
+      pa[kk][2] = arch::pack_bf16x2(b0[4], b0[5]);
+      pa[kk][3] = arch::pack_bf16x2(b0[6], b0[7]);
     }
   }
 

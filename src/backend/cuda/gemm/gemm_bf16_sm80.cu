@@ -1,7 +1,12 @@
 // gemm_bf16: y = bf16(x W^T + bias) with bf16 tensor-core MMAs (mma.sync
 // m16n8k16, fp32 accumulate), the shared mma mainloop and a direct
-// register -> global epilogue.
+// register -> global epilogue; and the entry point, which runs the wgmma
+// kernel (gemm_bf16_sm90.cu) on sm_90. One kernel per device, never per call
+// shape; H3S_GEMM_KERNEL=sm80 forces this one (comparison runs).
 #include <cuda_bf16.h>
+
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/gemm/gemm_launch.cuh"
 #include "backend/cuda/gemm/gemm_mainloop_sm80.cuh"
@@ -51,6 +56,19 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinCtasPerSm)
   }
 }
 
+bool bf16_on_wgmma() {
+  const char* force = std::getenv("H3S_GEMM_KERNEL");
+  if (force != nullptr && std::strcmp(force, "sm80") == 0) return false;
+  static const bool sm90 = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    return major == 9 && minor == 0;
+  }();
+  return sm90;
+}
+
 }  // namespace
 }  // namespace gemm
 
@@ -59,6 +77,7 @@ void gemm_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, const float* b
   constexpr const char* op = "gemm_bf16";
   if (!gemm::check_gemm_shape(op, m, n, k, ldx, ldy)) return;
   const gemm::MmaOperandsArgs p = gemm::make_mma_args<gemm::Bf16Operands>(op, x, ldx, w, m, n, k);
+  if (gemm::bf16_on_wgmma()) return gemm::gemm_bf16_sm90(p, bias, y, ldy, s);
   gemm::launch_mma_kernel(op, gemm::gemm_bf16_m128n128k64_sm80, p, s, bias, y, ldy);
 }
 

@@ -92,7 +92,7 @@ void gemm_f32(const float* x, int64_t ldx, const float* w, const float* bias, fl
   gemm::check_grid(op, m, n, tiles_m, tiles_n, INT32_MAX, 65535, F::kBlockM, F::kBlockN);
   const dim3 grid(static_cast<unsigned>(tiles_m), static_cast<unsigned>(tiles_n));
   gemm::gemm_f32_m64n64k16<<<grid, F::kThreads, 0, s>>>(x, ldx, w, bias, y, ldy, m, n, k);
-  gemm::check_launch(op);
+  check_launch(op);
 }
 
 }  // namespace h3s::cuda

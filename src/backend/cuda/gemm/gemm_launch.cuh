@@ -6,16 +6,12 @@
 
 #include <cstdint>
 
+#include "backend/cuda/common.cuh"
 #include "backend/cuda/gemm/gemm_checks.hpp"
 #include "backend/cuda/gemm/gemm_mainloop_sm80.cuh"
 #include "backend/cuda/gemm/gemm_traits.cuh"
 
 namespace h3s::cuda::gemm {
-
-inline void check_launch(const char* op) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) fail_cuda(op, "kernel launch", cudaGetErrorString(e));
-}
 
 // cp.async needs every row start on a 16-byte boundary.
 inline bool rows_aligned_16(const void* p, int64_t ld_bytes) {
@@ -59,6 +55,10 @@ void launch_tiles(const char* op, Kernel kernel, int smem_bytes, int64_t tiles, 
   kernel<<<grid, T::kThreads, smem_bytes, s>>>(params, args...);
   check_launch(op);
 }
+
+// gemm_bf16's wgmma kernel (gemm_bf16_sm90.cu; sm_90 only).
+void gemm_bf16_sm90(const MmaOperandsArgs& p, const float* bias, uint16_t* y, int64_t ldy,
+                    cudaStream_t s);
 
 // The mma GEMMs that share mma_mainloop (gemm_bf16, gemm_i8).
 template <class Kernel, class... Args>

@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/arch/mma_sm80.cuh"
 #include "backend/cuda/gemm/gemm_traits.cuh"
-#include "backend/cuda/gemm/mma_sm80.cuh"
 
 namespace h3s::cuda::gemm {
 

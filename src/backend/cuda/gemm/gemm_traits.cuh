@@ -12,9 +12,21 @@
 
 #include <cstdint>
 
-#include "backend/cuda/gemm/mma_sm80.cuh"
+#include "backend/cuda/arch/mma_sm80.cuh"
 
 namespace h3s::cuda::gemm {
+
+// The sm80 primitives (arch/mma_sm80.cuh) the GEMM kernels call unqualified.
+using arch::cp_async_16;
+using arch::cp_async_4;
+using arch::cp_async_commit;
+using arch::cp_async_wait;
+using arch::ldmatrix_x4;
+using arch::ldmatrix_x4_trans;
+using arch::mma_bf16_m16n8k16;
+using arch::mma_s8_m16n8k32;
+using arch::pack_bf16x2;
+using arch::smem_addr;
 
 // ---- tensor-core tile (mma.sync m16n8, Ampere-style; runs on sm_90a) --------
 //

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-namespace h3s::cuda::gemm {
+namespace h3s::cuda::arch {
 
 // 32-bit shared-memory address of a generic pointer into shared memory (what
 // cp.async and ldmatrix take).
@@ -90,4 +90,4 @@ __device__ __forceinline__ void mma_s8_m16n8k32(int32_t (&d)[4], const uint32_t 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-}  // namespace h3s::cuda::gemm
+}  // namespace h3s::cuda::arch
