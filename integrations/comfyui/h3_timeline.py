@@ -130,16 +130,22 @@ def _table(records):
         kv = first.get("kv_placement") or "-"
         staged = (f"{_gib(first.get('staged_to_host'))} / {_gib(first.get('staged_to_device'))}"
                   if first.get("staged_to_host") else "-")
+        copies = "-"
+        if first.get("copy_s") is not None:
+            exposed = first.get("exposed_copy_s")
+            copies = (f"{_ms(1e3 * first['copy_s'])} / "
+                      f"{_ms(1e3 * exposed) if exposed is not None else '-'}")
         rows.append(
             "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in (
                 r["forward"], r["phase"] if r["phase"] != "block" else r["block"],
                 r.get("path") or "-", r.get("tokens", "-"), _ms(r.get("gpu_ms")),
                 _ms(r.get("host_ms")), _gib(r.get("allocated")), _gib(r.get("peak")),
                 _gib(r.get("reserved")), _gib(r.get("host_rss")), arena, predicted, kv,
-                staged)) + "</tr>")
+                staged, copies)) + "</tr>")
     head = ("forward", "block", "path", "tokens", "gpu ms", "host ms", "allocated GiB",
             "peak GiB", "reserved GiB", "host RSS GiB", "h3stream arena peak kv / attn / mlp GiB",
-            "predicted kv / attn / mlp GiB", "K/V", "staged out / back GiB")
+            "predicted kv / attn / mlp GiB", "K/V", "staged out / back GiB",
+            "copy ms total / exposed (the rest hid under compute)")
     return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows)
             + "</table>")
 

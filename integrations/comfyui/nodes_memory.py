@@ -135,7 +135,8 @@ class Recorder:
                 rec.update(kv_placement=placement.get("kv"),
                            staged_to_host=placement.get("staged_to_host_bytes"),
                            staged_to_device=placement.get("staged_to_device_bytes"),
-                           copy_s=placement.get("copy_seconds"))
+                           copy_s=placement.get("copy_seconds"),
+                           exposed_copy_s=placement.get("exposed_copy_seconds"))
             with self._lock:
                 self.records.append(rec)
 

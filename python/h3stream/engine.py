@@ -201,7 +201,8 @@ class Engine:
         """The last run_block's placement as a dict: line, kv ("device" or
         "host-staged"), predicted_peaks {kv, attn, mlp} (h3stream's own arena bytes per
         phase, beside the measured ones of ledger()), staged_to_host_bytes,
-        staged_to_device_bytes, copy_seconds."""
+        staged_to_device_bytes, copy_seconds, exposed_copy_seconds (the part of the copy
+        time compute waited for; the rest hid under compute)."""
         return self._e.last_placement
 
     @property

@@ -45,6 +45,13 @@ struct KvView {
   int64_t rows() const { return k.shape[0]; }
 };
 
+// The kvi8r tier's K/V (kv/kvi8r.hpp): codes [seq, heads * 128] i8 and fp16
+// scales [seq, heads] per (token, head), for K and V.
+struct KvI8View {
+  Tensor k_code, k_scale, v_code, v_scale;
+  int64_t rows() const { return k_code.shape[0]; }
+};
+
 // Online-softmax state of a query chunk: running max m and denominator l per
 // (row, head), fp32 accumulator per (row, head, dim). Carried unchanged
 // between K/V blocks.
@@ -110,6 +117,20 @@ class Backend {
     attention(q, kv, keys, s);
     if (ends.out != nullptr) attn_state_finish(s, *ends.out);
   }
+
+  // ---- approximate K/V tiers (FEATURES.md); the defaults refuse -----------
+  // Whether this backend runs K/V tier `tier` ("bf16", the exact store, always).
+  virtual bool has_kv_tier(std::string_view tier) const { return tier == "bf16"; }
+  // kvi8r (kv/kvi8r.hpp is the arithmetic): src [rows, heads * 128] bf16 ->
+  // code [rows, heads * 128] i8 and scale [rows, heads] f16.
+  virtual void kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale);
+  // In place per 128-dim head: t = bf16(rotate(t)) (the tier's queries).
+  virtual void rotate_heads(const Tensor& t);
+  // attention() over the tier's store; q_rot rotated by rotate_heads.
+  virtual void attention_kvi8r(const Tensor& q_rot, const KvI8View& kv, RowRange keys,
+                               AttnState& s);
+  // out = bf16(rotate(acc / l)): the tier's output, un-rotated once.
+  virtual void attn_state_finish_rotated(const AttnState& s, const Tensor& out);
 
   // Per run: x = bf16(x + y * gate[run.mod_row]) (fp32, one rounding).
   virtual void gated_residual(const Tensor& x, const Tensor& y, const Tensor& gate,

@@ -26,8 +26,9 @@ struct StageTraffic {
   uint64_t copies = 0;
   // Time the copies ran (CUDA: copy-stream event time; CPU: the memcpy time).
   double copy_seconds = 0;
-  // Time the compute side waited for copies (CUDA: not measured, 0; CPU: the
-  // copies are synchronous, so all of copy_seconds).
+  // Time the compute side stood still waiting for copies (CUDA: events on
+  // the compute stream around each wait; CPU: the copies are synchronous, so
+  // all of copy_seconds). copy_seconds - exposed_seconds was hidden.
   double exposed_seconds = 0;
 };
 

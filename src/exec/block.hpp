@@ -4,6 +4,8 @@
 // same row-invariant backend ops, so their outputs are equal bit for bit.
 #pragma once
 
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/arena.hpp"
@@ -36,8 +38,11 @@ struct BlockView {
 // ComfyUI node's mlp_chunk = 0, through the Python module's phases="attn").
 enum class BlockPhases : uint8_t { all, attn_only };
 
+// kv_tier: the K/V storage tier (ExecOptions::kv_store); "bf16" attends the
+// fused QKV buffer directly, an approximate tier goes through its store as the
+// streamed block does, so the two stay bit-equal within a tier.
 void run_block_stock(Backend& backend, Arena& arena, const BlockView& block, const Tensor& x,
-                     BlockPhases phases = BlockPhases::all);
+                     BlockPhases phases = BlockPhases::all, std::string_view kv_tier = "bf16");
 
 // Chunk sizes of one streamed execution (0 = whole sequence for that phase),
 // and where its K/V store lives (exec/placement.hpp decides).
@@ -49,12 +54,14 @@ struct StreamChunks {
   // Host staging for the K/V store (both set) or none (resident on the device).
   Arena* kv_host = nullptr;
   StageQueue* kv_queue = nullptr;
+  std::string kv_store = "bf16";  // the K/V tier (ExecOptions::kv_store)
   static StreamChunks from(const ExecOptions& o) {
     return {.q_chunk = o.q_chunk,
             .kv_chunk = o.kv_chunk,
             .mlp_chunk = o.mlp_chunk,
             .kv_block = o.kv_block,
-            .merge_tail_below = o.merge_tail_below};
+            .merge_tail_below = o.merge_tail_below,
+            .kv_store = o.kv_store};
   }
 };
 

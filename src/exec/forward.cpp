@@ -276,7 +276,7 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
       run_block_streamed(be, arena, view, *x.rows, chunks);
       ++out.streamed_blocks;
     } else {
-      run_block_stock(be, arena, view, x.rows->resident());
+      run_block_stock(be, arena, view, x.rows->resident(), BlockPhases::all, opt.kv_store);
       ++out.stock_blocks;
     }
     feed.done_block(i);

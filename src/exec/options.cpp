@@ -50,9 +50,15 @@ void ExecOptions::validate() const {
     fail(ErrorKind::invalid_argument,
          "kv_block = {} must be 0 or a multiple of the {}-row attention tile (try {})", kv_block,
          kAttnKvTile, (kv_block + kAttnKvTile - 1) / kAttnKvTile * kAttnKvTile);
-  if (kv_store != "bf16")
+  if (kv_store != "bf16" && kv_store != "kvi8r")
     fail(ErrorKind::invalid_argument,
-         "kv_store '{}' is not available: only the exact 'bf16' store exists in this build",
+         "kv_store '{}' is not available: this build has 'bf16' (exact) and 'kvi8r' "
+         "(approximate); kvi8s, kvfp4s and kvmix are not built yet",
+         kv_store);
+  if (kv_store != "bf16" && kv_placement == KvPlacement::host)
+    fail(ErrorKind::invalid_argument,
+         "kv_store '{}' with kv_placement = host: host-staged K/V holds the exact bf16 tier "
+         "only; use kv_placement auto or device",
          kv_store);
 }
 

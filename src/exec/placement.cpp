@@ -11,6 +11,7 @@
 #include "core/arena.hpp"
 #include "core/chunk_plan.hpp"
 #include "core/error.hpp"
+#include "kv/kv_i8r.hpp"
 #include "model/weights.hpp"
 
 namespace h3s {
@@ -27,6 +28,11 @@ size_t rows_bytes(int64_t rows, int64_t bytes_per_row) {
 constexpr int64_t kStagedBlocks[] = {4096, 2048, 1024, 512, 256, 128};
 
 }  // namespace
+
+size_t kv_store_bytes(const ExecOptions& o, int64_t seq, int64_t heads, int64_t head_dim) {
+  if (o.kv_store == "kvi8r") return KvI8rStore::bytes(seq, heads, head_dim);
+  return size_t(2) * size_t(seq) * size_t(heads * head_dim) * 2;
+}
 
 ScratchModel scratch_model(const Backend& be, const BlockWeights& b) {
   ScratchModel s{.quant_rows = false, .mod_index = be.arena_scratch(), .swiglu_rows = false};
@@ -107,7 +113,7 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
     const int64_t n_q = int64_t(ChunkPlan::balanced(S, o.q_chunk).chunks.size());
     const int64_t q_rows = n_q == 0 ? 0 : (S + n_q - 1) / n_q;
     const int64_t group = std::clamp<int64_t>(p.q_group, 1, std::max<int64_t>(n_q, 1));
-    const size_t store = rows_bytes(S, 2 * I * 2);
+    const size_t store = kv_store_bytes(o, S, heads, c.head_dim);
     const size_t kv_dev = p.kv_on_host ? 0 : store;
     const size_t tiles = p.kv_on_host ? size_t(4) * rows_bytes(std::min(S, p.kv_block), I * 2) : 0;
     p.kv_peak = base + mods + kv_dev + rows_bytes(chunk(o.kv_chunk), kv_row);
@@ -123,7 +129,10 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
         p.kv_on_host ? store * size_t((n_q + group - 1) / std::max<int64_t>(group, 1)) : 0;
   } else {
     p.kv_peak = base + mods + rows_bytes(S, stock_kv_row);
-    p.attn_peak = base + mods + rows_bytes(S, stock_attn_row);
+    // An approximate tier's stock block quantises every row into its store
+    // beside the fused QKV (stock_block.cpp); the exact tier reads the QKV.
+    p.attn_peak = base + mods + rows_bytes(S, stock_attn_row) +
+                  (o.kv_store == "bf16" ? 0 : kv_store_bytes(o, S, heads, c.head_dim));
     p.mlp_peak = base + mods + rows_bytes(S, mlp_row);
   }
   if (o.self_check) {  // block 0 also runs stock on a copy of x
@@ -236,8 +245,10 @@ Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const Exec
     p.kv_block = o.kv_block;
     p.q_group = 1;
     best = predict(c, l, o, p, scratch);
-    const bool want_host = o.kv_placement == KvPlacement::host ||
-                           (o.kv_placement == KvPlacement::automatic && p.streamed && !fits(best));
+    // (Host staging holds the exact tier only: an approximate tier stays resident.)
+    const bool want_host =
+        o.kv_placement == KvPlacement::host || (o.kv_placement == KvPlacement::automatic &&
+                                                p.streamed && o.kv_store == "bf16" && !fits(best));
     if (!want_host) {
       if (fits(best)) break;
       continue;
@@ -302,7 +313,7 @@ Placement smallest_placement(const ModelConfig& c, const PackedLayout& l, const 
   p.kv_block = o.kv_block;
   p.final_gemm = o.final_layer_chunk != 0 && o.mode != ExecMode::stock ? FinalLayerGemm::streamed
                                                                        : o.final_layer_gemm;
-  if (p.streamed && o.kv_placement != KvPlacement::device) {
+  if (p.streamed && o.kv_placement != KvPlacement::device && o.kv_store == "bf16") {
     p.kv_on_host = true;
     p.kv_block = o.kv_block > 0 ? o.kv_block : std::end(kStagedBlocks)[-1];
     p.x_on_host = !o.self_check && o.kv_placement == KvPlacement::automatic;

@@ -47,6 +47,10 @@ struct ScratchModel {
 class Backend;
 struct BlockWeights;
 struct ModelWeights;
+// Device bytes of the K/V store of options' tier for `seq` rows (the exact
+// bf16 store, or an approximate tier's codes and scales).
+size_t kv_store_bytes(const ExecOptions& options, int64_t seq, int64_t heads, int64_t head_dim);
+
 // The scratch `backend` takes for `weights`: quantised rows only when a block
 // linear is quantised (the fp32 islands and bf16 layers take none).
 ScratchModel scratch_model(const Backend& backend, const ModelWeights& weights);

@@ -62,7 +62,7 @@ SelfCheckResult self_check_block(Backend& be, Arena& arena, const BlockView& blo
     if (chunks)
       run_block_streamed(be, arena, quiet, y.view, *chunks);
     else
-      run_block_stock(be, arena, quiet, y.view);
+      run_block_stock(be, arena, quiet, y.view, BlockPhases::all, o.kv_store);
     host.resize(size_t(n));
     be.download(y.view, host.data());
   };

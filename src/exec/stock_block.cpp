@@ -2,11 +2,12 @@
 // [seq, 3 * inner] and the MLP intermediates like ComfyUI's DiTBlock.
 #include "exec/block.hpp"
 #include "exec/block_steps.hpp"
+#include "kv/kv_store.hpp"
 
 namespace h3s {
 
 void run_block_stock(Backend& be, Arena& arena, const BlockView& b, const Tensor& x,
-                     BlockPhases phases) {
+                     BlockPhases phases, std::string_view kv_tier) {
   const int64_t seq = x.rows(), inner = b.heads * b.head_dim;
   const RowRange all{0, seq};
   const auto mark = [&](Phase p) {
@@ -36,9 +37,20 @@ void run_block_stock(Backend& be, Arena& arena, const BlockView& b, const Tensor
   };
   const KvView kv{heads_view(inner), heads_view(2 * inner)};
   OwnedTensor attn = arena.tensor(DType::bf16, {seq, inner}, "attention output");
-  {
+  if (kv_tier == "bf16" || !be.has_kv_tier(kv_tier)) {
     AttnState state = AttnState::allocate(arena, seq, b.heads, b.head_dim);
     be.attention_with_ends(q, kv, all, state, {.fresh = true, .out = &attn.view});
+  } else {
+    // An approximate tier: every row through its store, as phase 1 and 2 of
+    // the streamed block put them (one chunk of all rows).
+    const std::unique_ptr<KvStore> store =
+        make_resident_kv_store(be, arena, kv_tier, seq, b.heads, b.head_dim, 0);
+    store->write(be, all, k, qkv.view.cols_view(2 * inner, 3 * inner));
+    AttnState state = AttnState::allocate(arena, seq, b.heads, b.head_dim);
+    be.attn_state_reset(state);
+    const QueryChunk chunk{q, &state};
+    store->attend(be, {&chunk, 1});
+    store->finish(be, state, attn.view);
   }
   qkv.reset();
   steps::attn_out(be, arena, b, x, all, attn.view);

@@ -14,8 +14,8 @@
 #include "exec/block.hpp"
 #include "exec/block_steps.hpp"
 #include "exec/residual_rows.hpp"
-#include "kv/kv_bf16.hpp"
 #include "kv/kv_staged.hpp"
+#include "kv/kv_store.hpp"
 
 namespace h3s {
 
@@ -34,11 +34,17 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, ResidualR
 
   mark(Phase::kv);
   std::unique_ptr<KvStore> store;
-  if (c.kv_host && c.kv_queue)
+  if (c.kv_host && c.kv_queue) {
+    if (c.kv_store != "bf16")
+      fail(ErrorKind::invalid_argument,
+           "host-staged K/V holds the exact bf16 tier only (kv_store '{}'): use kv_placement "
+           "device with it",
+           c.kv_store);
     store = std::make_unique<KvStagedStore>(arena, *c.kv_host, *c.kv_queue, seq, b.heads,
                                             b.head_dim, c.kv_block);
-  else
-    store = std::make_unique<KvBf16Store>(arena, seq, b.heads, b.head_dim, c.kv_block);
+  } else {
+    store = make_resident_kv_store(be, arena, c.kv_store, seq, b.heads, b.head_dim, c.kv_block);
+  }
   for (const RowRange& r : ChunkPlan::fixed(seq, c.kv_chunk, c.merge_tail_below).chunks) {
     OwnedTensor h;
     {
@@ -88,7 +94,7 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, ResidualR
       const RowRange r = q_chunks[i];
       Pending& p = pending[i - g0];
       OwnedTensor attn = arena.tensor(DType::bf16, {r.size(), inner}, "attention chunk output");
-      be.attn_state_finish(p.state, attn.view);
+      store->finish(be, p.state, attn.view);
       p = Pending{};
       const ResidualRows::Lease xr = x.fetch(r);
       steps::attn_out(be, arena, b, xr.view, r, attn.view);

@@ -4,6 +4,7 @@
 // (kv_bf16.hpp) or staged in host memory (kv_staged.hpp).
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string_view>
 
@@ -11,8 +12,9 @@
 
 namespace h3s {
 
-// One query chunk of phase 2: its rotated queries [rows, heads * head_dim]
-// and its (reset) online-softmax state.
+// One query chunk of phase 2: its queries [rows, heads * head_dim] (RoPE
+// applied; a store may transform them in place, e.g. kvi8r's Hadamard
+// rotation) and its (reset) online-softmax state.
 struct QueryChunk {
   Tensor q;
   AttnState* state = nullptr;
@@ -32,6 +34,19 @@ class KvStore {
   // store may loop blocks outside chunks (one pass over staged K/V serves
   // the whole group) without changing a bit.
   virtual void attend(Backend& backend, std::span<const QueryChunk> chunks) = 0;
+  // A chunk's attention output from its final state (a tier that attends in
+  // another basis un-rotates here).
+  virtual void finish(Backend& backend, const AttnState& state, const Tensor& out) {
+    backend.attn_state_finish(state, out);
+  }
 };
+
+// The store for options' kv_store tier on `backend` (resident; kv_block as
+// KvBf16Store). A tier the backend has no kernels for falls back to the
+// exact store and says so once on stderr (FEATURES.md: approximate tiers
+// never fail a run for a missing kernel).
+std::unique_ptr<KvStore> make_resident_kv_store(Backend& backend, Arena& arena,
+                                                std::string_view tier, int64_t seq, int64_t heads,
+                                                int64_t head_dim, int64_t kv_block);
 
 }  // namespace h3s

@@ -242,6 +242,7 @@ void bind_engine(nb::module_& m) {
     d["staged_to_host_bytes"] = r.staging.to_host_bytes;
     d["staged_to_device_bytes"] = r.staging.to_device_bytes;
     d["copy_seconds"] = r.staging.copy_seconds;
+    d["exposed_copy_seconds"] = r.staging.exposed_seconds;
     return d;
   });
   c.def_prop_rw(

@@ -266,7 +266,7 @@ ExecMode BlockEngine::run_block(const TensorBlockCall& c) {
   const ExecMode mode = ran_mode(c);
   with_block(c, [&](Backend& be, Arena& arena, const BlockView& view) {
     if (mode == ExecMode::stock) {
-      run_block_stock(be, arena, view, c.x, c.phases);
+      run_block_stock(be, arena, view, c.x, c.phases, c.options.kv_store);
       last_placement_ = PlacementReport{};
       last_placement_.line = "stock";
       return;

@@ -48,6 +48,24 @@ TEST(Cli, DemoJsonReportsBitEqualAndLowerStreamedPeak) {
   }
 }
 
+// The approximate kvi8r tier: the demo's streamed forward equals its stock
+// forward in the same tier bit for bit; the tier's output differs from the
+// exact store's (h3s run's output hash).
+TEST(Cli, DemoWithTheKvi8rTierIsBitEqualWithinTheTier) {
+  const std::string chunks =
+      " --json --tokens 600 --threads 2 --q-chunk 97 --kv-chunk 131 "
+      "--mlp-chunk 61 --format int8 --kv-store ";
+  const Result demo = run_cli("demo" + chunks + "kvi8r", /*merge_stderr=*/false);
+  ASSERT_EQ(demo.code, 0) << demo.out;
+  EXPECT_TRUE(nlohmann::json::parse(demo.out).at("bit_equal").get<bool>());
+  const Result tier = run_cli("run" + chunks + "kvi8r", /*merge_stderr=*/false);
+  const Result exact = run_cli("run" + chunks + "bf16", /*merge_stderr=*/false);
+  ASSERT_EQ(tier.code, 0) << tier.out;
+  ASSERT_EQ(exact.code, 0) << exact.out;
+  EXPECT_NE(nlohmann::json::parse(tier.out).at("output_hash"),
+            nlohmann::json::parse(exact.out).at("output_hash"));
+}
+
 TEST(Cli, DemoTablePrintsEveryColumn) {
   const Result r =
       run_cli("demo --tokens 400 --threads 2 --self-check --cond-frame --vision-pad-rows 9");
@@ -88,7 +106,7 @@ TEST(Cli, BadValuesGiveOneLineAndExitCode2) {
       {"demo --memory-budget 12XB", "--memory-budget"},
       {"demo --vram-budget 3TB", "--vram-budget"},
       {"demo --final-layer-gemm fast", "--final-layer-gemm"},
-      {"demo --kv-store kvi8r", "--kv-store"},
+      {"demo --kv-store kvi8s", "--kv-store"},
       {"demo --no-such-flag", "no-such-flag"},
   };
   for (const auto& c : cases) {

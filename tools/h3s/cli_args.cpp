@@ -104,8 +104,11 @@ void add_control_flags(CLI::App& cmd, ExecOptions& o, std::string& final_gemm) {
                  "exact: one head GEMM over the span; streamed: one per chunk (both bit-equal)")
       ->check(CLI::IsMember({"exact", "streamed"}))
       ->capture_default_str();
-  cmd.add_option("--kv-store", o.kv_store, "K/V storage tier (bf16 = exact; the only one so far)")
-      ->check(CLI::IsMember({"bf16"}))
+  cmd.add_option("--kv-store", o.kv_store,
+                 "K/V storage tier: bf16 (exact) or kvi8r (approximate: int8 + one fp16 scale "
+                 "per row in a Hadamard basis; the CPU backend only so far, CUDA runs bf16 and "
+                 "says so)")
+      ->check(CLI::IsMember({"bf16", "kvi8r"}))
       ->capture_default_str();
   cmd.add_option("--merge-tail-below", o.merge_tail_below,
                  "kv/mlp tail chunks shorter than this merge into the previous chunk")

@@ -94,6 +94,7 @@ int run_forward_cmd(ForwardArgs& a) {
     const ExecOptions chosen = a.exec;
     a.exec = ExecOptions::stock();
     a.exec.vram_budget = chosen.vram_budget;
+    a.exec.kv_store = chosen.kv_store;
   }
   a.exec.validate();
   const SafetensorsFile in = SafetensorsFile::open(a.inputs);

@@ -99,7 +99,9 @@ nlohmann::json weights_json(const ForwardOutputs& f, size_t vram_budget) {
 
 int run_demo(RunArgs& a) {
   Prepared p = prepare(a);
-  const ForwardOutputs stock = forward(p, a, ExecOptions::stock(), "stock");
+  ExecOptions stock_opt = ExecOptions::stock();
+  stock_opt.kv_store = a.exec.kv_store;  // the reference runs the same K/V tier
+  const ForwardOutputs stock = forward(p, a, stock_opt, "stock");
   const ForwardOutputs streamed = forward(p, a, a.exec, "streamed");
   // Bits, not values: -0 vs +0 or two NaN payloads are not equal.
   const bool equal =
@@ -170,6 +172,7 @@ int run_one(RunArgs& a, bool stock_mode) {
   Prepared p = prepare(a);
   ExecOptions opt = stock_mode ? ExecOptions::stock() : a.exec;
   opt.vram_budget = a.exec.vram_budget;  // a stock forward may stream its weights too
+  opt.kv_store = a.exec.kv_store;
   const ForwardOutputs out = forward(p, a, opt, stock_mode ? "stock" : "streamed");
   if (a.json) {
     nlohmann::json j = {{"command", "run"},

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 namespace h3s::cli {
@@ -98,9 +99,11 @@ nlohmann::json placement_json(const ForwardOutputs& f) {
 std::string staging_summary(const ForwardOutputs& f) {
   const StageTraffic& t = f.staging;
   if (t.copies == 0) return "no host staging";
-  return fmt::format("staged {} to the host and {} back in {} copies, {:.3f} s of copies",
-                     format_bytes(t.to_host_bytes), format_bytes(t.to_device_bytes), t.copies,
-                     t.copy_seconds);
+  return fmt::format(
+      "staged {} to the host and {} back in {} copies, {:.3f} s of copies ({:.3f} s exposed, "
+      "{:.3f} s hidden under compute)",
+      format_bytes(t.to_host_bytes), format_bytes(t.to_device_bytes), t.copies, t.copy_seconds,
+      t.exposed_seconds, std::max(0.0, t.copy_seconds - t.exposed_seconds));
 }
 
 }  // namespace h3s::cli

@@ -33,7 +33,7 @@ def _records():
                              "arena_peak": 123456789, "arena_allocated": 0,
                              "arena_predicted": 987654321, "kv_placement": "host-staged",
                              "staged_to_host": 3 << 30, "staged_to_device": 9 << 30,
-                             "copy_s": 0.25})
+                             "copy_s": 0.25, "exposed_copy_s": 0.0625})
         recs.append({"forward": f, "phase": "final", "block": None, "tokens": 4096, "host_start_ms": 4.0,
                      "host_ms": 0.5, "gpu_start_ms": None, "gpu_ms": None, "allocated": None,
                      "peak": None, "reserved": None, "host_rss": None})
@@ -72,6 +72,7 @@ def test_page_is_self_contained_and_carries_the_ledger():
     # the placement: predicted beside measured, where the K/V lived, the bytes staged
     assert "predicted kv / attn / mlp GiB" in page and "0.920 / 0.920 / 0.920" in page
     assert "host-staged" in page and "3.000 / 9.000" in page
+    assert "copy ms total / exposed" in page and "250.00 / 62.50" in page
 
 
 def test_empty_and_cpu_ledgers_render():

@@ -28,6 +28,15 @@ class CpuBackend final : public Backend {
   void attn_state_reset(AttnState& s) override;
   void attention(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s) override;
   void attn_state_finish(const AttnState& s, const Tensor& out) override;
+  // The kvi8r tier (kv_tiers.cpp; kv/kvi8r.hpp is the arithmetic).
+  bool has_kv_tier(std::string_view tier) const override {
+    return tier == "bf16" || tier == "kvi8r";
+  }
+  void kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) override;
+  void rotate_heads(const Tensor& t) override;
+  void attention_kvi8r(const Tensor& q_rot, const KvI8View& kv, RowRange keys,
+                       AttnState& s) override;
+  void attn_state_finish_rotated(const AttnState& s, const Tensor& out) override;
   void gated_residual(const Tensor& x, const Tensor& y, const Tensor& gate,
                       std::span<const ModRun> runs) override;
   void add_residual(const Tensor& x, const Tensor& y) override;

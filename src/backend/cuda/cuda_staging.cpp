@@ -25,6 +25,9 @@ size_t rounded(size_t bytes) {
 // One copy stream; a ring of (start, done) events per copy for the ticket
 // waits and the copy-time total. A ticket older than the ring waits on the
 // newest copy instead, which is later in the stream and so implies it.
+// Exposed time: each wait is bracketed by two events on the compute stream;
+// the second completes once both the compute before it and the awaited copy
+// are done, so their distance is how long compute stood still for the copy.
 class CudaStageQueue final : public StageQueue {
  public:
   static constexpr size_t kRing = 64;
@@ -36,13 +39,18 @@ class CudaStageQueue final : public StageQueue {
       check(cudaEventCreate(&s.start), "stage queue: event");
       check(cudaEventCreate(&s.done), "stage queue: event");
     }
+    for (Slot& s : waits_) {
+      check(cudaEventCreate(&s.start), "stage queue: event");
+      check(cudaEventCreate(&s.done), "stage queue: event");
+    }
   }
   ~CudaStageQueue() override {
     (void)cudaStreamSynchronize(copy_);
-    for (Slot& s : ring_) {
-      (void)cudaEventDestroy(s.start);
-      (void)cudaEventDestroy(s.done);
-    }
+    for (std::array<Slot, kRing>* r : {&ring_, &waits_})
+      for (Slot& s : *r) {
+        (void)cudaEventDestroy(s.start);
+        (void)cudaEventDestroy(s.done);
+      }
     (void)cudaEventDestroy(order_);
     (void)cudaStreamDestroy(copy_);
   }
@@ -56,10 +64,16 @@ class CudaStageQueue final : public StageQueue {
   void wait(Ticket t) override {
     H3S_CHECK(t >= 1 && t <= issued_);
     const Ticket use = t + kRing <= issued_ ? issued_ : t;
+    Slot& w = waits_[waits_issued_++ % kRing];
+    settle(w, traffic_.exposed_seconds);
+    check(cudaEventRecord(w.start, be_.stream()), "stage queue: wait start");
     check(cudaStreamWaitEvent(be_.stream(), ring_[use % kRing].done, 0), "stage queue: wait");
+    check(cudaEventRecord(w.done, be_.stream()), "stage queue: wait done");
+    w.timed = true;
   }
   StageTraffic traffic() override {
-    for (Slot& s : ring_) settle(s);
+    for (Slot& s : ring_) settle(s, traffic_.copy_seconds);
+    for (Slot& s : waits_) settle(s, traffic_.exposed_seconds);
     return traffic_;
   }
 
@@ -69,12 +83,13 @@ class CudaStageQueue final : public StageQueue {
     bool timed = false;  // recorded, its time not yet added
   };
 
-  void settle(Slot& s) {
+  // Adds a recorded pair's time to `total` (waiting for it if needed).
+  void settle(Slot& s, double& total) {
     if (!s.timed) return;
     float ms = 0;
     check(cudaEventSynchronize(s.done), "stage queue: settle");
     check(cudaEventElapsedTime(&ms, s.start, s.done), "stage queue: elapsed");
-    traffic_.copy_seconds += double(ms) / 1e3;
+    total += double(ms) / 1e3;
     s.timed = false;
   }
 
@@ -87,7 +102,7 @@ class CudaStageQueue final : public StageQueue {
     const size_t es = dtype_size(src.dtype), width = size_t(src.cols()) * es;
     const Ticket t = ++issued_;
     Slot& s = ring_[t % kRing];
-    settle(s);
+    settle(s, traffic_.copy_seconds);
     // After the compute work so far: the writers of src, the readers of dst.
     check(cudaEventRecord(order_, be_.stream()), "stage queue: order");
     check(cudaStreamWaitEvent(copy_, order_, 0), "stage queue: order");
@@ -108,7 +123,9 @@ class CudaStageQueue final : public StageQueue {
   cudaStream_t copy_ = nullptr;
   cudaEvent_t order_ = nullptr;
   std::array<Slot, kRing> ring_{};
+  std::array<Slot, kRing> waits_{};  // (before, after) each wait, on the compute stream
   Ticket issued_ = 0;
+  uint64_t waits_issued_ = 0;
   StageTraffic traffic_;
 };
 

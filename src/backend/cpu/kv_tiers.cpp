@@ -1,0 +1,172 @@
+// The approximate K/V tiers on the CPU backend: the definition of record
+// (kv/kvi8r.hpp), row by row, on the thread pool. Attention follows the
+// exact path's schedule (attention.cpp): keys in kAttnKvTile tiles from key
+// 0, one (query row, head) at a time, so blocked keys and chunked queries
+// repeat the single pass bit for bit.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/math.hpp"
+#include "kv/kvi8r.hpp"
+
+namespace h3s::cpu {
+
+namespace {
+
+constexpr int64_t kHd = kvi8r::kDim;
+
+void expect_heads(const Tensor& t, const char* op, const char* operand) {
+  expect_unit_col_stride(t, op, operand);
+  if (t.cols() % kHd != 0)
+    fail(ErrorKind::invalid_argument, "{}: {} has {} columns, not whole {}-dim heads", op, operand,
+         t.cols(), kHd);
+}
+
+}  // namespace
+
+void CpuBackend::kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) {
+  const char* op = "kvi8r_quantize";
+  expect_dtype(src, DType::bf16, op, "src");
+  expect_dtype(code, DType::i8, op, "code");
+  expect_dtype(scale, DType::f16, op, "scale");
+  expect_heads(src, op, "src");
+  const int64_t rows = src.rows(), heads = src.cols() / kHd;
+  expect_rows(code, rows, op, "code");
+  expect_cols(code, heads * kHd, op, "code");
+  expect_unit_col_stride(code, op, "code");
+  expect_rows(scale, rows, op, "scale");
+  expect_cols(scale, heads, op, "scale");
+  expect_unit_col_stride(scale, op, "scale");
+  pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t h = 0; h < heads; ++h)
+        kvi8r::quantise_row(src.row<uint16_t>(r) + h * kHd, code.row<int8_t>(r) + h * kHd,
+                            scale.row<uint16_t>(r) + h);
+  });
+}
+
+void CpuBackend::rotate_heads(const Tensor& t) {
+  const char* op = "rotate_heads";
+  expect_dtype(t, DType::bf16, op, "t");
+  expect_heads(t, op, "t");
+  const int64_t heads = t.cols() / kHd;
+  pool_.parallel_for(t.rows(), 16, [&](int64_t r0, int64_t r1) {
+    float v[kHd];
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t h = 0; h < heads; ++h) {
+        uint16_t* x = t.row<uint16_t>(r) + h * kHd;
+        for (int64_t d = 0; d < kHd; ++d) v[d] = bf16_to_f32(bf16{x[d]});
+        kvi8r::rotate(v);
+        for (int64_t d = 0; d < kHd; ++d) x[d] = f32_to_bf16(v[d]).bits;
+      }
+  });
+}
+
+void CpuBackend::attention_kvi8r(const Tensor& q, const KvI8View& kv, RowRange keys, AttnState& s) {
+  const char* op = "attention_kvi8r";
+  expect_dtype(q, DType::bf16, op, "q");
+  expect_dtype(kv.k_code, DType::i8, op, "k codes");
+  expect_dtype(kv.v_code, DType::i8, op, "v codes");
+  expect_dtype(kv.k_scale, DType::f16, op, "k scales");
+  expect_dtype(kv.v_scale, DType::f16, op, "v scales");
+  const int64_t heads = s.heads, rows = q.rows();
+  if (s.head_dim != kHd)
+    fail(ErrorKind::invalid_argument, "{}: head_dim {} (kvi8r rotates {}-dim heads)", op,
+         s.head_dim, kHd);
+  expect_rows(q, s.rows, op, "q");
+  expect_cols(q, heads * kHd, op, "q");
+  expect_unit_col_stride(q, op, "q");
+  for (const Tensor* t : {&kv.k_code, &kv.v_code}) expect_cols(*t, heads * kHd, op, "codes");
+  for (const Tensor* t : {&kv.k_scale, &kv.v_scale}) expect_cols(*t, heads, op, "scales");
+  if (kv.v_code.rows() != kv.rows() || kv.k_scale.rows() != kv.rows() ||
+      kv.v_scale.rows() != kv.rows())
+    fail(ErrorKind::invalid_argument, "{}: codes and scales of K and V must have one row count",
+         op);
+  if (keys.begin < 0 || keys.end > kv.rows() || keys.begin > keys.end)
+    fail(ErrorKind::invalid_argument, "{}: keys [{}, {}) outside the {} K/V rows", op, keys.begin,
+         keys.end, kv.rows());
+  if (keys.begin % kAttnKvTile != 0)
+    fail(ErrorKind::invalid_argument,
+         "{}: a K/V block must start on a {}-row tile boundary (got {}); align kv_block", op,
+         kAttnKvTile, keys.begin);
+  const float scale = 1.0f / std::sqrt(float(kHd));
+  pool_.parallel_for(heads * rows, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> kt(static_cast<size_t>(kAttnKvTile * kHd)),
+        vt(static_cast<size_t>(kAttnKvTile * kHd));
+    std::vector<float> ks(static_cast<size_t>(kAttnKvTile)), vs(static_cast<size_t>(kAttnKvTile));
+    std::vector<float> p(static_cast<size_t>(kAttnKvTile)), o(static_cast<size_t>(kHd));
+    float qf[kHd];
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t h = task / rows, r = task % rows;
+      const uint16_t* qs = q.row<uint16_t>(r) + h * kHd;
+      for (int64_t d = 0; d < kHd; ++d) qf[d] = bf16_to_f32(bf16{qs[d]});
+      float& m = s.m.view.ptr<float>()[r * heads + h];
+      float& l = s.l.view.ptr<float>()[r * heads + h];
+      float* acc = s.acc.view.ptr<float>() + (r * heads + h) * kHd;
+      for (int64_t k0 = keys.begin; k0 < keys.end; k0 += kAttnKvTile) {
+        const int64_t n = std::min(kAttnKvTile, keys.end - k0);
+        for (int64_t j = 0; j < n; ++j) {
+          const int8_t* kc = kv.k_code.row<int8_t>(k0 + j) + h * kHd;
+          const int8_t* vc = kv.v_code.row<int8_t>(k0 + j) + h * kHd;
+          for (int64_t d = 0; d < kHd; ++d) {
+            kt[size_t(j * kHd + d)] = float(kc[d]);
+            vt[size_t(j * kHd + d)] = float(vc[d]);
+          }
+          ks[size_t(j)] = f16_to_f32(kv.k_scale.row<uint16_t>(k0 + j)[h]);
+          vs[size_t(j)] = f16_to_f32(kv.v_scale.row<uint16_t>(k0 + j)[h]);
+        }
+        float mt = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < n; ++j) {
+          p[size_t(j)] = (dot_f32(qf, kt.data() + j * kHd, kHd) * ks[size_t(j)]) * scale;
+          mt = std::max(mt, p[size_t(j)]);
+        }
+        const float m_new = std::max(m, mt);
+        const float alpha =
+            m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - m_new);
+        float psum = 0.0f;
+        for (int64_t j = 0; j < n; ++j) {
+          p[size_t(j)] = std::exp(p[size_t(j)] - m_new);
+          psum += p[size_t(j)];
+        }
+        std::fill(o.begin(), o.end(), 0.0f);
+        for (int64_t j = 0; j < n; ++j) {
+          const float w = p[size_t(j)] * vs[size_t(j)];
+          const float* vj = vt.data() + j * kHd;
+          for (int64_t d = 0; d < kHd; ++d) o[size_t(d)] += w * vj[d];
+        }
+        l = l * alpha + psum;
+        for (int64_t d = 0; d < kHd; ++d) acc[d] = acc[d] * alpha + o[size_t(d)];
+        m = m_new;
+      }
+    }
+  });
+}
+
+void CpuBackend::attn_state_finish_rotated(const AttnState& s, const Tensor& out) {
+  const char* op = "attn_state_finish_rotated";
+  expect_dtype(out, DType::bf16, op, "out");
+  expect_rows(out, s.rows, op, "out");
+  expect_cols(out, s.heads * s.head_dim, op, "out");
+  expect_unit_col_stride(out, op, "out");
+  if (s.head_dim != kHd)
+    fail(ErrorKind::invalid_argument, "{}: head_dim {} (kvi8r rotates {}-dim heads)", op,
+         s.head_dim, kHd);
+  const int64_t heads = s.heads;
+  pool_.parallel_for(s.rows, 16, [&](int64_t r0, int64_t r1) {
+    float y[kHd];
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t h = 0; h < heads; ++h) {
+        const float l = s.l.view.ptr<float>()[r * heads + h];
+        const float* acc = s.acc.view.ptr<float>() + (r * heads + h) * kHd;
+        for (int64_t d = 0; d < kHd; ++d) y[d] = acc[d] / l;
+        kvi8r::rotate(y);
+        uint16_t* o = out.row<uint16_t>(r) + h * kHd;
+        for (int64_t d = 0; d < kHd; ++d) o[d] = f32_to_bf16(y[d]).bits;
+      }
+  });
+}
+
+}  // namespace h3s::cpu

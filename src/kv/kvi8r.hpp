@@ -1,0 +1,46 @@
+// kvi8r, the first approximate K/V tier (FEATURES.md "K/V storage tiers"):
+// K and V rows int8 with one fp16 scale per (token, head), in a fixed
+// orthonormal Hadamard-128 basis. This header is its definition of record:
+// the exact arithmetic every backend's kvi8r path performs (the CPU backend
+// runs exactly this; a GPU kernel reproduces it within a measured bound).
+//
+//   rotate(x)     the Sylvester-Hadamard transform of a 128-vector in fp32
+//                 butterflies, stages 1, 2, 4, ..., 64, each (a, b) -> (a + b,
+//                 a - b) in that order, then one multiply by 2^-3.5 (rounded
+//                 to fp32). H / sqrt(128) is symmetric and orthonormal, so the
+//                 same transform un-rotates.
+//   quantise      x' = rotate(bf16 row); scale = f16 rounded UP of
+//                 max|x'| / 127 * (1 + 2^-7) (so no code saturates); code =
+//                 round-half-even(x' / scale), |code| <= 127. An all-zero row
+//                 has scale 0 and codes 0.
+//   attention     q' = bf16(rotate(q)) per head; per key tile of 128 from key 0
+//                 (the exact path's schedule): s = ((q' . code_k) * scale_k) *
+//                 1/sqrt(128), all fp32, the dot in the CPU backend's fixed order
+//                 (cpu/math.hpp dot_f32); the
+//                 online softmax of the exact path; o += (p * scale_v) * code_v.
+//   finish        out = bf16(rotate(acc / l)): the output un-rotated once.
+//
+// Every step is per row (token, head) or per (query row, key tile from key
+// 0), so chunking the queries or splitting the keys on tile boundaries never
+// changes a bit: the tier's streamed block equals its stock block.
+#pragma once
+
+#include <cstdint>
+
+namespace h3s::kvi8r {
+
+inline constexpr int kDim = 128;
+inline constexpr int kMaxCode = 127;
+// 2^-3.5 = 1/sqrt(128) in fp32 (0x3db504f3): the Hadamard normalisation.
+inline constexpr float kNorm = 0.0883883461356163f;
+
+// In place, fp32, as above.
+void rotate(float* v);
+
+// fp32 -> fp16 bits, rounded toward +infinity (finite, non-negative input).
+uint16_t f16_round_up(float f);
+
+// One (token, head) row of bf16 bits -> codes and the fp16 scale bits.
+void quantise_row(const uint16_t* bf16_row, int8_t* code, uint16_t* scale_f16);
+
+}  // namespace h3s::kvi8r
