@@ -38,8 +38,12 @@ void quantise_row(const uint16_t* bf16_row, int8_t* code, uint16_t* scale_f16) {
   const uint16_t s = f16_round_up(amax / float(kMaxCode) * (1.0f + 0x1p-7f));
   const float scale = f16_to_f32(s);
   *scale_f16 = s;
-  for (int i = 0; i < kDim; ++i)
-    code[i] = scale == 0.0f ? int8_t(0) : int8_t(std::nearbyint(x[i] / scale));
+  // (Non-finite rows, which no real activation has, give codes 0 rather than
+  // an out-of-range conversion.)
+  for (int i = 0; i < kDim; ++i) {
+    const float c = scale == 0.0f ? 0.0f : std::nearbyint(x[i] / scale);
+    code[i] = std::fabs(c) <= float(kMaxCode) ? int8_t(c) : int8_t(0);
+  }
 }
 
 }  // namespace h3s::kvi8r
