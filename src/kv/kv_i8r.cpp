@@ -11,7 +11,7 @@
 namespace h3s {
 
 KvI8rStore::KvI8rStore(Arena& arena, int64_t seq, int64_t heads, int64_t head_dim, int64_t kv_block)
-    : seq_(seq), heads_(heads), head_dim_(head_dim), kv_block_(kv_block) {
+    : seq_(seq), kv_block_(kv_block) {
   if (kv_block < 0 || kv_block % kAttnKvTile != 0)
     fail(ErrorKind::invalid_argument,
          "kv_block = {} must be 0 (one pass) or a multiple of the {}-key attention tile", kv_block,

@@ -24,7 +24,7 @@ class KvI8rStore final : public KvStore {
   static size_t bytes(int64_t seq, int64_t heads, int64_t head_dim);
 
  private:
-  int64_t seq_, heads_, head_dim_, kv_block_;
+  int64_t seq_, kv_block_;
   OwnedTensor k_code_, k_scale_, v_code_, v_scale_;
 };
 
