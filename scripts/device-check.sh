@@ -123,8 +123,10 @@ if [ "$mode" != tests ] && [ "$mode" != placement ] && [ "$mode" != attention ];
     step "bench_$f" 300 $bin/h3s bench --backend cuda --preset h3 --format "$f" \
       --token-list "$tokens" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384
   done
+  # The PyTorch anchor with both SDPA backends (flash: what ComfyUI runs; cuDNN: the bar).
   if [ -f .ext/torch_h3_block.py ]; then
-    step torch_block 300 python3 .ext/torch_h3_block.py ${tokens//,/ }
+    step torch_block_flash 300 env ATTN=FLASH_ATTENTION python3 .ext/torch_h3_block.py ${tokens//,/ }
+    step torch_block_cudnn 300 env ATTN=CUDNN_ATTENTION python3 .ext/torch_h3_block.py ${tokens//,/ }
   fi
 fi
 if [ ${#failed[@]} -gt 0 ]; then
