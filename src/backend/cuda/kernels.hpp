@@ -1,5 +1,6 @@
 // Entry points of the CUDA kernels (one family per folder), called by
-// CudaBackend. Plain C++ declarations so host code needs no CUDA headers.
+// CudaBackend. Plain C++ declarations (host code needs only the CUDA runtime
+// header, through the attention parameter structs).
 //
 // Conventions: device pointers; matrices row-major with an explicit row stride
 // in ELEMENTS; weights [N, K] row-major (checkpoint layout); bf16 passed as raw
