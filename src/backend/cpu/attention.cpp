@@ -77,26 +77,9 @@ void CpuBackend::attention(const Tensor& q, const KvView& kv, RowRange keys, Att
             p[size_t(j)] = dot_f32(qr, kt.data() + j * hd, hd) * scale;
             mt = std::max(mt, p[size_t(j)]);
           }
-          float& m = s.m.view.ptr<float>()[r * heads + h];
-          float& l = s.l.view.ptr<float>()[r * heads + h];
-          float* acc = s.acc.view.ptr<float>() + (r * heads + h) * hd;
-          const float m_new = std::max(m, mt);
-          const float alpha =
-              m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - m_new);
-          float psum = 0.0f;
-          for (int64_t j = 0; j < n; ++j) {
-            p[size_t(j)] = std::exp(p[size_t(j)] - m_new);
-            psum += p[size_t(j)];
-          }
-          std::fill(o.begin(), o.end(), 0.0f);
-          for (int64_t j = 0; j < n; ++j) {
-            const float pj = p[size_t(j)];
-            const float* vj = vt.data() + j * hd;
-            for (int64_t d = 0; d < hd; ++d) o[size_t(d)] += pj * vj[d];
-          }
-          l = l * alpha + psum;
-          for (int64_t d = 0; d < hd; ++d) acc[d] = acc[d] * alpha + o[size_t(d)];
-          m = m_new;
+          fold_key_tile(p.data(), n, mt, vt.data(), nullptr, hd,
+                        s.m.view.ptr<float>()[r * heads + h], s.l.view.ptr<float>()[r * heads + h],
+                        s.acc.view.ptr<float>() + (r * heads + h) * hd, o.data());
         }
       }
     }

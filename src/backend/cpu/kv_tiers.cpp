@@ -123,23 +123,7 @@ void CpuBackend::attention_kvi8r(const Tensor& q, const KvI8View& kv, RowRange k
           p[size_t(j)] = (dot_f32(qf, kt.data() + j * kHd, kHd) * ks[size_t(j)]) * scale;
           mt = std::max(mt, p[size_t(j)]);
         }
-        const float m_new = std::max(m, mt);
-        const float alpha =
-            m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - m_new);
-        float psum = 0.0f;
-        for (int64_t j = 0; j < n; ++j) {
-          p[size_t(j)] = std::exp(p[size_t(j)] - m_new);
-          psum += p[size_t(j)];
-        }
-        std::fill(o.begin(), o.end(), 0.0f);
-        for (int64_t j = 0; j < n; ++j) {
-          const float w = p[size_t(j)] * vs[size_t(j)];
-          const float* vj = vt.data() + j * kHd;
-          for (int64_t d = 0; d < kHd; ++d) o[size_t(d)] += w * vj[d];
-        }
-        l = l * alpha + psum;
-        for (int64_t d = 0; d < kHd; ++d) acc[d] = acc[d] * alpha + o[size_t(d)];
-        m = m_new;
+        fold_key_tile(p.data(), n, mt, vt.data(), vs.data(), kHd, m, l, acc, o.data());
       }
     }
   });

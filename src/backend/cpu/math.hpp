@@ -3,8 +3,10 @@
 // them against comfy-kitchen's golden vectors.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "core/dtype.hpp"
 
@@ -45,6 +47,31 @@ inline float swiglu_bf16(float g, float u) {
 // (tests/ops/test_golden.cpp measures how close it gets).
 inline float swiglu_f32(float g, float u) {
   return silu_f32(g) * u;
+}
+
+// One key tile of the online softmax for one (query row, head), the exact
+// attention's order (attention.cpp) that kvi8r's reference follows too. On
+// entry p holds the tile's n scaled scores and mt their max; it folds them
+// into (m, l, acc[hd]). v_scale (null: none) multiplies each probability
+// before it weights its V row (kvi8r's per-key scale). o: hd floats of scratch.
+inline void fold_key_tile(float* p, int64_t n, float mt, const float* vt, const float* v_scale,
+                          int64_t hd, float& m, float& l, float* acc, float* o) {
+  const float m_new = std::max(m, mt);
+  const float alpha = m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - m_new);
+  float psum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    p[j] = std::exp(p[j] - m_new);
+    psum += p[j];
+  }
+  std::fill(o, o + hd, 0.0f);
+  for (int64_t j = 0; j < n; ++j) {
+    const float w = v_scale != nullptr ? p[j] * v_scale[j] : p[j];
+    const float* vj = vt + j * hd;
+    for (int64_t d = 0; d < hd; ++d) o[d] += w * vj[d];
+  }
+  l = l * alpha + psum;
+  for (int64_t d = 0; d < hd; ++d) acc[d] = acc[d] * alpha + o[d];
+  m = m_new;
 }
 
 }  // namespace h3s::cpu
