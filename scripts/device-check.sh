@@ -12,7 +12,8 @@
 # placement: one full-width int8 block at 217,088 tokens (PLACEMENT_TOKENS) under activation
 # budgets of 16, 8, 4 and 2 GiB (host-staged K/V, then x, when they do not fit) beside the
 # unbudgeted run, each with stock for bit-equality; 1 GiB must be refused before any work;
-# then 1,000,000 tokens under 16 GiB (streamed only).
+# the 2 GiB budget again with each staging tile forced; then 1,000,000 tokens under 15 GiB
+# of activations (+ the block's weights: under 16 GiB in all) beside stock.
 # Every step has its own time limit and writes its output under $OUT as it goes, so a step
 # that overruns still leaves the others' results. H3S_REQUIRE_GPU=1 turns every GPU test's
 # "no device" skip into a failure (gtest and pytest), and a skipped test fails its step: on
@@ -99,11 +100,21 @@ if [ "$mode" = placement ] || [ "$mode" = all ]; then
     step "placement_$b" 300 $bin/h3s bench --backend cuda --preset h3 --format int8 \
       --token-list "$ptokens" --json --reps 2 --vram-budget "$b" $skip_attn
   done
+  # The planner's alternatives at 2 GiB: the staging tile forced (it then
+  # takes the most query chunks a pass that fit).
+  for kb in 2048 4096 8192; do
+    step "placement_2GiB_kv$kb" 300 $bin/h3s bench --backend cuda --preset h3 --format int8 \
+      --token-list "$ptokens" --json --reps 2 --vram-budget 2GiB --kv-block $kb --skip-attention
+  done
   step placement_1GiB_refused 120 bash -c "! $bin/h3s bench --backend cuda --preset h3 \
     --format int8 --token-list $ptokens --reps 1 --vram-budget 1GiB"
-  # 1M tokens through one block under 16 GiB (stock would need ~100 GiB): streamed only.
+  # 1M tokens through one block: 15 GiB of activations beside the block's 0.91 GB of
+  # weights (device_total_gib in the JSON: under 16 GiB), and stock beside it for
+  # bit-equality (~90 GiB on the H200). PLACEMENT_1M_STOCK=0 skips stock.
+  skip_stock=""
+  [ "${PLACEMENT_1M_STOCK:-1}" = 0 ] && skip_stock=--skip-stock
   step placement_1M 600 $bin/h3s bench --backend cuda --preset h3 --format int8 \
-    --token-list 1000000 --json --reps 1 --skip-stock --skip-attention --vram-budget 16GiB \
+    --token-list 1000000 --json --reps 1 $skip_stock --skip-attention --vram-budget 15GiB \
     --host-budget 64GiB
 fi
 if [ "$mode" = attention ]; then

@@ -88,7 +88,9 @@ Residual pack_sequence(Backend& be, Arena& arena, WeightFeed& feed, const Packed
   auto allocate_x = [&] {
     if (host) {
       x.memory = host->tensor(DType::bf16, {layout.seq_len, hidden}, "residual x (host-staged)");
-      x.rows.emplace(x.memory.view, arena, *queue);
+      x.rows.emplace(x.memory.view, arena, *queue,
+                     ResidualRows::slot_rows_for(layout.seq_len, opt.kv_chunk, opt.q_chunk,
+                                                 opt.mlp_chunk, opt.merge_tail_below));
     } else {
       x.memory = arena.tensor(DType::bf16, {layout.seq_len, hidden}, "residual x");
       x.rows.emplace(x.memory.view);

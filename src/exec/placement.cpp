@@ -3,6 +3,7 @@
 #include "exec/placement.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "core/arena.hpp"
 #include "core/chunk_plan.hpp"
 #include "core/error.hpp"
+#include "exec/residual_rows.hpp"
 #include "kv/kv_i8r.hpp"
 #include "model/weights.hpp"
 
@@ -22,10 +24,29 @@ size_t rows_bytes(int64_t rows, int64_t bytes_per_row) {
   return size_t(std::max<int64_t>(rows, 0)) * size_t(std::max<int64_t>(bytes_per_row, 0));
 }
 
-// Staged K/V block sizes the planner tries, largest first: 4096 keys move
-// 58 MB of K (or V) per copy, well past the size where DMA reaches its
-// bandwidth, while four tiles stay at 235 MB at full width.
-constexpr int64_t kStagedBlocks[] = {4096, 2048, 1024, 512, 256, 128};
+// Staged K/V block sizes the planner tries, largest first. Larger blocks
+// mean fewer round trips of the query chunks' states (staged_seconds) but
+// four tiles of 14 KB a key at full width (940 MB at 16384, 235 MB at
+// 4096); 128 keys (one attention tile) is the least that runs.
+constexpr int64_t kStagedBlocks[] = {16384, 8192, 4096, 2048, 1024, 512, 256, 128};
+
+// The attention phase's time under a staged K/V placement, estimated with
+// an H200's rates (only the order of the candidates matters): the kernel's
+// work plus the online-softmax state's round trip through memory at every
+// K/V block (fp32 acc read and written per query row), against the bytes
+// the phase moves over the bus (K/V once per pass; a staged x in twice and
+// out once), which hide under the compute while they are shorter.
+// Measured on the H200 at 217,088 tokens: attention ~650 TFLOP/s, HBM
+// ~4 TB/s for the state, ~45 GB/s through the copy stream.
+double staged_seconds(const ModelConfig& c, const PackedLayout& l, const Placement& p) {
+  constexpr double kAttnFlops = 650e12, kStateBytes = 4.0e12, kBusBytes = 45e9;
+  const double S = double(l.seq_len), I = double(c.inner());
+  const double blocks = std::ceil(S / double(std::max<int64_t>(p.kv_block, 1)));
+  const double compute = 4 * S * S * I / kAttnFlops + S * 8 * I * blocks / kStateBytes;
+  const double bus =
+      double(p.kv_to_device_per_block) + (p.x_on_host ? 3 * S * double(c.hidden) * 2 : 0);
+  return std::max(compute, bus / kBusBytes);
+}
 
 }  // namespace
 
@@ -69,25 +90,28 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
   const int64_t q = scratch.quant_rows ? 1 : 0;
   const int64_t scratch_h = q * (H + 4), scratch_i = q * (I + 4), scratch_f = q * (F + 4);
   const int64_t mod_index = scratch.mod_index ? 2 * 4 : 0;
-  // A host-staged x adds each chunk's leased rows (exec/residual_rows.hpp):
-  // beside the norm output while it is read, beside the output projection
-  // while the residual update writes it.
-  const int64_t lease = p.x_on_host ? H * 2 : 0;
-  const int64_t kv_row = std::max(H * 2 + 2 * I * 2 + scratch_h, H * 2 + lease) + mod_index;
+  // A host-staged x holds two slots of the largest chunk (exec/residual_rows.hpp);
+  // a fetch larger than a slot (the text span, a final-layer chunk) leases
+  // its rows from the arena beside the ops: `lease(rows)` bytes per row.
+  const int64_t slot_rows =
+      p.x_on_host
+          ? ResidualRows::slot_rows_for(S, o.kv_chunk, o.q_chunk, o.mlp_chunk, o.merge_tail_below)
+          : 0;
+  const auto lease = [&](int64_t rows) { return p.x_on_host && rows > slot_rows ? H * 2 : 0; };
+  // Staged K/V keep the previous chunk's K,V buffer until its copies ran.
+  const int64_t kv_row = (p.kv_on_host ? 2 * I * 2 : 0) + H * 2 + 2 * I * 2 + scratch_h + mod_index;
   // A query chunk of a group: Q and the state (m, l, fp32 acc), held from
   // its Q projection until it is finished. Beside the others: the norm
   // output while its Q is made, the attention output while it is finished,
   // then the attention output and the out-proj output once its own Q and
   // state are gone.
   const int64_t q_state_row = I * 2 + heads * 8 + I * 4;
-  const int64_t attn_row =
-      std::max({q_state_row + I * 2, H * 2 + std::max(I * 2 + scratch_h, lease) + mod_index,
-                I * 2 + lease + H * 2 + scratch_i + mod_index});
+  const int64_t attn_row = std::max({q_state_row + I * 2, H * 2 + I * 2 + scratch_h + mod_index,
+                                     I * 2 + H * 2 + scratch_i + mod_index});
   // fc1 reads h into f, then fc2 reads f into y: f with h or with y (and
   // with the SwiGLU activations where the backend makes them in the arena).
   const int64_t swiglu = scratch.swiglu_rows ? F * 2 : 0;
   const int64_t mlp_row = 2 * F * 2 + H * 2 + std::max({scratch_h, scratch_f, swiglu}) + mod_index;
-  const int64_t streamed_mlp_row = mlp_row + lease;
   // The stock block (stock_block.cpp): h and the fused QKV; then QKV, the
   // attention output and the state; then the output, out-proj and scratch.
   const int64_t stock_kv_row = H * 2 + 3 * I * 2 + scratch_h + mod_index;
@@ -104,7 +128,7 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
   // block's modulation table [T, 18 * hidden] bf16 (the curve form's fp32
   // projection is transient, in the block's setup).
   const size_t adaln_in = rows_bytes(T, c.time_dim * 2), mods = rows_bytes(T, 18 * H * 2);
-  const size_t x_dev = p.x_on_host ? 0 : rows_bytes(S, H * 2);
+  const size_t x_dev = p.x_on_host ? ResidualRows::slot_bytes(slot_rows, H) : rows_bytes(S, H * 2);
   const size_t base = x_dev + rows_bytes(S, c.rope_dim * 2) + adaln_in + kept;
   const size_t setup = base + mods + rows_bytes(T, 18 * H * 4);
   p.block_live = base + mods;
@@ -119,7 +143,7 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
     p.kv_peak = base + mods + kv_dev + rows_bytes(chunk(o.kv_chunk), kv_row);
     p.attn_peak =
         base + mods + kv_dev + tiles + rows_bytes(q_rows, (group - 1) * q_state_row + attn_row);
-    p.mlp_peak = base + mods + rows_bytes(chunk(o.mlp_chunk), streamed_mlp_row);
+    p.mlp_peak = base + mods + rows_bytes(chunk(o.mlp_chunk), mlp_row);
     const size_t x_bytes = rows_bytes(S, H * 2);
     p.host_bytes = (p.kv_on_host ? store : 0) + (p.x_on_host ? x_bytes : 0);
     p.x_to_device_per_block = p.x_on_host ? 4 * x_bytes : 0;
@@ -159,9 +183,9 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
   } else {
     const int64_t rows = std::min(std::max(nv, na), p.embed_chunk + merge);
     // A chunk: fp32 input and output, then (staged x) the output beside its lease.
-    const size_t patch = rows_bytes(rows, std::max((vf + H) * 4, H * 4 + lease));
-    p.embed_peak = std::max(
-        {x_dev + text + std::max(refiner, patch), x_dev + text + rows_bytes(nt, lease), packed});
+    const size_t patch = rows_bytes(rows, std::max((vf + H) * 4, H * 4 + lease(rows)));
+    p.embed_peak = std::max({x_dev + text + std::max(refiner, patch),
+                             x_dev + text + rows_bytes(nt, lease(nt)), packed});
   }
 
   // The final layer, video head then audio head (final_layer.cpp): the
@@ -174,7 +198,7 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
   auto head = [&](int64_t n, int64_t out_features) {
     const int64_t rows = fchunk == 0 ? n : std::min(n, fchunk + merge);
     return rows_bytes(n, out_features * 4) +
-           rows_bytes(rows, H * 2 + std::max(lease, whole ? int64_t(0) : H * 4)) +
+           rows_bytes(rows, H * 2 + std::max(lease(rows), whole ? int64_t(0) : H * 4)) +
            (whole ? rows_bytes(n, H * 4) : 0);
   };
   const size_t video_out = rows_bytes(l.video.size(), vf * 4);
@@ -258,10 +282,13 @@ Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const Exec
     // (the caller owns x) or with self_check (which runs stock on a copy).
     const bool x_may_stage = scope == PlanScope::forward && p.streamed && !o.self_check &&
                              o.kv_placement == KvPlacement::automatic && device_budget != 0;
+    // Of the (group, tile) pairs that fit, the one with the least estimated
+    // time (staged_seconds); fewer passes on a tie.
     bool found = false;
+    double best_s = 0;
     for (const bool x_host : {false, true}) {
       if (found || (x_host && !x_may_stage)) break;
-      for (int64_t g = std::min(n_q, cap); g >= 1 && !found; --g)
+      for (int64_t g = std::min(n_q, cap); g >= 1; --g)
         for (const int64_t kb : blocks) {
           Placement q = p;
           q.kv_on_host = true;
@@ -269,19 +296,25 @@ Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const Exec
           q.kv_block = kb;
           q.q_group = g;
           q = predict(c, l, o, q, scratch);
-          if (need(q) <= ceiling) {
+          if (need(q) > ceiling) continue;
+          const double t = staged_seconds(c, l, q);
+          if (!found || t < best_s) {
             best = q;
+            best_s = t;
             found = true;
-            break;
           }
         }
     }
     if (found) break;
     p.kv_on_host = true;  // the smallest staged placement, for the message
-    p.x_on_host = x_may_stage;
     p.kv_block = blocks.back();
     best = predict(c, l, o, p, scratch);
-    p.x_on_host = false;
+    if (x_may_stage) {
+      p.x_on_host = true;
+      const Placement staged = predict(c, l, o, p, scratch);
+      if (need(staged) < need(best)) best = staged;
+      p.x_on_host = false;
+    }
   }
   if (!fits(best)) {
     if (scope == PlanScope::block)
@@ -316,9 +349,14 @@ Placement smallest_placement(const ModelConfig& c, const PackedLayout& l, const 
   if (p.streamed && o.kv_placement != KvPlacement::device && o.kv_store == "bf16") {
     p.kv_on_host = true;
     p.kv_block = o.kv_block > 0 ? o.kv_block : std::end(kStagedBlocks)[-1];
-    p.x_on_host = !o.self_check && o.kv_placement == KvPlacement::automatic;
   }
-  return predict(c, l, o, p, scratch);
+  const Placement kv_only = predict(c, l, o, p, scratch);
+  // A staged x holds two chunk slots: smaller than x only when the chunks are
+  // short against the sequence.
+  if (!p.kv_on_host || o.self_check || o.kv_placement != KvPlacement::automatic) return kv_only;
+  p.x_on_host = true;
+  const Placement staged = predict(c, l, o, p, scratch);
+  return staged.device_peak < kv_only.device_peak ? staged : kv_only;
 }
 
 size_t estimate_activation_peak(const ModelConfig& c, const PackedLayout& l, const ExecOptions& o,

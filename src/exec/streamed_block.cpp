@@ -8,6 +8,7 @@
 //     untouched until their own turn, so their recomputed Q sees the block's
 //     input.
 //  3. MLP (mlp_chunk rows): norm2 -> mod -> fc1 -> SwiGLU -> fc2 -> residual.
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -18,6 +19,26 @@
 #include "kv/kv_store.hpp"
 
 namespace h3s {
+
+namespace {
+
+// The order in which the phases below fetch x's rows, so a host-staged x
+// copies each chunk in while the previous one computes.
+std::vector<ResidualRows::Access> x_accesses(const std::vector<RowRange>& kv_chunks,
+                                             const std::vector<RowRange>& q_chunks, size_t group,
+                                             const std::vector<RowRange>& mlp_chunks) {
+  std::vector<ResidualRows::Access> a;
+  for (const RowRange& r : kv_chunks) a.push_back({r, true, false});
+  for (size_t g0 = 0; g0 < q_chunks.size(); g0 += group) {
+    const size_t g1 = std::min(q_chunks.size(), g0 + group);
+    for (size_t i = g0; i < g1; ++i) a.push_back({q_chunks[i], true, false});  // Q
+    for (size_t i = g0; i < g1; ++i) a.push_back({q_chunks[i], true, true});   // residual
+  }
+  for (const RowRange& r : mlp_chunks) a.push_back({r, true, true});
+  return a;
+}
+
+}  // namespace
 
 void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, const Tensor& x,
                         const StreamChunks& c, BlockPhases phases) {
@@ -45,7 +66,17 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, ResidualR
   } else {
     store = make_resident_kv_store(be, arena, c.kv_store, seq, b.heads, b.head_dim, c.kv_block);
   }
-  for (const RowRange& r : ChunkPlan::fixed(seq, c.kv_chunk, c.merge_tail_below).chunks) {
+  const std::vector<RowRange> kv_chunks =
+      ChunkPlan::fixed(seq, c.kv_chunk, c.merge_tail_below).chunks;
+  const std::vector<RowRange> q_chunks = ChunkPlan::balanced(seq, c.q_chunk).chunks;
+  const std::vector<RowRange> mlp_chunks =
+      phases == BlockPhases::attn_only
+          ? std::vector<RowRange>{}
+          : ChunkPlan::fixed(seq, c.mlp_chunk, c.merge_tail_below).chunks;
+  const size_t group = size_t(std::max<int64_t>(1, c.q_group));
+  x.expect(x_accesses(kv_chunks, q_chunks, group, mlp_chunks));
+
+  for (const RowRange& r : kv_chunks) {
     OwnedTensor h;
     {
       const ResidualRows::Lease xr = x.fetch(r);
@@ -58,11 +89,10 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, ResidualR
     const Tensor k = kv.view.cols_view(0, inner);
     be.qk_norm_rope(k, norm_tensor(b.attn->k_norm), steps::rope_rows(b, r), b.eps, b.rot_dim);
     store->write(be, r, k, kv.view.cols_view(inner, 2 * inner));
+    store->keep_source(std::move(kv));
   }
 
   mark(Phase::attn);
-  const std::vector<RowRange> q_chunks = ChunkPlan::balanced(seq, c.q_chunk).chunks;
-  const size_t group = size_t(std::max<int64_t>(1, c.q_group));
   for (size_t g0 = 0; g0 < q_chunks.size(); g0 += group) {
     const size_t g1 = std::min(q_chunks.size(), g0 + group);
     struct Pending {
@@ -105,7 +135,7 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, ResidualR
 
   if (phases == BlockPhases::attn_only) return;
   mark(Phase::mlp);
-  for (const RowRange& r : ChunkPlan::fixed(seq, c.mlp_chunk, c.merge_tail_below).chunks) {
+  for (const RowRange& r : mlp_chunks) {
     const ResidualRows::Lease xr = x.fetch(r);
     steps::mlp(be, arena, b, xr.view, r);
     x.store(xr, r);

@@ -33,12 +33,22 @@ size_t KvStagedStore::host_bytes(int64_t seq, int64_t heads, int64_t head_dim) {
 
 void KvStagedStore::write(Backend&, RowRange rows, const Tensor& k, const Tensor& v) {
   queue_.to_host(k, k_.view.rows_view(rows.begin, rows.end));
-  // The caller frees k and v (its chunk buffer) once this returns: later
-  // work must not reuse those bytes before the copies have read them.
-  queue_.wait(queue_.to_host(v, v_.view.rows_view(rows.begin, rows.end)));
+  written_ = queue_.to_host(v, v_.view.rows_view(rows.begin, rows.end));
+}
+
+void KvStagedStore::keep_source(OwnedTensor&& buffer) {
+  // The previous chunk's buffer returns to the arena once its copies have run
+  // (ops issued from here on wait for them, not the copies of this chunk).
+  if (source_) queue_.wait(source_read_);
+  source_ = std::move(buffer);
+  source_read_ = written_;
 }
 
 void KvStagedStore::attend(Backend& backend, std::span<const QueryChunk> chunks) {
+  if (source_) {
+    queue_.wait(source_read_);
+    source_.reset();
+  }
   const int64_t inner = heads_ * head_dim_, rows = std::min(kv_block_, seq_);
   for (Tile& t : tiles_)
     if (!t.k) {

@@ -1,7 +1,9 @@
 // KvStagedStore: the exact bf16 tier with K and V in host staging memory
 // (pinned on CUDA), for sequences whose K/V do not fit the device budget.
 //
-// Phase 1 copies each chunk's K and V out to host rows [seq, heads * 128].
+// Phase 1 copies each chunk's K and V out to host rows [seq, heads * 128],
+// without waiting: the chunk's buffer is kept (keep_source) until the next
+// chunk's, and only then does compute wait for its copies, a chunk later.
 // Phase 2 streams them back in blocks of kv_block keys through two device
 // tiles on the stage queue: block j + 1 crosses the bus while block j is
 // attended, and one pass over the blocks serves every query chunk of the
@@ -26,6 +28,7 @@ class KvStagedStore final : public KvStore {
   std::string_view name() const override { return "bf16 host-staged"; }
   bool exact() const override { return true; }
   void write(Backend& backend, RowRange rows, const Tensor& k, const Tensor& v) override;
+  void keep_source(OwnedTensor&& buffer) override;
   void attend(Backend& backend, std::span<const QueryChunk> chunks) override;
 
   // Device bytes of the two tiles; host bytes of the store.
@@ -41,6 +44,9 @@ class KvStagedStore final : public KvStore {
   int64_t seq_, heads_, head_dim_, kv_block_;
   OwnedTensor k_, v_;  // host [seq, heads * head_dim]
   Tile tiles_[2];      // device, allocated by the first attend
+  // The last chunk buffer handed over and the copy that last reads it.
+  OwnedTensor source_;
+  StageQueue::Ticket source_read_ = 0, written_ = 0;
 };
 
 }  // namespace h3s

@@ -28,6 +28,10 @@ class KvStore {
   // Phase 1: keep K and V of sequence rows `rows` (k, v: [rows, heads * 128]
   // views, e.g. columns of a QKV chunk).
   virtual void write(Backend& backend, RowRange rows, const Tensor& k, const Tensor& v) = 0;
+  // The buffer the last write read k and v from. A store whose copies may
+  // still be reading it when write returns (host staging) keeps it until
+  // they are done; the others free it now.
+  virtual void keep_source(OwnedTensor&& buffer) { buffer.reset(); }
   // Phase 2: run each query chunk against every stored key, in K/V blocks
   // of a fixed size counted from key 0, continuing each chunk's state. Every
   // chunk sees the same blocks in the same order whatever the grouping, so a

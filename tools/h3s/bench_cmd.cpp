@@ -74,7 +74,8 @@ int run_bench(BenchArgs& a) {
     const int64_t s = layout.seq_len, h = cfg.hidden;
     // The block's weights, resident on the backend (what a forward whose
     // model fits holds).
-    WeightFeed feed(be, w, plan_weights(be, w, 0));
+    const WeightPlan weight_plan = plan_weights(be, w, 0);
+    WeightFeed feed(be, w, weight_plan);
     const BlockWeights& bw = feed.block(0);
     // Inputs: modulation, RoPE table, the block input x0.
     OwnedTensor adaln_in = adaln_input(be, arena, feed.model(), layout.timesteps);
@@ -109,9 +110,16 @@ int run_bench(BenchArgs& a) {
     const Placement place =
         plan_placement(cfg, layout, plan_opts, budget, host_budget, scratch_model(be, w));
     // The streamed block's own bytes (x, the RoPE table, the modulation
-    // and the adaLN input are the bench's, allocated before the run).
+    // and the adaLN input are the bench's, allocated before the run; a
+    // host-staged x's device slots are the run's own).
+    const size_t x_slots =
+        place.x_on_host ? ResidualRows::slot_bytes(ResidualRows::slot_rows_for(
+                                                       s, r.exec.kv_chunk, r.exec.q_chunk,
+                                                       r.exec.mlp_chunk, r.exec.merge_tail_below),
+                                                   h)
+                        : 0;
     const size_t predicted_block =
-        std::max({place.kv_peak, place.attn_peak, place.mlp_peak}) - place.block_live;
+        std::max({place.kv_peak, place.attn_peak, place.mlp_peak}) - place.block_live + x_slots;
     StreamChunks chunks = StreamChunks::from(r.exec);
     chunks.kv_block = place.kv_block;
     chunks.q_group = place.q_group;
@@ -121,6 +129,7 @@ int run_bench(BenchArgs& a) {
     StageTraffic traffic;  // of the last streamed repetition
     // x for the streamed run: on the device, or in host staging memory when
     // the placement stages it (stock always runs on a device x).
+    size_t streamed_total = 0;  // the streamed run's whole arena peak (bench buffers too)
     auto measure = [&](bool streamed, std::vector<uint16_t>& out) {
       double best = 1e30;
       size_t peak = 0;
@@ -143,7 +152,9 @@ int run_bench(BenchArgs& a) {
         }
         const double t0 = now_s();
         if (streamed && x_host) {
-          ResidualRows rows(x.view, arena, *queue);
+          ResidualRows rows(x.view, arena, *queue,
+                            ResidualRows::slot_rows_for(s, c.kv_chunk, c.q_chunk, c.mlp_chunk,
+                                                        c.merge_tail_below));
           run_block_streamed(be, arena, view, rows, c);
         } else if (streamed) {
           run_block_streamed(be, arena, view, x.view, c);
@@ -155,6 +166,7 @@ int run_bench(BenchArgs& a) {
         if (queue && streamed) traffic = queue->traffic();
         // The streamed run's own bytes: a device x counts as the caller's.
         peak = arena.peak() - base;
+        if (streamed) streamed_total = arena.peak();
       }
       out.resize(size_t(s * h));
       if (x_host)
@@ -239,41 +251,46 @@ int run_bench(BenchArgs& a) {
       }
     }
     const double attn_flops = 4.0 * double(s) * double(s) * double(cfg.inner());
-    nlohmann::json j = {{"tokens", s},
-                        {"preset", cfg.name},
-                        {"format", r.format},
-                        {"backend", r.backend},
-                        {"stock_s", stock.first},
-                        {"streamed_s", streamed.first},
-                        {"stock_peak_gib", double(stock.second) / (1u << 30)},
-                        {"streamed_peak_gib", double(streamed.second) / (1u << 30)},
-                        {"bit_equal", equal},
-                        {"attn_s", attn_s},
-                        {"attn_state_s", attn_state_s},
-                        {"attn_kernel", std::string(be.attention_kernel())},
-                        {"attn_kernels_s", kernel_s},
-                        {"attn_kernels_tflops",
-                         [&] {
-                           std::map<std::string, double> t;
-                           for (const auto& [k, sec] : kernel_s) t[k] = attn_flops / sec / 1e12;
-                           return t;
-                         }()},
-                        {"attn_tflops", attn_flops / attn_s / 1e12},
-                        {"q_chunk", r.exec.q_chunk},
-                        {"kv_chunk", r.exec.kv_chunk},
-                        {"mlp_chunk", r.exec.mlp_chunk},
-                        {"kv_block", place.kv_block},
-                        {"vram_budget", budget},
-                        {"placement", place.describe()},
-                        {"kv", place.kv_on_host ? "host-staged" : "device"},
-                        {"x", place.x_on_host ? "host-staged" : "device"},
-                        {"q_group", place.q_group},
-                        {"predicted_streamed_peak_gib", double(predicted_block) / (1u << 30)},
-                        {"host_gib", double(place.host_bytes) / (1u << 30)},
-                        {"to_device_gib", double(traffic.to_device_bytes) / (1u << 30)},
-                        {"to_host_gib", double(traffic.to_host_bytes) / (1u << 30)},
-                        {"copy_s", traffic.copy_seconds},
-                        {"exposed_copy_s", traffic.exposed_seconds}};
+    nlohmann::json j = {
+        {"tokens", s},
+        {"preset", cfg.name},
+        {"format", r.format},
+        {"backend", r.backend},
+        {"stock_s", stock.first},
+        {"streamed_s", streamed.first},
+        {"stock_peak_gib", double(stock.second) / (1u << 30)},
+        {"streamed_peak_gib", double(streamed.second) / (1u << 30)},
+        {"bit_equal", equal},
+        {"attn_s", attn_s},
+        {"attn_state_s", attn_state_s},
+        {"attn_kernel", std::string(be.attention_kernel())},
+        {"attn_kernels_s", kernel_s},
+        {"attn_kernels_tflops",
+         [&] {
+           std::map<std::string, double> t;
+           for (const auto& [k, sec] : kernel_s) t[k] = attn_flops / sec / 1e12;
+           return t;
+         }()},
+        {"attn_tflops", attn_flops / attn_s / 1e12},
+        {"q_chunk", r.exec.q_chunk},
+        {"kv_chunk", r.exec.kv_chunk},
+        {"mlp_chunk", r.exec.mlp_chunk},
+        {"kv_block", place.kv_block},
+        {"vram_budget", budget},
+        {"placement", place.describe()},
+        {"kv", place.kv_on_host ? "host-staged" : "device"},
+        {"x", place.x_on_host ? "host-staged" : "device"},
+        {"q_group", place.q_group},
+        {"predicted_streamed_peak_gib", double(predicted_block) / (1u << 30)},
+        {"host_gib", double(place.host_bytes) / (1u << 30)},
+        {"to_device_gib", double(traffic.to_device_bytes) / (1u << 30)},
+        {"to_host_gib", double(traffic.to_host_bytes) / (1u << 30)},
+        {"weights_gib", double(weight_plan.model_bytes) / (1u << 30)},
+        // Everything the streamed run held on the device at
+        // its peak: the block's weights, the bench's inputs, the run's own.
+        {"device_total_gib", double(weight_plan.model_bytes + streamed_total) / (1u << 30)},
+        {"copy_s", traffic.copy_seconds},
+        {"exposed_copy_s", traffic.exposed_seconds}};
     if (r.json)
       fmt::print("{}\n", j.dump());
     else
