@@ -52,6 +52,15 @@ struct KvI8View {
   int64_t rows() const { return k_code.shape[0]; }
 };
 
+// The kvi8s tier's K/V (kv/kvi8s.hpp), per token and per 64-token block b:
+// K codes [seq, heads * 128] i8, K scales [blocks, heads] f32, K means
+// [blocks, heads * 128] bf16; V codes [seq, heads * 128] e4m3, V channel
+// scales [blocks, heads * 128] f32.
+struct KvI8sView {
+  Tensor k_code, k_scale, k_mean, v_code, v_scale;
+  int64_t rows() const { return k_code.shape[0]; }
+};
+
 // Online-softmax state of a query chunk: running max m and denominator l per
 // (row, head), fp32 accumulator per (row, head, dim). Carried unchanged
 // between K/V blocks.
@@ -131,6 +140,16 @@ class Backend {
                                AttnState& s);
   // out = bf16(rotate(acc / l)): the tier's output, un-rotated once.
   virtual void attn_state_finish_rotated(const AttnState& s, const Tensor& out);
+  // kvi8s (kv/kvi8s.hpp): the K and V rows [first_row, first_row + n), given
+  // as row-wise parts (e.g. a kept tail and the next chunk), quantised into
+  // `out`. first_row is a multiple of 64 and n is too unless the rows end the
+  // sequence (out.rows()).
+  virtual void kvi8s_quantize(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
+                              int64_t first_row, const KvI8sView& out);
+  // attention() over the kvi8s store; q_rot rotated by rotate_heads (V is
+  // not rotated: attn_state_finish gives the output).
+  virtual void attention_kvi8s(const Tensor& q_rot, const KvI8sView& kv, RowRange keys,
+                               AttnState& s);
 
   // Per run: x = bf16(x + y * gate[run.mod_row]) (fp32, one rounding).
   virtual void gated_residual(const Tensor& x, const Tensor& y, const Tensor& gate,

@@ -8,8 +8,9 @@ namespace h3s {
 namespace {
 [[noreturn]] void no_tier(const Backend& be, const char* op) {
   fail(ErrorKind::invalid_argument,
-       "{}: the {} backend has no kvi8r kernels (check has_kv_tier first; use kv_store 'bf16')", op,
-       be.name());
+       "{}: the {} backend has no kernels for this K/V tier (check has_kv_tier first; use "
+       "kv_store 'bf16')",
+       op, be.name());
 }
 }  // namespace
 
@@ -24,6 +25,14 @@ void Backend::attention_kvi8r(const Tensor&, const KvI8View&, RowRange, AttnStat
 }
 void Backend::attn_state_finish_rotated(const AttnState&, const Tensor&) {
   no_tier(*this, "attn_state_finish_rotated");
+}
+
+void Backend::kvi8s_quantize(std::span<const Tensor>, std::span<const Tensor>, int64_t,
+                             const KvI8sView&) {
+  no_tier(*this, "kvi8s_quantize");
+}
+void Backend::attention_kvi8s(const Tensor&, const KvI8sView&, RowRange, AttnState&) {
+  no_tier(*this, "attention_kvi8s");
 }
 
 }  // namespace h3s

@@ -106,7 +106,7 @@ TEST(Cli, BadValuesGiveOneLineAndExitCode2) {
       {"demo --memory-budget 12XB", "--memory-budget"},
       {"demo --vram-budget 3TB", "--vram-budget"},
       {"demo --final-layer-gemm fast", "--final-layer-gemm"},
-      {"demo --kv-store kvi8s", "--kv-store"},
+      {"demo --kv-store kvfp4s", "--kv-store"},
       {"demo --no-such-flag", "no-such-flag"},
   };
   for (const auto& c : cases) {

@@ -11,7 +11,9 @@
 #include "core/dtype.hpp"
 #include "exec_fixture.hpp"
 #include "kv/kv_i8r.hpp"
+#include "kv/kv_i8s.hpp"
 #include "kv/kvi8r.hpp"
+#include "kv/kvi8s.hpp"
 
 namespace h3s::test {
 namespace {
@@ -93,28 +95,34 @@ std::vector<uint16_t> run(BlockHarness& h, std::vector<uint16_t> x, const Stream
 
 class KvTiers : public ::testing::TestWithParam<WeightFormat> {};
 
-TEST_P(KvTiers, Kvi8rStreamedEqualsItsStockBitForBit) {
+// Inside each tier the streamed block equals the stock block bit for bit:
+// query chunks of 1, 7, 97 rows and the whole sequence, K/V chunks that cut
+// kvi8s' 64-token blocks anywhere (its open block is kept across writes),
+// K/V blocks of 0-2 tiles.
+TEST_P(KvTiers, StreamedEqualsItsStockBitForBitInEveryTier) {
   const ModelWeights& w = weights_for(GetParam());
   Rng rng(77 + uint64_t(GetParam()));
-  for (const Case& k : {Case{0, 0, 1}, Case{5, 3, 29}, Case{64, 20, 173}}) {
-    BlockHarness h(w, small_layout(w.config, k.text, k.audio_t, k.frames, true, false));
-    const int64_t seq = h.layout.seq_len;
-    const std::vector<uint16_t> x0 = h.random_x(seq);
-    const std::vector<uint16_t> stock = run(h, x0, nullptr, "kvi8r");
-    const std::vector<uint16_t> exact = run(h, x0, nullptr, "bf16");
-    if (seq > 1) {
-      EXPECT_FALSE(bits_equal(stock, exact)) << "kvi8r ran the exact store";
-    }
-    for (const int64_t chunk : {int64_t(1), int64_t(7), int64_t(97), seq}) {
-      StreamChunks c;
-      c.q_chunk = chunk;
-      c.kv_chunk = std::max<int64_t>(1, chunk - 1 + rng.below(3));
-      c.mlp_chunk = 1 + rng.below(seq);
-      c.kv_block = kAttnKvTile * rng.below(3);
-      c.kv_store = "kvi8r";
-      EXPECT_TRUE(bits_equal(stock, run(h, x0, &c, "kvi8r")))
-          << fmt::format("seq {} q {} kv {} mlp {} kv_block {}", seq, c.q_chunk, c.kv_chunk,
-                         c.mlp_chunk, c.kv_block);
+  for (const std::string tier : {"kvi8r", "kvi8s"}) {
+    for (const Case& k : {Case{0, 0, 1}, Case{5, 3, 29}, Case{64, 20, 173}}) {
+      BlockHarness h(w, small_layout(w.config, k.text, k.audio_t, k.frames, true, false));
+      const int64_t seq = h.layout.seq_len;
+      const std::vector<uint16_t> x0 = h.random_x(seq);
+      const std::vector<uint16_t> stock = run(h, x0, nullptr, tier);
+      const std::vector<uint16_t> exact = run(h, x0, nullptr, "bf16");
+      if (seq > 1) {
+        EXPECT_FALSE(bits_equal(stock, exact)) << tier << " ran the exact store";
+      }
+      for (const int64_t chunk : {int64_t(1), int64_t(7), int64_t(97), seq}) {
+        StreamChunks c;
+        c.q_chunk = chunk;
+        c.kv_chunk = std::max<int64_t>(1, chunk - 1 + rng.below(3));
+        c.mlp_chunk = 1 + rng.below(seq);
+        c.kv_block = kAttnKvTile * rng.below(3);
+        c.kv_store = tier;
+        EXPECT_TRUE(bits_equal(stock, run(h, x0, &c, tier)))
+            << fmt::format("{}: seq {} q {} kv {} mlp {} kv_block {}", tier, seq, c.q_chunk,
+                           c.kv_chunk, c.mlp_chunk, c.kv_block);
+      }
     }
   }
 }
@@ -124,26 +132,28 @@ INSTANTIATE_TEST_SUITE_P(Formats, KvTiers,
                                            WeightFormat::w4a8, WeightFormat::nvfp4),
                          [](const auto& p) { return std::string(format_name(p.param)); });
 
-// Attention alone on gaussian q/k/v with a few outlier channels in K (the
-// shape the Hadamard basis is for): the tier's output against the exact
-// store's, relative rms over all outputs. The reference node measured 1.3e-2
-// for its kvi8r at 217k tokens.
-TEST(KvI8r, AttentionErrorAgainstTheExactStoreIsMeasured) {
+// Attention alone on gaussian q/k/v, with or without a few outlier
+// channels in K (the shape the Hadamard basis and the block smoothing are
+// for): a tier's output against the exact store's, relative rms over all
+// outputs. The reference node measured 1.3e-2 for its kvi8r and 3.1e-2 for
+// its kvi8s at 217k tokens (their inputs: real activations).
+template <class Store>
+double tier_error(bool outliers, int64_t seq = 700) {
   HostMemory mem;
   Arena arena(mem, 0);
   auto be = make_cpu_backend(3);
-  const int64_t seq = 700, heads = 2, inner = heads * kDim;
+  const int64_t heads = 2, inner = heads * kDim;
   Rng r(11);
-  auto random_rows = [&](bool outliers) {
+  auto random_rows = [&](bool spiky) {
     OwnedTensor t = arena.tensor(DType::bf16, {seq, inner}, "rows");
     for (int64_t i = 0; i < seq * inner; ++i) {
       float v = r.normal();
-      if (outliers && i % kDim < 4) v *= 12.0f;
+      if (spiky && i % kDim < 4) v *= 12.0f;
       t.view.ptr<uint16_t>()[i] = f32_to_bf16(v).bits;
     }
     return t;
   };
-  OwnedTensor q = random_rows(false), k = random_rows(true), v = random_rows(false);
+  OwnedTensor q = random_rows(false), k = random_rows(outliers), v = random_rows(false);
   auto as_kv = [&](const Tensor& t) {
     Tensor s = t;
     s.rank = 3;
@@ -152,7 +162,7 @@ TEST(KvI8r, AttentionErrorAgainstTheExactStoreIsMeasured) {
     return s;
   };
   OwnedTensor exact = arena.tensor(DType::bf16, {seq, inner}, "exact");
-  OwnedTensor approx = arena.tensor(DType::bf16, {seq, inner}, "kvi8r");
+  OwnedTensor approx = arena.tensor(DType::bf16, {seq, inner}, "tier");
   {
     AttnState s = AttnState::allocate(arena, seq, heads, kDim);
     be->attn_state_reset(s);
@@ -160,7 +170,7 @@ TEST(KvI8r, AttentionErrorAgainstTheExactStoreIsMeasured) {
     be->attn_state_finish(s, exact.view);
   }
   {
-    KvI8rStore store(arena, seq, heads, kDim, 256);
+    Store store(arena, seq, heads, kDim, 256);
     store.write(*be, {0, seq}, k.view, v.view);
     OwnedTensor qr = arena.tensor(DType::bf16, {seq, inner}, "q copy");
     be->copy(q.view, qr.view);
@@ -178,13 +188,20 @@ TEST(KvI8r, AttentionErrorAgainstTheExactStoreIsMeasured) {
     den += a * a;
   }
   const double rel_rms = std::sqrt(num / den);
-  std::printf(
-      "[ kv tier ] kvi8r attention vs exact | %lld tokens, K outlier channels | rel-rms %g\n",
-      static_cast<long long>(seq), rel_rms);
-  EXPECT_GT(rel_rms, 0.0) << "the approximate tier gave the exact bits";
-  EXPECT_LT(rel_rms, 3e-2);
+  std::printf("[ kv tier ] %s attention vs exact | %lld tokens, %s | rel-rms %g\n",
+              std::string(Store(arena, 1, 1, kDim, 0).name()).c_str(), static_cast<long long>(seq),
+              outliers ? "K outlier channels" : "gaussian", rel_rms);
+  return rel_rms;
+}
+
+TEST(KvI8r, AttentionErrorAgainstTheExactStoreIsMeasured) {
+  for (const bool outliers : {false, true}) {
+    const double e = tier_error<KvI8rStore>(outliers);
+    EXPECT_GT(e, 0.0) << "the approximate tier gave the exact bits";
+    EXPECT_LT(e, 3e-2);
+  }
   // The store is ~half the exact one: 130 bytes per 128-element row per K/V.
-  EXPECT_EQ(KvI8rStore::bytes(seq, heads, kDim), size_t(2 * seq * heads * 130));
+  EXPECT_EQ(KvI8rStore::bytes(700, 2, kDim), size_t(2 * 700 * 2 * 130));
 }
 
 TEST(KvI8r, OptionsAcceptTheTierAndRefuseWhatIsNotBuilt) {
@@ -195,12 +212,86 @@ TEST(KvI8r, OptionsAcceptTheTierAndRefuseWhatIsNotBuilt) {
   EXPECT_THROW(o.validate(), Error);
   o.kv_placement = KvPlacement::automatic;
   o.kv_store = "kvi8s";
+  EXPECT_NO_THROW(o.validate());
+  o.kv_store = "kvfp4s";
   try {
     o.validate();
-    ADD_FAILURE() << "kvi8s accepted";
+    ADD_FAILURE() << "kvfp4s accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("kvi8r"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'kvi8s'"), std::string::npos) << e.what();
   }
+}
+
+TEST(KvI8s, AttentionErrorAgainstTheExactStoreIsMeasured) {
+  for (const bool outliers : {false, true}) {
+    const double e = tier_error<KvI8sStore>(outliers);
+    EXPECT_GT(e, 0.0) << "the approximate tier gave the exact bits";
+    EXPECT_LT(e, 6e-2);
+  }
+  // 1 byte an element for K and V, plus per 64-token block and head K's
+  // scale and mean and V's channel scales, and the open block's bf16 rows.
+  EXPECT_EQ(KvI8sStore::bytes(700, 2, kDim),
+            size_t(2 * 700 * 2 * 128 + 11 * 2 * (4 + 256 + 512) + 2 * 63 * 256 * 2));
+}
+
+// K: codes within +-127 and the block's rows recovered within half a step
+// from mean + code * scale, the mean the rotated rows' average in bf16; V:
+// fp8 within its 3-bit mantissa of the value, no code past e4m3's 448.
+TEST(KvI8s, QuantisersKeepTheirBounds) {
+  Rng r(21);
+  for (const int64_t n : {int64_t(64), int64_t(1), int64_t(37)}) {
+    std::vector<uint16_t> rows(size_t(n * kDim));
+    for (size_t i = 0; i < rows.size(); ++i)
+      rows[i] = f32_to_bf16(r.normal() * (i % kDim < 3 ? 20.0f : 1.0f) + 3.0f).bits;
+    std::vector<int8_t> code(rows.size());
+    std::vector<uint16_t> mean(kDim);
+    float scale = 0.0f;
+    kvi8s::quantise_k_block(rows.data(), kDim, n, code.data(), kDim, &scale, mean.data());
+    std::vector<float> rot(rows.size());
+    float avg[kDim] = {};
+    for (int64_t t = 0; t < n; ++t) {
+      for (int d = 0; d < kDim; ++d)
+        rot[size_t(t * kDim + d)] = bf16_to_f32(bf16{rows[size_t(t * kDim + d)]});
+      kvi8r::rotate(rot.data() + t * kDim);
+      for (int d = 0; d < kDim; ++d) avg[d] += rot[size_t(t * kDim + d)];
+    }
+    for (int d = 0; d < kDim; ++d) {
+      EXPECT_EQ(mean[size_t(d)], f32_to_bf16(avg[d] / float(n)).bits) << d;
+      for (int64_t t = 0; t < n; ++t) {
+        const size_t i = size_t(t * kDim + d);
+        EXPECT_LE(std::abs(int(code[i])), 127);
+        const float back = bf16_to_f32(bf16{mean[size_t(d)]}) + float(code[i]) * scale;
+        EXPECT_LE(std::fabs(back - rot[i]), 0.5f * scale * (1.0f + 1e-5f) + 1e-6f) << t << " " << d;
+      }
+    }
+    std::vector<uint8_t> vcode(rows.size());
+    std::vector<float> vscale(kDim);
+    kvi8s::quantise_v_block(rows.data(), kDim, n, vcode.data(), kDim, vscale.data());
+    for (int64_t t = 0; t < n; ++t)
+      for (int d = 0; d < kDim; ++d) {
+        const size_t i = size_t(t * kDim + d);
+        const float v = bf16_to_f32(bf16{rows[i]}), c = e4m3_to_f32(vcode[i]);
+        EXPECT_LE(std::fabs(c), kvi8s::kE4m3Max);
+        EXPECT_LE(std::fabs(c * vscale[size_t(d)] - v),
+                  std::fabs(v) * 0x1p-4f + 0x1p-9f * vscale[size_t(d)])
+            << t << " " << d;
+      }
+  }
+}
+
+// Chunks must come in sequence order: the open block's rows are kept for
+// the next chunk, so a skipped or repeated range is a caller's bug.
+TEST(KvI8s, WritesOutOfOrderAreRefused) {
+  HostMemory mem;
+  Arena arena(mem, 0);
+  auto be = make_cpu_backend(1);
+  const int64_t seq = 200, inner = 2 * kDim;
+  OwnedTensor k = arena.tensor(DType::bf16, {seq, inner}, "k");
+  std::fill_n(k.view.ptr<uint16_t>(), seq * inner, uint16_t(0x3f80));
+  KvI8sStore store(arena, seq, 2, kDim, 0);
+  store.write(*be, {0, 70}, k.view.rows_view(0, 70), k.view.rows_view(0, 70));
+  EXPECT_THROW(store.write(*be, {100, 150}, k.view.rows_view(0, 50), k.view.rows_view(0, 50)),
+               Error);
 }
 
 }  // namespace

@@ -38,7 +38,7 @@ def test_round_trip_through_dict_and_copy():
     ("kv_block", 100, r"kv_block = 100 must be 0 or a multiple of"),
     ("final_layer_chunk", -2, r"final_layer_chunk = -2 is out of range"),
     ("merge_tail_below", -1, r"merge_tail_below = -1 is out of range"),
-    ("kv_store", "kvi8s", r"kv_store 'kvi8s' is not available"),
+    ("kv_store", "kvmix", r"kv_store 'kvmix' is not available"),
     ("final_layer_gemm", "fast", r"final_layer_gemm 'fast' is not valid: use exact or streamed"),
     ("kv_placement", "gpu", r"kv_placement 'gpu' is not valid: use auto, device or host"),
 ])

@@ -28,15 +28,20 @@ class CpuBackend final : public Backend {
   void attn_state_reset(AttnState& s) override;
   void attention(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s) override;
   void attn_state_finish(const AttnState& s, const Tensor& out) override;
-  // The kvi8r tier (kv_tiers.cpp; kv/kvi8r.hpp is the arithmetic).
+  // The approximate tiers: kvi8r (kv_tiers.cpp; kv/kvi8r.hpp is the
+  // arithmetic) and kvi8s (kv_tier_i8s.cpp; kv/kvi8s.hpp).
   bool has_kv_tier(std::string_view tier) const override {
-    return tier == "bf16" || tier == "kvi8r";
+    return tier == "bf16" || tier == "kvi8r" || tier == "kvi8s";
   }
   void kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) override;
   void rotate_heads(const Tensor& t) override;
   void attention_kvi8r(const Tensor& q_rot, const KvI8View& kv, RowRange keys,
                        AttnState& s) override;
   void attn_state_finish_rotated(const AttnState& s, const Tensor& out) override;
+  void kvi8s_quantize(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
+                      int64_t first_row, const KvI8sView& out) override;
+  void attention_kvi8s(const Tensor& q_rot, const KvI8sView& kv, RowRange keys,
+                       AttnState& s) override;
   void gated_residual(const Tensor& x, const Tensor& y, const Tensor& gate,
                       std::span<const ModRun> runs) override;
   void add_residual(const Tensor& x, const Tensor& y) override;

@@ -1,0 +1,174 @@
+// The kvi8s tier on the CPU backend: its definition of record (kv/kvi8s.hpp)
+// block by block and row by row on the thread pool. Attention follows the
+// exact path's schedule (keys in kAttnKvTile tiles from key 0, one (query
+// row, head) at a time), so blocked keys and chunked queries repeat the
+// single pass bit for bit.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/math.hpp"
+#include "kv/kvi8s.hpp"
+
+namespace h3s::cpu {
+
+namespace {
+
+constexpr int64_t kHd = kvi8s::kDim;
+constexpr int64_t kBlock = kvi8s::kBlock;
+static_assert(kAttnKvTile % kBlock == 0, "a key tile holds whole quantisation blocks");
+constexpr int64_t kBlocksPerTile = kAttnKvTile / kBlock;
+
+void expect_store(const KvI8sView& kv, int64_t heads, const char* op) {
+  const int64_t seq = kv.rows(), blocks = (seq + kBlock - 1) / kBlock;
+  expect_dtype(kv.k_code, DType::i8, op, "K codes");
+  expect_dtype(kv.k_scale, DType::f32, op, "K scales");
+  expect_dtype(kv.k_mean, DType::bf16, op, "K means");
+  expect_dtype(kv.v_code, DType::f8e4m3, op, "V codes");
+  expect_dtype(kv.v_scale, DType::f32, op, "V scales");
+  for (const Tensor* t : {&kv.k_code, &kv.v_code}) {
+    expect_rows(*t, seq, op, "codes");
+    expect_cols(*t, heads * kHd, op, "codes");
+    expect_unit_col_stride(*t, op, "codes");
+  }
+  expect_rows(kv.k_scale, blocks, op, "K scales");
+  expect_cols(kv.k_scale, heads, op, "K scales");
+  for (const Tensor* t : {&kv.k_mean, &kv.v_scale}) {
+    expect_rows(*t, blocks, op, "block rows");
+    expect_cols(*t, heads * kHd, op, "block rows");
+    expect_unit_col_stride(*t, op, "block rows");
+  }
+}
+
+}  // namespace
+
+void CpuBackend::kvi8s_quantize(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
+                                int64_t first_row, const KvI8sView& out) {
+  const char* op = "kvi8s_quantize";
+  if (out.k_code.cols() % kHd != 0)
+    fail(ErrorKind::invalid_argument, "{}: {} columns are not whole {}-dim heads", op,
+         out.k_code.cols(), kHd);
+  const int64_t heads = out.k_code.cols() / kHd, seq = out.rows();
+  expect_store(out, heads, op);
+  // Row r of the parts' concatenation, for K and for V.
+  std::vector<std::pair<const Tensor*, int64_t>> k_rows, v_rows;
+  for (auto [parts, rows] : {std::pair{k_parts, &k_rows}, std::pair{v_parts, &v_rows}})
+    for (const Tensor& t : parts) {
+      expect_dtype(t, DType::bf16, op, "K/V rows");
+      expect_cols(t, heads * kHd, op, "K/V rows");
+      expect_unit_col_stride(t, op, "K/V rows");
+      for (int64_t r = 0; r < t.rows(); ++r) rows->emplace_back(&t, r);
+    }
+  const int64_t n = int64_t(k_rows.size());
+  if (int64_t(v_rows.size()) != n)
+    fail(ErrorKind::invalid_argument, "{}: {} K rows but {} V rows", op, n, v_rows.size());
+  if (first_row < 0 || first_row % kBlock != 0 || first_row + n > seq ||
+      (n % kBlock != 0 && first_row + n != seq))
+    fail(ErrorKind::invalid_argument,
+         "{}: rows [{}, {}) of {} are not whole {}-token blocks (only the sequence's last block "
+         "may be short)",
+         op, first_row, first_row + n, seq, kBlock);
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  pool_.parallel_for(blocks * heads, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<uint16_t> kb(static_cast<size_t>(kBlock * kHd)),
+        vb(static_cast<size_t>(kBlock * kHd));
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t b = task / heads, h = task % heads;
+      const int64_t r0 = b * kBlock, rows = std::min(kBlock, n - r0);
+      for (int64_t t = 0; t < rows; ++t) {
+        const auto [kt, kr] = k_rows[size_t(r0 + t)];
+        const auto [vt, vr] = v_rows[size_t(r0 + t)];
+        std::copy_n(kt->row<uint16_t>(kr) + h * kHd, kHd, kb.data() + t * kHd);
+        std::copy_n(vt->row<uint16_t>(vr) + h * kHd, kHd, vb.data() + t * kHd);
+      }
+      const int64_t row = first_row + r0, block = row / kBlock;
+      kvi8s::quantise_k_block(kb.data(), kHd, rows, out.k_code.row<int8_t>(row) + h * kHd,
+                              out.k_code.row_stride(), out.k_scale.row<float>(block) + h,
+                              out.k_mean.row<uint16_t>(block) + h * kHd);
+      kvi8s::quantise_v_block(vb.data(), kHd, rows, out.v_code.row<uint8_t>(row) + h * kHd,
+                              out.v_code.row_stride(), out.v_scale.row<float>(block) + h * kHd);
+    }
+  });
+}
+
+void CpuBackend::attention_kvi8s(const Tensor& q, const KvI8sView& kv, RowRange keys,
+                                 AttnState& s) {
+  const char* op = "attention_kvi8s";
+  const int64_t heads = s.heads, rows = q.rows();
+  if (s.head_dim != kHd)
+    fail(ErrorKind::invalid_argument, "{}: head_dim {} (kvi8s rotates {}-dim heads)", op,
+         s.head_dim, kHd);
+  expect_dtype(q, DType::bf16, op, "q");
+  expect_rows(q, s.rows, op, "q");
+  expect_cols(q, heads * kHd, op, "q");
+  expect_unit_col_stride(q, op, "q");
+  expect_store(kv, heads, op);
+  if (keys.begin < 0 || keys.end > kv.rows() || keys.begin > keys.end)
+    fail(ErrorKind::invalid_argument, "{}: keys [{}, {}) outside the {} K/V rows", op, keys.begin,
+         keys.end, kv.rows());
+  if (keys.begin % kAttnKvTile != 0)
+    fail(ErrorKind::invalid_argument,
+         "{}: a K/V block must start on a {}-row tile boundary (got {}); align kv_block", op,
+         kAttnKvTile, keys.begin);
+  const float scale = 1.0f / std::sqrt(float(kHd));
+  pool_.parallel_for(heads * rows, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> p(static_cast<size_t>(kAttnKvTile)), o(static_cast<size_t>(kHd)),
+        t(static_cast<size_t>(kHd));
+    float qf[kHd], mean[kHd];
+    int8_t qc[kHd];
+    float corr[kBlocksPerTile], qk_scale[kBlocksPerTile];
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t h = task / rows, r = task % rows;
+      const uint16_t* qs = q.row<uint16_t>(r) + h * kHd;
+      for (int64_t d = 0; d < kHd; ++d) qf[d] = bf16_to_f32(bf16{qs[d]});
+      const float q_scale = kvi8s::quantise_q_row(qs, qc);
+      float& m = s.m.view.ptr<float>()[r * heads + h];
+      float& l = s.l.view.ptr<float>()[r * heads + h];
+      float* acc = s.acc.view.ptr<float>() + (r * heads + h) * kHd;
+      for (int64_t k0 = keys.begin; k0 < keys.end; k0 += kAttnKvTile) {
+        const int64_t n = std::min(kAttnKvTile, keys.end - k0);
+        const int64_t nb = (n + kBlock - 1) / kBlock, b0 = k0 / kBlock;
+        for (int64_t i = 0; i < nb; ++i) {
+          const uint16_t* mb = kv.k_mean.row<uint16_t>(b0 + i) + h * kHd;
+          for (int64_t d = 0; d < kHd; ++d) mean[d] = bf16_to_f32(bf16{mb[d]});
+          corr[i] = dot_f32(qf, mean, kHd);
+          qk_scale[i] = q_scale * kv.k_scale.row<float>(b0 + i)[h];
+        }
+        float mt = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t i = j / kBlock;
+          const int32_t dq = kvi8s::dot_codes(qc, kv.k_code.row<int8_t>(k0 + j) + h * kHd);
+          p[size_t(j)] = (float(dq) * qk_scale[i] + corr[i]) * scale;
+          mt = std::max(mt, p[size_t(j)]);
+        }
+        const float m_new = std::max(m, mt);
+        const float alpha =
+            m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - m_new);
+        float psum = 0.0f;
+        for (int64_t j = 0; j < n; ++j) {
+          p[size_t(j)] = std::exp(p[size_t(j)] - m_new);
+          psum += p[size_t(j)];
+        }
+        std::fill(t.begin(), t.end(), 0.0f);
+        for (int64_t i = 0; i < nb; ++i) {
+          std::fill(o.begin(), o.end(), 0.0f);
+          for (int64_t j = i * kBlock; j < std::min(n, (i + 1) * kBlock); ++j) {
+            const float p8 = e4m3_to_f32(f32_to_e4m3(p[size_t(j)] * kvi8s::kPScale));
+            const uint8_t* vc = kv.v_code.row<uint8_t>(k0 + j) + h * kHd;
+            for (int64_t d = 0; d < kHd; ++d) o[size_t(d)] += p8 * e4m3_to_f32(vc[d]);
+          }
+          const float* sv = kv.v_scale.row<float>(b0 + i) + h * kHd;
+          for (int64_t d = 0; d < kHd; ++d) t[size_t(d)] += o[size_t(d)] * sv[d];
+        }
+        l = l * alpha + psum;
+        for (int64_t d = 0; d < kHd; ++d)
+          acc[d] = acc[d] * alpha + t[size_t(d)] * kvi8s::kInvPScale;
+        m = m_new;
+      }
+    }
+  });
+}
+
+}  // namespace h3s::cpu
