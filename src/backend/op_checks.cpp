@@ -52,6 +52,16 @@ void expect_unit_col_stride(const Tensor& t, const char* op, const char* operand
     fail(ErrorKind::invalid_argument, "{}: {} must have unit column stride", op, operand);
 }
 
+void expect_attention_keys(RowRange keys, int64_t kv_rows, int64_t tile, const char* op) {
+  if (keys.begin < 0 || keys.end > kv_rows || keys.begin > keys.end)
+    fail(ErrorKind::invalid_argument, "{}: keys [{}, {}) outside the {} K/V rows", op, keys.begin,
+         keys.end, kv_rows);
+  if (keys.begin % tile != 0)
+    fail(ErrorKind::invalid_argument,
+         "{}: a K/V block must start on a {}-row tile boundary (got {}); align kv_block", op, tile,
+         keys.begin);
+}
+
 void expect_runs(std::span<const ModRun> runs, int64_t rows, int64_t mod_rows, const char* op) {
   for (const ModRun& r : runs)
     if (r.begin < 0 || r.end > rows || r.begin > r.end || r.mod_row < 0 || r.mod_row >= mod_rows)

@@ -24,6 +24,9 @@ void expect_cols(const Tensor& t, int64_t cols, const char* op, const char* oper
 // A 2-D [rows, cols] view (rank <= 2) whose columns are adjacent.
 void expect_unit_col_stride(const Tensor& t, const char* op, const char* operand);
 void expect_runs(std::span<const ModRun> runs, int64_t rows, int64_t mod_rows, const char* op);
+// An attention call's keys: inside the `kv_rows` K/V rows, starting on a
+// `tile`-key boundary (so a K/V block chains bit for bit).
+void expect_attention_keys(RowRange keys, int64_t kv_rows, int64_t tile, const char* op);
 
 // The arrays `w` computes with are on device d in that backend's kernel form
 // (CPU: w4a8 decoded to int8; CUDA: w4a8 packed with its 16 levels): a weight

@@ -37,13 +37,7 @@ void CpuBackend::attention(const Tensor& q, const KvView& kv, RowRange keys, Att
       kv.v.rank != 3 || kv.v.shape != kv.k.shape || kv.v.stride[2] != 1)
     fail(ErrorKind::invalid_argument, "{}: k/v must be [seq, {}, {}] views with unit dim stride",
          op, heads, hd);
-  if (keys.begin < 0 || keys.end > kv.rows() || keys.begin > keys.end)
-    fail(ErrorKind::invalid_argument, "{}: keys [{}, {}) outside the {} K/V rows", op, keys.begin,
-         keys.end, kv.rows());
-  if (keys.begin % kAttnKvTile != 0)
-    fail(ErrorKind::invalid_argument,
-         "{}: a K/V block must start on a {}-row tile boundary (got {}); align kv_block", op,
-         kAttnKvTile, keys.begin);
+  checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
   const float scale = 1.0f / std::sqrt(float(hd));
   const int64_t qblocks = (rows + kQueryBlock - 1) / kQueryBlock;
   pool_.parallel_for(heads * qblocks, 1, [&](int64_t t0, int64_t t1) {

@@ -105,13 +105,7 @@ void CpuBackend::attention_kvi8s(const Tensor& q, const KvI8sView& kv, RowRange 
   expect_cols(q, heads * kHd, op, "q");
   expect_unit_col_stride(q, op, "q");
   expect_store(kv, heads, op);
-  if (keys.begin < 0 || keys.end > kv.rows() || keys.begin > keys.end)
-    fail(ErrorKind::invalid_argument, "{}: keys [{}, {}) outside the {} K/V rows", op, keys.begin,
-         keys.end, kv.rows());
-  if (keys.begin % kAttnKvTile != 0)
-    fail(ErrorKind::invalid_argument,
-         "{}: a K/V block must start on a {}-row tile boundary (got {}); align kv_block", op,
-         kAttnKvTile, keys.begin);
+  checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
   const float scale = 1.0f / std::sqrt(float(kHd));
   pool_.parallel_for(heads * rows, 1, [&](int64_t t0, int64_t t1) {
     std::vector<float> p(static_cast<size_t>(kAttnKvTile)), o(static_cast<size_t>(kHd)),

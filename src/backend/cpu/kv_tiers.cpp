@@ -85,13 +85,7 @@ void CpuBackend::attention_kvi8r(const Tensor& q, const KvI8View& kv, RowRange k
       kv.v_scale.rows() != kv.rows())
     fail(ErrorKind::invalid_argument, "{}: codes and scales of K and V must have one row count",
          op);
-  if (keys.begin < 0 || keys.end > kv.rows() || keys.begin > keys.end)
-    fail(ErrorKind::invalid_argument, "{}: keys [{}, {}) outside the {} K/V rows", op, keys.begin,
-         keys.end, kv.rows());
-  if (keys.begin % kAttnKvTile != 0)
-    fail(ErrorKind::invalid_argument,
-         "{}: a K/V block must start on a {}-row tile boundary (got {}); align kv_block", op,
-         kAttnKvTile, keys.begin);
+  checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
   const float scale = 1.0f / std::sqrt(float(kHd));
   pool_.parallel_for(heads * rows, 1, [&](int64_t t0, int64_t t1) {
     std::vector<float> kt(static_cast<size_t>(kAttnKvTile * kHd)),

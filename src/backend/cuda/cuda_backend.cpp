@@ -323,13 +323,7 @@ void CudaBackend::attention_with_ends(const Tensor& q, const KvView& kv, RowRang
     fail(ErrorKind::invalid_argument,
          "{}: k and v must share seq and head strides (k {}/{}, v {}/{})", op, kv.k.stride[0],
          kv.k.stride[1], kv.v.stride[0], kv.v.stride[1]);
-  if (keys.begin < 0 || keys.end > kv.rows() || keys.begin > keys.end)
-    fail(ErrorKind::invalid_argument, "{}: keys [{}, {}) outside the {} K/V rows", op, keys.begin,
-         keys.end, kv.rows());
-  if (keys.begin % kAttnKvTile != 0)
-    fail(ErrorKind::invalid_argument,
-         "{}: a K/V block must start on a {}-row tile boundary (got {}); align kv_block", op,
-         kAttnKvTile, keys.begin);
+  checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
   if (ends.out != nullptr) {
     expect_dtype(*ends.out, DType::bf16, op, "out");
     expect_rows(*ends.out, rows, op, "out");
