@@ -1,9 +1,12 @@
 // The kvi8r definition of record (see kvi8r.hpp).
 #include "kv/kvi8r.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 
+#include "backend/cpu/math.hpp"
 #include "core/dtype.hpp"
 
 namespace h3s::kvi8r {
@@ -27,10 +30,10 @@ uint16_t f16_round_up(float f) {
   return uint16_t(r + 1);  // the next fp16 up (positive values: the bit pattern + 1)
 }
 
-void quantise_row(const uint16_t* bf16_row, int8_t* code, uint16_t* scale_f16) {
+void quantise_row(const uint16_t* bf16_row, int8_t* code, uint16_t* scale_f16, bool rotated) {
   float x[kDim];
   for (int i = 0; i < kDim; ++i) x[i] = bf16_to_f32(bf16{bf16_row[i]});
-  rotate(x);
+  if (rotated) rotate(x);
   float amax = 0.0f;
   for (int i = 0; i < kDim; ++i) amax = std::fmax(amax, std::fabs(x[i]));
   // (1 + 2^-7) of headroom, then fp16 rounded up: x / scale stays inside
@@ -43,6 +46,31 @@ void quantise_row(const uint16_t* bf16_row, int8_t* code, uint16_t* scale_f16) {
   for (int i = 0; i < kDim; ++i) {
     const float c = scale == 0.0f ? 0.0f : std::nearbyint(x[i] / scale);
     code[i] = std::fabs(c) <= float(kMaxCode) ? int8_t(c) : int8_t(0);
+  }
+}
+
+void attend_row(const float* q, const HeadRows& kv, int64_t begin, int64_t end, float& m, float& l,
+                float* acc, Scratch& w) {
+  constexpr int64_t kTile = 128;  // the exact path's key tile (kAttnKvTile)
+  const float scale = 1.0f / std::sqrt(float(kDim));
+  for (int64_t k0 = begin; k0 < end; k0 += kTile) {
+    const int64_t n = std::min(kTile, end - k0);
+    for (int64_t j = 0; j < n; ++j) {
+      const int8_t* kc = kv.k_code + (k0 + j) * kv.code_stride;
+      const int8_t* vc = kv.v_code + (k0 + j) * kv.code_stride;
+      for (int d = 0; d < kDim; ++d) {
+        w.kt[j * kDim + d] = float(kc[d]);
+        w.vt[j * kDim + d] = float(vc[d]);
+      }
+      w.ks[j] = f16_to_f32(kv.k_scale[(k0 + j) * kv.scale_stride]);
+      w.vs[j] = f16_to_f32(kv.v_scale[(k0 + j) * kv.scale_stride]);
+    }
+    float mt = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n; ++j) {
+      w.p[j] = (cpu::dot_f32(q, w.kt + j * kDim, kDim) * w.ks[j]) * scale;
+      mt = std::max(mt, w.p[j]);
+    }
+    cpu::fold_key_tile(w.p, n, mt, w.vt, w.vs, kDim, m, l, acc, w.o);
   }
 }
 

@@ -41,6 +41,29 @@ void rotate(float* v);
 uint16_t f16_round_up(float f);
 
 // One (token, head) row of bf16 bits -> codes and the fp16 scale bits.
-void quantise_row(const uint16_t* bf16_row, int8_t* code, uint16_t* scale_f16);
+// rotated = false quantises the row as it is: the plain per-row int8 recipe
+// the tier improves on (h3s kvbench's baseline), not the tier.
+void quantise_row(const uint16_t* bf16_row, int8_t* code, uint16_t* scale_f16, bool rotated = true);
+
+// One head's K/V in the store, pointers at key 0 of that head: key r's codes
+// at code + r * code_stride, its scale at scale[r * scale_stride].
+struct HeadRows {
+  const int8_t* k_code;
+  const uint16_t* k_scale;
+  const int8_t* v_code;
+  const uint16_t* v_scale;
+  int64_t code_stride, scale_stride;
+};
+
+// Scratch of attend_row, kept by the caller (one per thread).
+struct Scratch {
+  float kt[128 * kDim], vt[128 * kDim], ks[128], vs[128], p[128], o[kDim];
+};
+
+// The attention of one (query row, head) over keys [begin, end) (begin on a
+// 128-key tile), continuing the state (m, l, acc[128]): q is the query in
+// the store's basis, fp32 of its bf16 values.
+void attend_row(const float* q, const HeadRows& kv, int64_t begin, int64_t end, float& m, float& l,
+                float* acc, Scratch& scratch);
 
 }  // namespace h3s::kvi8r

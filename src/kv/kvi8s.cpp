@@ -1,14 +1,28 @@
 // The kvi8s definition of record (see kvi8s.hpp).
 #include "kv/kvi8s.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <limits>
 
+#include "backend/cpu/math.hpp"
 #include "core/dtype.hpp"
 #include "kv/kvi8r.hpp"
 
 namespace h3s::kvi8s {
 
 namespace {
+
+// e4m3 -> fp32 for every code: the P V loop decodes 128 codes per key.
+const std::array<float, 256>& e4m3_values() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) t[size_t(c)] = e4m3_to_f32(uint8_t(c));
+    return t;
+  }();
+  return table;
+}
 
 // Codes of x / scale, round half to even; zero for a zero or non-finite
 // scale (rows no real activation has) rather than an out-of-range value.
@@ -26,12 +40,12 @@ float int8_scale(float amax) {
 }  // namespace
 
 void quantise_k_block(const uint16_t* src, int64_t src_stride, int64_t n, int8_t* code,
-                      int64_t code_stride, float* scale, uint16_t* mean) {
+                      int64_t code_stride, float* scale, uint16_t* mean, bool rotated) {
   float rot[kBlock][kDim];
   float sum[kDim] = {};
   for (int64_t t = 0; t < n; ++t) {
     for (int d = 0; d < kDim; ++d) rot[t][d] = bf16_to_f32(bf16{src[t * src_stride + d]});
-    kvi8r::rotate(rot[t]);
+    if (rotated) kvi8r::rotate(rot[t]);
     for (int d = 0; d < kDim; ++d) sum[d] += rot[t][d];
   }
   float mu[kDim];
@@ -81,6 +95,56 @@ int32_t dot_codes(const int8_t* a, const int8_t* b) {
   int32_t s = 0;
   for (int d = 0; d < kDim; ++d) s += int32_t(a[d]) * int32_t(b[d]);
   return s;
+}
+
+void attend_row(const uint16_t* q_bf16, const HeadRows& kv, int64_t begin, int64_t end, float& m,
+                float& l, float* acc) {
+  constexpr int64_t kTile = 128, kBlocksPerTile = kTile / kBlock;  // the exact path's key tile
+  const float scale = 1.0f / std::sqrt(float(kDim));
+  float q[kDim], mean[kDim], p[kTile], o[kDim], t[kDim];
+  int8_t qc[kDim];
+  for (int d = 0; d < kDim; ++d) q[d] = bf16_to_f32(bf16{q_bf16[d]});
+  const float q_scale = quantise_q_row(q_bf16, qc);
+  float corr[kBlocksPerTile], qk_scale[kBlocksPerTile];
+  const std::array<float, 256>& e4m3 = e4m3_values();
+  for (int64_t k0 = begin; k0 < end; k0 += kTile) {
+    const int64_t n = std::min(kTile, end - k0);
+    const int64_t nb = (n + kBlock - 1) / kBlock, b0 = k0 / kBlock;
+    for (int64_t i = 0; i < nb; ++i) {
+      const uint16_t* mb = kv.k_mean + (b0 + i) * kv.block_stride;
+      for (int d = 0; d < kDim; ++d) mean[d] = bf16_to_f32(bf16{mb[d]});
+      corr[i] = cpu::dot_f32(q, mean, kDim);
+      qk_scale[i] = q_scale * kv.k_scale[(b0 + i) * kv.k_scale_stride];
+    }
+    float mt = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t i = j / kBlock;
+      const int32_t dq = dot_codes(qc, kv.k_code + (k0 + j) * kv.code_stride);
+      p[j] = (float(dq) * qk_scale[i] + corr[i]) * scale;
+      mt = std::max(mt, p[j]);
+    }
+    const float m_new = std::max(m, mt);
+    const float alpha = m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - m_new);
+    float psum = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      p[j] = std::exp(p[j] - m_new);
+      psum += p[j];
+    }
+    std::fill(t, t + kDim, 0.0f);
+    for (int64_t i = 0; i < nb; ++i) {  // P V per block in fp32, then its channel scales
+      std::fill(o, o + kDim, 0.0f);
+      for (int64_t j = i * kBlock; j < std::min(n, (i + 1) * kBlock); ++j) {
+        const float p8 = e4m3[f32_to_e4m3(p[j] * kPScale)];
+        const uint8_t* vc = kv.v_code + (k0 + j) * kv.code_stride;
+        for (int d = 0; d < kDim; ++d) o[d] += p8 * e4m3[vc[d]];
+      }
+      const float* sv = kv.v_scale + (b0 + i) * kv.block_stride;
+      for (int d = 0; d < kDim; ++d) t[d] += o[d] * sv[d];
+    }
+    l = l * alpha + psum;
+    for (int d = 0; d < kDim; ++d) acc[d] = acc[d] * alpha + t[d] * kInvPScale;
+    m = m_new;
+  }
 }
 
 int64_t store_bytes(int64_t seq, int64_t heads) {

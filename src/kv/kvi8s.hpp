@@ -45,9 +45,10 @@ inline constexpr float kInvPScale = 1.0f / kPScale;
 // to the next; each pointer is at the head's first element.
 
 // K of one (block, head): n <= kBlock rows of bf16 bits -> codes, the fp32
-// scale and the bf16 mean (128 values).
+// scale and the bf16 mean (128 values). rotated = false skips the Hadamard
+// basis: the plain SageAttention-2 recipe (h3s kvbench's baseline).
 void quantise_k_block(const uint16_t* src, int64_t src_stride, int64_t n, int8_t* code,
-                      int64_t code_stride, float* scale, uint16_t* mean);
+                      int64_t code_stride, float* scale, uint16_t* mean, bool rotated = true);
 // V of one (block, head): n rows -> e4m3 codes and 128 fp32 channel scales.
 void quantise_v_block(const uint16_t* src, int64_t src_stride, int64_t n, uint8_t* code,
                       int64_t code_stride, float* scale);
@@ -55,6 +56,25 @@ void quantise_v_block(const uint16_t* src, int64_t src_stride, int64_t n, uint8_
 float quantise_q_row(const uint16_t* q_rot, int8_t* code);
 // The exact int32 dot of two 128-code rows.
 int32_t dot_codes(const int8_t* a, const int8_t* b);
+// One head's K/V in the store, pointers at token / block 0 of that head:
+// token r's codes at code + r * code_stride, block b's K scale at
+// k_scale[b * k_scale_stride], its K mean and V channel scales at
+// + b * block_stride.
+struct HeadRows {
+  const int8_t* k_code;
+  const uint8_t* v_code;
+  const float* k_scale;
+  const uint16_t* k_mean;
+  const float* v_scale;
+  int64_t code_stride, k_scale_stride, block_stride;
+};
+
+// The attention of one (query row, head) over keys [begin, end) (begin on a
+// 128-key tile), continuing the state (m, l, acc[128]): q_bf16 is the query
+// in the store's basis (rotate_heads' output for the tier).
+void attend_row(const uint16_t* q_bf16, const HeadRows& kv, int64_t begin, int64_t end, float& m,
+                float& l, float* acc);
+
 // Store bytes per tier for `seq` rows: codes (1 byte an element) for K and
 // V, and per (block, head) K's scale (fp32) and mean (bf16 x 128) and V's
 // channel scales (fp32 x 128).

@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "exec/forward.hpp"
 #include "forward_cmd.hpp"
+#include "kvbench_cmd.hpp"
 #include "model/checkpoint.hpp"
 #include "plan_cmd.hpp"
 #include "report.hpp"
@@ -253,6 +254,13 @@ int main(int argc, char** argv) {
       "for a shape and --vram-budget, before any work (no weights built)");
   add_plan_flags(*plan_cmd, plan);
 
+  KvBenchArgs kvbench;
+  CLI::App* kvbench_cmd = app.add_subcommand(
+      "kvbench",
+      "an approximate K/V tier's attention against the exact one on gaussian and outlier "
+      "inputs, beside the recipe it improves on: rel-rms, cosine, bytes per element");
+  add_kvbench_flags(*kvbench_cmd, kvbench);
+
   ForwardArgs fwd;
   CLI::App* forward_cmd = app.add_subcommand(
       "forward",
@@ -293,6 +301,7 @@ int main(int argc, char** argv) {
     if (*make_cmd) return run_make_checkpoint(make);
     if (*bench_cmd) return run_bench(bench);
     if (*plan_cmd) return run_plan(plan);
+    if (*kvbench_cmd) return run_kvbench(kvbench);
     if (*inspect_cmd) return run_inspect(inspect);
   } catch (const h3s::Error& e) {
     fmt::print(stderr, "h3s: {}\n", e.what());

@@ -4,12 +4,9 @@
 // row, head) at a time), so blocked keys and chunked queries repeat the
 // single pass bit for bit.
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
-#include "backend/cpu/math.hpp"
 #include "kv/kvi8s.hpp"
 
 namespace h3s::cpu {
@@ -18,8 +15,8 @@ namespace {
 
 constexpr int64_t kHd = kvi8s::kDim;
 constexpr int64_t kBlock = kvi8s::kBlock;
-static_assert(kAttnKvTile % kBlock == 0, "a key tile holds whole quantisation blocks");
-constexpr int64_t kBlocksPerTile = kAttnKvTile / kBlock;
+static_assert(kAttnKvTile == 128 && kAttnKvTile % kBlock == 0,
+              "kvi8s::attend_row walks the exact path's 128-key tiles of whole blocks");
 
 void expect_store(const KvI8sView& kv, int64_t heads, const char* op) {
   const int64_t seq = kv.rows(), blocks = (seq + kBlock - 1) / kBlock;
@@ -106,61 +103,24 @@ void CpuBackend::attention_kvi8s(const Tensor& q, const KvI8sView& kv, RowRange 
   expect_unit_col_stride(q, op, "q");
   expect_store(kv, heads, op);
   checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
-  const float scale = 1.0f / std::sqrt(float(kHd));
+  if (kv.k_mean.row_stride() != kv.v_scale.row_stride() ||
+      kv.k_code.row_stride() != kv.v_code.row_stride())
+    fail(ErrorKind::invalid_argument,
+         "{}: K and V codes, and K means and V scales, must share a row stride", op);
   pool_.parallel_for(heads * rows, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<float> p(static_cast<size_t>(kAttnKvTile)), o(static_cast<size_t>(kHd)),
-        t(static_cast<size_t>(kHd));
-    float qf[kHd], mean[kHd];
-    int8_t qc[kHd];
-    float corr[kBlocksPerTile], qk_scale[kBlocksPerTile];
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t h = task / rows, r = task % rows;
-      const uint16_t* qs = q.row<uint16_t>(r) + h * kHd;
-      for (int64_t d = 0; d < kHd; ++d) qf[d] = bf16_to_f32(bf16{qs[d]});
-      const float q_scale = kvi8s::quantise_q_row(qs, qc);
-      float& m = s.m.view.ptr<float>()[r * heads + h];
-      float& l = s.l.view.ptr<float>()[r * heads + h];
-      float* acc = s.acc.view.ptr<float>() + (r * heads + h) * kHd;
-      for (int64_t k0 = keys.begin; k0 < keys.end; k0 += kAttnKvTile) {
-        const int64_t n = std::min(kAttnKvTile, keys.end - k0);
-        const int64_t nb = (n + kBlock - 1) / kBlock, b0 = k0 / kBlock;
-        for (int64_t i = 0; i < nb; ++i) {
-          const uint16_t* mb = kv.k_mean.row<uint16_t>(b0 + i) + h * kHd;
-          for (int64_t d = 0; d < kHd; ++d) mean[d] = bf16_to_f32(bf16{mb[d]});
-          corr[i] = dot_f32(qf, mean, kHd);
-          qk_scale[i] = q_scale * kv.k_scale.row<float>(b0 + i)[h];
-        }
-        float mt = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < n; ++j) {
-          const int64_t i = j / kBlock;
-          const int32_t dq = kvi8s::dot_codes(qc, kv.k_code.row<int8_t>(k0 + j) + h * kHd);
-          p[size_t(j)] = (float(dq) * qk_scale[i] + corr[i]) * scale;
-          mt = std::max(mt, p[size_t(j)]);
-        }
-        const float m_new = std::max(m, mt);
-        const float alpha =
-            m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - m_new);
-        float psum = 0.0f;
-        for (int64_t j = 0; j < n; ++j) {
-          p[size_t(j)] = std::exp(p[size_t(j)] - m_new);
-          psum += p[size_t(j)];
-        }
-        std::fill(t.begin(), t.end(), 0.0f);
-        for (int64_t i = 0; i < nb; ++i) {
-          std::fill(o.begin(), o.end(), 0.0f);
-          for (int64_t j = i * kBlock; j < std::min(n, (i + 1) * kBlock); ++j) {
-            const float p8 = e4m3_to_f32(f32_to_e4m3(p[size_t(j)] * kvi8s::kPScale));
-            const uint8_t* vc = kv.v_code.row<uint8_t>(k0 + j) + h * kHd;
-            for (int64_t d = 0; d < kHd; ++d) o[size_t(d)] += p8 * e4m3_to_f32(vc[d]);
-          }
-          const float* sv = kv.v_scale.row<float>(b0 + i) + h * kHd;
-          for (int64_t d = 0; d < kHd; ++d) t[size_t(d)] += o[size_t(d)] * sv[d];
-        }
-        l = l * alpha + psum;
-        for (int64_t d = 0; d < kHd; ++d)
-          acc[d] = acc[d] * alpha + t[size_t(d)] * kvi8s::kInvPScale;
-        m = m_new;
-      }
+      const kvi8s::HeadRows head{kv.k_code.row<int8_t>(0) + h * kHd,
+                                 kv.v_code.row<uint8_t>(0) + h * kHd,
+                                 kv.k_scale.row<float>(0) + h,
+                                 kv.k_mean.row<uint16_t>(0) + h * kHd,
+                                 kv.v_scale.row<float>(0) + h * kHd,
+                                 kv.k_code.row_stride(),
+                                 kv.k_scale.row_stride(),
+                                 kv.k_mean.row_stride()};
+      kvi8s::attend_row(q.row<uint16_t>(r) + h * kHd, head, keys.begin, keys.end,
+                        s.m.view.ptr<float>()[r * heads + h], s.l.view.ptr<float>()[r * heads + h],
+                        s.acc.view.ptr<float>() + (r * heads + h) * kHd);
     }
   });
 }

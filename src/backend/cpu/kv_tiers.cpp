@@ -5,8 +5,7 @@
 // repeat the single pass bit for bit.
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <vector>
+#include <memory>
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/math.hpp"
@@ -17,6 +16,7 @@ namespace h3s::cpu {
 namespace {
 
 constexpr int64_t kHd = kvi8r::kDim;
+static_assert(kAttnKvTile == 128, "kvi8r::attend_row walks the exact path's 128-key tiles");
 
 void expect_heads(const Tensor& t, const char* op, const char* operand) {
   expect_unit_col_stride(t, op, operand);
@@ -81,44 +81,32 @@ void CpuBackend::attention_kvi8r(const Tensor& q, const KvI8View& kv, RowRange k
   expect_unit_col_stride(q, op, "q");
   for (const Tensor* t : {&kv.k_code, &kv.v_code}) expect_cols(*t, heads * kHd, op, "codes");
   for (const Tensor* t : {&kv.k_scale, &kv.v_scale}) expect_cols(*t, heads, op, "scales");
+  for (const Tensor* t : {&kv.k_code, &kv.v_code, &kv.k_scale, &kv.v_scale})
+    expect_unit_col_stride(*t, op, "K/V arrays");
+  if (kv.v_code.row_stride() != kv.k_code.row_stride() ||
+      kv.v_scale.row_stride() != kv.k_scale.row_stride())
+    fail(ErrorKind::invalid_argument, "{}: K and V codes (and scales) must share a row stride", op);
   if (kv.v_code.rows() != kv.rows() || kv.k_scale.rows() != kv.rows() ||
       kv.v_scale.rows() != kv.rows())
     fail(ErrorKind::invalid_argument, "{}: codes and scales of K and V must have one row count",
          op);
   checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
-  const float scale = 1.0f / std::sqrt(float(kHd));
   pool_.parallel_for(heads * rows, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<float> kt(static_cast<size_t>(kAttnKvTile * kHd)),
-        vt(static_cast<size_t>(kAttnKvTile * kHd));
-    std::vector<float> ks(static_cast<size_t>(kAttnKvTile)), vs(static_cast<size_t>(kAttnKvTile));
-    std::vector<float> p(static_cast<size_t>(kAttnKvTile)), o(static_cast<size_t>(kHd));
+    auto scratch = std::make_unique<kvi8r::Scratch>();
     float qf[kHd];
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t h = task / rows, r = task % rows;
       const uint16_t* qs = q.row<uint16_t>(r) + h * kHd;
       for (int64_t d = 0; d < kHd; ++d) qf[d] = bf16_to_f32(bf16{qs[d]});
-      float& m = s.m.view.ptr<float>()[r * heads + h];
-      float& l = s.l.view.ptr<float>()[r * heads + h];
-      float* acc = s.acc.view.ptr<float>() + (r * heads + h) * kHd;
-      for (int64_t k0 = keys.begin; k0 < keys.end; k0 += kAttnKvTile) {
-        const int64_t n = std::min(kAttnKvTile, keys.end - k0);
-        for (int64_t j = 0; j < n; ++j) {
-          const int8_t* kc = kv.k_code.row<int8_t>(k0 + j) + h * kHd;
-          const int8_t* vc = kv.v_code.row<int8_t>(k0 + j) + h * kHd;
-          for (int64_t d = 0; d < kHd; ++d) {
-            kt[size_t(j * kHd + d)] = float(kc[d]);
-            vt[size_t(j * kHd + d)] = float(vc[d]);
-          }
-          ks[size_t(j)] = f16_to_f32(kv.k_scale.row<uint16_t>(k0 + j)[h]);
-          vs[size_t(j)] = f16_to_f32(kv.v_scale.row<uint16_t>(k0 + j)[h]);
-        }
-        float mt = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < n; ++j) {
-          p[size_t(j)] = (dot_f32(qf, kt.data() + j * kHd, kHd) * ks[size_t(j)]) * scale;
-          mt = std::max(mt, p[size_t(j)]);
-        }
-        fold_key_tile(p.data(), n, mt, vt.data(), vs.data(), kHd, m, l, acc, o.data());
-      }
+      const kvi8r::HeadRows head{kv.k_code.row<int8_t>(0) + h * kHd,
+                                 kv.k_scale.row<uint16_t>(0) + h,
+                                 kv.v_code.row<int8_t>(0) + h * kHd,
+                                 kv.v_scale.row<uint16_t>(0) + h,
+                                 kv.k_code.row_stride(),
+                                 kv.k_scale.row_stride()};
+      kvi8r::attend_row(qf, head, keys.begin, keys.end, s.m.view.ptr<float>()[r * heads + h],
+                        s.l.view.ptr<float>()[r * heads + h],
+                        s.acc.view.ptr<float>() + (r * heads + h) * kHd, *scratch);
     }
   });
 }

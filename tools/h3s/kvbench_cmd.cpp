@@ -1,0 +1,251 @@
+// `h3s kvbench` (see kvbench_cmd.hpp). The inputs, [tokens, heads, 128] bf16:
+//   gaussian  q, k, v ~ N(0, 1);
+//   outlier   the same, then K channels {3, 17, 64, 100} x 20 and one offset
+//             vector per head (elements ~ N(0, 4)) added to every key, V
+//             channels {5, 77} x 10, each query row scaled by U[0.5, 2].
+// Baselines: kvi8r's is per-row int8 without the Hadamard basis; kvi8s' is
+// SageAttention-2's layout without it.
+#include "kvbench_cmd.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.hpp"
+#include "core/rng.hpp"
+#include "core/thread_pool.hpp"
+#include "exec/placement.hpp"
+#include "kv/kv_store.hpp"
+#include "kv/kvi8r.hpp"
+#include "kv/kvi8s.hpp"
+#include "runtime/engine_backend.hpp"
+
+namespace h3s::cli {
+
+namespace {
+
+constexpr int64_t kHd = 128;
+using Rows = std::vector<uint16_t>;  // [tokens, heads * 128] bf16 bits
+
+struct Inputs {
+  Rows q, k, v;
+};
+
+Inputs make_inputs(const std::string& kind, int64_t n, int64_t heads, uint64_t seed) {
+  const int64_t inner = heads * kHd;
+  Rng r(seed);
+  std::vector<float> q(size_t(n * inner)), k(q.size()), v(q.size());
+  for (std::vector<float>* t : {&q, &k, &v})
+    for (float& x : *t) x = r.normal();
+  if (kind == "outlier") {
+    std::vector<float> offset(static_cast<size_t>(inner));
+    for (float& x : offset) x = 2.0f * r.normal();  // N(0, 4)
+    for (int64_t t = 0; t < n; ++t) {
+      const float row_scale = 0.5f + 1.5f * r.uniform();
+      for (int64_t c = 0; c < inner; ++c) {
+        const int64_t d = c % kHd;
+        const size_t i = size_t(t * inner + c);
+        if (d == 3 || d == 17 || d == 64 || d == 100) k[i] *= 20.0f;
+        k[i] += offset[size_t(c)];
+        if (d == 5 || d == 77) v[i] *= 10.0f;
+        q[i] *= row_scale;
+      }
+    }
+  } else if (kind != "gaussian") {
+    fail(ErrorKind::invalid_argument, "kvbench: unknown input '{}' (gaussian, outlier)", kind);
+  }
+  Inputs in;
+  for (auto [src, dst] : {std::pair{&q, &in.q}, std::pair{&k, &in.k}, std::pair{&v, &in.v}}) {
+    dst->resize(src->size());
+    for (size_t i = 0; i < src->size(); ++i) (*dst)[i] = f32_to_bf16((*src)[i]).bits;
+  }
+  return in;
+}
+
+// Attention through the backend: the exact store's kernel, or `tier`'s store.
+Rows backend_attention(Backend& be, Arena& arena, const Inputs& in, int64_t n, int64_t heads,
+                       const std::string& tier) {
+  const int64_t inner = heads * kHd;
+  auto upload = [&](const Rows& host, const char* what) {
+    OwnedTensor t = arena.tensor(DType::bf16, {n, inner}, what);
+    be.upload(host.data(), t.view);
+    return t;
+  };
+  OwnedTensor q = upload(in.q, "kvbench q"), k = upload(in.k, "kvbench k"),
+              v = upload(in.v, "kvbench v");
+  OwnedTensor out = arena.tensor(DType::bf16, {n, inner}, "kvbench out");
+  AttnState s = AttnState::allocate(arena, n, heads, kHd);
+  be.attn_state_reset(s);
+  std::unique_ptr<KvStore> store = make_resident_kv_store(be, arena, tier, n, heads, kHd, 0);
+  store->write(be, {0, n}, k.view, v.view);
+  const QueryChunk c{q.view, &s};
+  store->attend(be, {&c, 1});
+  store->finish(be, s, out.view);
+  Rows host(size_t(n * inner));
+  be.download(out.view, host.data());
+  be.synchronize();
+  return host;
+}
+
+// The tier's recipe without the Hadamard basis, on the host.
+Rows baseline_attention(const std::string& tier, const Inputs& in, int64_t n, int64_t heads,
+                        ThreadPool& pool) {
+  const int64_t inner = heads * kHd, blocks = (n + kvi8s::kBlock - 1) / kvi8s::kBlock;
+  std::vector<int8_t> kc(size_t(n * inner)), vc8(tier == "kvi8r" ? kc.size() : 0);
+  std::vector<uint8_t> vc(tier == "kvi8s" ? kc.size() : 0);
+  std::vector<uint16_t> ks16(size_t(n * heads)), vs16(ks16.size()), mean(size_t(blocks * inner));
+  std::vector<float> ks32(size_t(blocks * heads)), vs32(size_t(blocks * inner));
+  if (tier == "kvi8r") {
+    pool.parallel_for(n, 64, [&](int64_t r0, int64_t r1) {
+      for (int64_t t = r0; t < r1; ++t)
+        for (int64_t h = 0; h < heads; ++h) {
+          const size_t at = size_t(t * inner + h * kHd), s = size_t(t * heads + h);
+          kvi8r::quantise_row(&in.k[at], &kc[at], &ks16[s], /*rotated=*/false);
+          kvi8r::quantise_row(&in.v[at], &vc8[at], &vs16[s], /*rotated=*/false);
+        }
+    });
+  } else {
+    pool.parallel_for(blocks * heads, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t task = t0; task < t1; ++task) {
+        const int64_t b = task / heads, h = task % heads, row = b * kvi8s::kBlock;
+        const int64_t rows = std::min(kvi8s::kBlock, n - row);
+        const size_t at = size_t(row * inner + h * kHd);
+        kvi8s::quantise_k_block(&in.k[at], inner, rows, &kc[at], inner,
+                                &ks32[size_t(b * heads + h)], &mean[size_t(b * inner + h * kHd)],
+                                /*rotated=*/false);
+        kvi8s::quantise_v_block(&in.v[at], inner, rows, &vc[at], inner,
+                                &vs32[size_t(b * inner + h * kHd)]);
+      }
+    });
+  }
+  Rows out(size_t(n * inner));
+  pool.parallel_for(n * heads, 16, [&](int64_t t0, int64_t t1) {
+    auto scratch = std::make_unique<kvi8r::Scratch>();
+    float q[kHd], acc[kHd];
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t t = task / heads, h = task % heads;
+      const size_t at = size_t(t * inner + h * kHd);
+      float m = -INFINITY, l = 0.0f;
+      std::fill(acc, acc + kHd, 0.0f);
+      if (tier == "kvi8r") {
+        for (int64_t d = 0; d < kHd; ++d) q[d] = bf16_to_f32(bf16{in.q[at + size_t(d)]});
+        const kvi8r::HeadRows kv{&kc[size_t(h * kHd)],
+                                 &ks16[size_t(h)],
+                                 &vc8[size_t(h * kHd)],
+                                 &vs16[size_t(h)],
+                                 inner,
+                                 heads};
+        kvi8r::attend_row(q, kv, 0, n, m, l, acc, *scratch);
+      } else {
+        const kvi8s::HeadRows kv{&kc[size_t(h * kHd)],
+                                 &vc[size_t(h * kHd)],
+                                 &ks32[size_t(h)],
+                                 &mean[size_t(h * kHd)],
+                                 &vs32[size_t(h * kHd)],
+                                 inner,
+                                 heads,
+                                 inner};
+        kvi8s::attend_row(&in.q[at], kv, 0, n, m, l, acc);
+      }
+      for (int64_t d = 0; d < kHd; ++d) out[at + size_t(d)] = f32_to_bf16(acc[d] / l).bits;
+    }
+  });
+  return out;
+}
+
+struct Error2 {
+  double rel_rms, cosine;
+};
+
+Error2 compare(const Rows& exact, const Rows& approx) {
+  double num = 0.0, den = 0.0, dot = 0.0, aa = 0.0;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    const double a = bf16_to_f32(bf16{exact[i]}), b = bf16_to_f32(bf16{approx[i]});
+    num += (a - b) * (a - b);
+    den += a * a;
+    dot += a * b;
+    aa += b * b;
+  }
+  return {std::sqrt(num / den), dot / std::sqrt(den * aa)};
+}
+
+}  // namespace
+
+void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a) {
+  cmd.add_option("--kv-store", a.kv_store, "the approximate tier to measure: kvi8r or kvi8s")
+      ->check(CLI::IsMember({"kvi8r", "kvi8s"}))
+      ->capture_default_str();
+  cmd.add_option("--backend", a.backend,
+                 "cpu (the definition of record) or cuda (where the tier has kernels)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd.add_option("--tokens", a.tokens, "keys and queries")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--heads", a.heads, "heads of 128 dims (H3: 56)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--inputs", a.inputs, "gaussian and/or outlier (see h3s kvbench's header)")
+      ->check(CLI::IsMember({"gaussian", "outlier"}))
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd.add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
+  cmd.add_option("--threads", a.threads, "CPU threads (0 = all)")->capture_default_str();
+  cmd.add_flag("--json", a.json, "one JSON object on stdout");
+}
+
+int run_kvbench(const KvBenchArgs& a) {
+  EngineBackend b(a.backend, 0, 0, a.threads);
+  Backend& be = b.ops();
+  if (!be.has_kv_tier(a.kv_store))
+    fail(ErrorKind::invalid_argument,
+         "kvbench: the {} backend has no {} kernels yet; measure the definition of record with "
+         "--backend cpu",
+         be.name(), a.kv_store);
+  ThreadPool pool(a.threads);
+  ExecOptions o;
+  o.kv_store = a.kv_store;
+  const double bytes_per_element =
+      double(kv_store_bytes(o, a.tokens, a.heads, kHd)) / double(2 * a.tokens * a.heads * kHd);
+  nlohmann::json results = nlohmann::json::array();
+  for (const std::string& kind : a.inputs) {
+    if (!a.json)
+      fmt::print(stderr, "h3s kvbench: {} inputs, {} tokens x {} heads...\n", kind, a.tokens,
+                 a.heads);
+    const Inputs in = make_inputs(kind, a.tokens, a.heads, a.seed);
+    const Rows exact = backend_attention(be, b.arena(), in, a.tokens, a.heads, "bf16");
+    const Error2 tier =
+        compare(exact, backend_attention(be, b.arena(), in, a.tokens, a.heads, a.kv_store));
+    const Error2 base = compare(exact, baseline_attention(a.kv_store, in, a.tokens, a.heads, pool));
+    const char* baseline = a.kv_store == "kvi8r" ? "per-row int8 without rotation"
+                                                 : "SageAttention-2 layout without rotation";
+    results.push_back({{"name", kind},
+                       {"rel_rms", tier.rel_rms},
+                       {"cosine", tier.cosine},
+                       {"baseline", baseline},
+                       {"baseline_rel_rms", base.rel_rms},
+                       {"baseline_cosine", base.cosine}});
+    if (!a.json)
+      fmt::print("{:>9}: rel-rms {:.4g} (cosine {:.6f}) | baseline ({}) rel-rms {:.4g}\n", kind,
+                 tier.rel_rms, tier.cosine, baseline, base.rel_rms);
+  }
+  if (a.json) {
+    const nlohmann::json j = {{"command", "kvbench"},
+                              {"kv_store", a.kv_store},
+                              {"approximate", true},
+                              {"backend", a.backend},
+                              {"tokens", a.tokens},
+                              {"heads", a.heads},
+                              {"bytes_per_element", bytes_per_element},
+                              {"inputs", results}};
+    fmt::print("{}\n", j.dump());
+  } else {
+    fmt::print("{} (approximate): {:.4f} bytes per K/V element\n", a.kv_store, bytes_per_element);
+  }
+  return 0;
+}
+
+}  // namespace h3s::cli

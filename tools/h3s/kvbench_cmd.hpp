@@ -1,0 +1,27 @@
+// `h3s kvbench`: an approximate K/V tier's attention against the exact
+// attention on fixed synthetic inputs (issue 12's accuracy harness), beside
+// the plain recipe the tier improves on (its baseline, computed here on the
+// host from the same definitions with the rotation turned off): relative
+// rms and cosine over all outputs, and the store's bytes per element.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace h3s::cli {
+
+struct KvBenchArgs {
+  std::string kv_store = "kvi8s";
+  std::string backend = "cpu";
+  int64_t tokens = 2048;
+  int64_t heads = 56;
+  std::vector<std::string> inputs{"gaussian", "outlier"};
+  uint64_t seed = 1;
+  int threads = 0;
+  bool json = false;
+};
+void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a);
+int run_kvbench(const KvBenchArgs& a);
+
+}  // namespace h3s::cli
