@@ -50,6 +50,14 @@ enum class ActInput : uint8_t {
   swiglu_f32,   // x: bf16 [m, 2k] = [gate | up]; act = silu(g) * u in fp32 (IEEE)
   swiglu_bf16,  // same input; act = bf16(bf16(silu(g)) * u) (eager)
 };
+// NVFP4 -> bf16 as h3s::decode_nvfp4_values (model/quant_linear.hpp):
+// w[n, k] = bf16(e2m1(code) * (e4m3(scale) * global)); codes
+// [round16(out), round16(in) / 2] (even column in the high nibble), scales
+// e4m3 in comfy-kitchen's swizzled [round128(N'), round4(K' / 16)] layout,
+// w [out, in] contiguous.
+void decode_nvfp4(const uint8_t* codes, const uint8_t* scales, float global, uint16_t* w,
+                  int64_t out, int64_t in, cudaStream_t s);
+
 void quantize_convrot(const uint16_t* x, int64_t ldx, ActInput input, int8_t* q, int64_t ldq,
                       float* scale, int64_t m, int64_t k, cudaStream_t s);
 
