@@ -188,7 +188,9 @@ void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a) {
   cmd.add_option("--heads", a.heads, "heads of 128 dims (H3: 56)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd.add_option("--inputs", a.inputs, "gaussian and/or outlier (see h3s kvbench's header)")
+  cmd.add_option("--inputs", a.inputs,
+                 "gaussian (q, k, v ~ N(0, 1)) and/or outlier (K channels 3, 17, 64, 100 x 20 "
+                 "plus a per-head K offset, V channels 5, 77 x 10, query rows x U[0.5, 2])")
       ->check(CLI::IsMember({"gaussian", "outlier"}))
       ->delimiter(',')
       ->capture_default_str();
