@@ -7,15 +7,18 @@ load and the console shows exactly one line saying why.
 
 from . import h3_native
 from .nodes_memory import H3MemoryProbe
+from .nodes_precision import H3PrecisionProbe
 from .nodes_util import H3EvictTextEncoder, H3FreeCache
 
 NODE_CLASS_MAPPINGS = {
     "H3MemoryProbe": H3MemoryProbe,
+    "H3PrecisionProbe": H3PrecisionProbe,
     "H3FreeCache": H3FreeCache,
     "H3EvictTextEncoder": H3EvictTextEncoder,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
     "H3MemoryProbe": "H3 Memory Probe",
+    "H3PrecisionProbe": "H3 Precision Probe",
     "H3FreeCache": "H3 Free Cache",
     "H3EvictTextEncoder": "H3 Evict Text Encoder",
 }

@@ -160,7 +160,22 @@ def render(records, title="h3stream memory ledger"):
     summary = (f"{forwards} forward(s), {len(records)} records; device peak {_gib(peak)} GiB "
                f"(PyTorch allocator), reserved {_gib(reserved)} GiB, h3stream arena peak "
                f"{_gib(arena)} GiB, host RSS max {_gib(rss)} GiB")
-    data = json.dumps(records, separators=(",", ":")).replace("</", "<\\/")
+    note = ("Times: per forward either GPU event times (recorded on the current stream,\n"
+            "read back without a device sync) or, where any are missing, host enqueue times (the clock is\n"
+            "named beside each lane). Memory:\n"
+            "PyTorch caching-allocator counters at the end of each step, peak since its start; the\n"
+            "h3stream arena (its own device memory) per kv / attn / mlp phase. Hover a bar for details.")
+    return page(title, summary, note, [("Timeline", _timeline_svg(records)),
+                                       ("Device memory", _memory_svg(records)),
+                                       ("Per step", _table(records))], records, "ledger")
+
+
+def page(title, summary, note, sections, data, data_id):
+    """A self-contained HTML page (no scripts to run, no external resources): title, a
+    summary line (text), a note (HTML), (heading, html) sections, and `data` embedded as JSON in a
+    <script type="application/json" id=data_id> element. Shared by the probes' pages."""
+    blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    body = "\n".join(f"<h3>{html.escape(h)}</h3>\n{content}" for h, content in sections)
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
@@ -172,17 +187,8 @@ th {{ background: #f4f4f4; }}
 </style></head><body>
 <h2>{html.escape(title)}</h2>
 <p>{html.escape(summary)}</p>
-<p class="note">Times: per forward either GPU event times (recorded on the current stream,
-read back without a device sync) or, where any are missing, host enqueue times (the clock is
-named beside each lane). Memory:
-PyTorch caching-allocator counters at the end of each step, peak since its start; the
-h3stream arena (its own device memory) per kv / attn / mlp phase. Hover a bar for details.</p>
-<h3>Timeline</h3>
-{_timeline_svg(records)}
-<h3>Device memory</h3>
-{_memory_svg(records)}
-<h3>Per step</h3>
-{_table(records)}
-<script type="application/json" id="ledger">{data}</script>
+<p class="note">{note}</p>
+{body}
+<script type="application/json" id="{html.escape(data_id)}">{blob}</script>
 </body></html>
 """

@@ -282,6 +282,14 @@ def _is_h3(dm):
                                         "audio_patch_proj", "rope"))
 
 
+def _under_probes(prev, make):
+    """make(p) placed beneath every probe wrapper (Memory Probe, Precision Probe) at the
+    top of the replacement chain prev, so the probes stay outermost in any order."""
+    if getattr(prev, "h3stream_wrapper", None) == "probe":
+        return prev.rewrap(_under_probes(prev.inner, make))
+    return make(prev)
+
+
 def apply_streamed(model, values, mode="streamed", h3=None):
     """A clone of `model` (a ComfyUI ModelPatcher) with every DiT block streamed.
     mode="stock" runs h3stream's stock block instead (for the end-to-end check)."""
@@ -301,10 +309,7 @@ def apply_streamed(model, values, mode="streamed", h3=None):
     replace = to.get("patches_replace", {}).get("dit", {})
     for i in range(len(dm.blocks)):
         prev = replace.get(("double_block", i))
-        if getattr(prev, "h3stream_wrapper", None) == "probe":  # keep the probe outermost
-            patch = prev.rewrap(StreamedBlock(i, run, prev.inner))
-        else:
-            patch = StreamedBlock(i, run, prev)
+        patch = _under_probes(prev, lambda p, i=i: StreamedBlock(i, run, p))
         m.set_model_patch_replace(patch, "dit", "double_block", i)
     if run.trim is not None:
         trim_forward.apply(m, dm, run.trim)

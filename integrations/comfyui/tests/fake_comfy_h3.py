@@ -101,6 +101,18 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(sd[p + "attn.q_norm.weight"], eps)
         self.k_norm = RMSNorm(sd[p + "attn.k_norm.weight"], eps)
 
+    def forward(self, x, rope_freqs=None, transformer_options={}):
+        """For tests that run the block in torch (the precision probe): ComfyUI's
+        Attention.forward without the rope (per-head q/k RMSNorm, SDPA, out_proj)."""
+        s, hd = x.shape[0], self.q_norm.weight.shape[0]
+        inner = self.out_proj.weight.shape[1]
+        q, k, v = self.qkv_proj(x).split(inner, dim=-1)
+        q = self.q_norm(q.reshape(s, -1, hd)).transpose(0, 1)
+        k = self.k_norm(k.reshape(s, -1, hd)).transpose(0, 1)
+        v = v.reshape(s, -1, hd).transpose(0, 1)
+        out = F.scaled_dot_product_attention(q, k, v)
+        return self.out_proj(out.transpose(0, 1).reshape(s, inner))
+
 
 class Block(nn.Module):
     """DiT block `index` from bf16 checkpoint tensors, ComfyUI's module names."""
@@ -114,6 +126,14 @@ class Block(nn.Module):
         self.adaln_proj = AdalnProj(sd[p + "adaln_proj.linear.weight"],
                                     sd[p + "adaln_proj.linear.bias"], hidden)
         self.mlp = Mlp(sd[p + "mlp.fc1.weight"], sd[p + "mlp.fc2.weight"])
+
+    def forward(self, x, t_emb, mod_segments, rope_freqs, transformer_options={}):
+        """ComfyUI's DiTBlock.forward, with the fake attention above."""
+        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.adaln_proj(t_emb)
+        h = _mod_scale_shift(self.norm1(x), shift_msa, scale_msa, mod_segments)
+        x = _mod_gate(x, gate_msa, self.attn(h, rope_freqs), mod_segments)
+        h = _mod_scale_shift(self.norm2(x), shift_mlp, scale_mlp, mod_segments)
+        return _mod_gate(x, gate_mlp, self.mlp(h), mod_segments)
 
 
 class DiffusionModel(nn.Module):

@@ -1,5 +1,5 @@
 """Guarded import: without the native module the pack loads, minus H3 Streamed Blocks,
-and prints exactly one line; with it, all four nodes and no output."""
+and prints exactly one line; with it, every node and no output."""
 
 import os
 import subprocess
@@ -41,7 +41,7 @@ def test_missing_native_module_prints_one_line_and_loads_the_others(tmp_path):
     assert len(lines) == 1, lines
     assert lines[0].startswith("[h3stream]") and "libh3s.so" in lines[0] and "Fix:" in lines[0]
     assert "H3StreamedBlocks" not in nodes
-    for n in ("H3MemoryProbe", "H3FreeCache", "H3EvictTextEncoder"):
+    for n in ("H3MemoryProbe", "H3PrecisionProbe", "H3FreeCache", "H3EvictTextEncoder"):
         assert n in nodes
 
 
@@ -49,5 +49,6 @@ def test_working_native_module_registers_every_node_silently(tmp_path):
     fake = "class Engine: pass\nclass Options: pass\n"
     lines, nodes = _run(tmp_path, fake)
     assert lines == []
-    for n in ("H3StreamedBlocks", "H3MemoryProbe", "H3FreeCache", "H3EvictTextEncoder"):
+    for n in ("H3StreamedBlocks", "H3MemoryProbe", "H3PrecisionProbe", "H3FreeCache",
+              "H3EvictTextEncoder"):
         assert n in nodes
