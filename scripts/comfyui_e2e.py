@@ -105,7 +105,8 @@ def setup_comfy(comfy_dir, cpu, extra_args=()):
 
 def load_pack(nodes):
     ok = asyncio.run(nodes.load_custom_node(PACK))
-    wanted = ["H3StreamedBlocks", "H3MemoryProbe", "H3FreeCache", "H3EvictTextEncoder"]
+    wanted = ["H3StreamedBlocks", "H3MemoryProbe", "H3PrecisionProbe", "H3FreeCache",
+              "H3EvictTextEncoder"]
     found = {k: k in nodes.NODE_CLASS_MAPPINGS for k in wanted}
     return ok, found
 
