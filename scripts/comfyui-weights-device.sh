@@ -35,6 +35,8 @@
 #   handover_bf16   the hand-over alone at 1,024 tokens for bf16 and NVFP4 (int8 and W4A8 have it
 #   handover_nvfp4  in the steps above).  -> "taking ComfyUI's tensors costs <= 0.1 s per block
 #                   for every format".
+#   legacy_nvfp4    NVFP4 offloaded by ComfyUI as legacy_w4a8 does it: the node uploads the packed
+#                   arrays and decodes them on the device at each call.
 # "Borrowed device weights add <= 1% at 217k and <= 3% at 32k" (resident) was measured with this
 # bench before (docs/PERFORMANCE.md "Weights"); the resident runs here give its engine side.
 #
@@ -43,8 +45,10 @@
 # parallel; ~100 s on a 2-core CPU here, NVFP4 ~150 s, bf16 and W4A8 between), then
 # lora_resident, lora_legacy ~25 s each; legacy_w4a8 ~65 s (217k: ComfyUI 2 x 4.2 s, node and
 # resident 2 x 3.7 s each, plus the bit-equality block); dynamic_int8 ~65 s; trim_int8 ~45 s
-# (three 217k forwards); handover_bf16 ~25 s; handover_nvfp4 ~35 s (NVFP4 is decoded on the
-# host per call); lora_dynamic ~25 s: about 7 minutes in all.
+# (three 217k forwards); handover_bf16 ~25 s; handover_nvfp4 ~25 s; legacy_nvfp4 ~65 s;
+# lora_dynamic ~25 s: about 8 minutes in all.
+# STEPS=a,b runs only those steps, FORMATS="nvfp4 ..." writes only those checkpoints (a step
+# whose checkpoint is not written does not run): one format's checks in a short call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 comfy=${1:?usage: comfyui-weights-device.sh COMFYUI_DIR [--cpu]}
@@ -69,9 +73,12 @@ fi
 # No step starts after $DEADLINE seconds: a run slower than planned drops its last steps
 # (named as failed) rather than running past 8 minutes.
 DEADLINE=${DEADLINE:-420}
+STEPS=${STEPS:-}
+FORMATS=${FORMATS:-int8 w4a8 bf16 nvfp4}
 step() {  # step NAME SECONDS ARGS...: one bench process with a time limit
   local name=$1 limit=$2
   shift 2
+  [ -z "$STEPS" ] || [[ ",$STEPS," == *",$name,"* ]] || return 0
   if [ "$SECONDS" -gt "$DEADLINE" ]; then
     echo "$name: not started, past ${DEADLINE} s" | tee -a "$OUT/steps.txt" "$log"
     failed+=("$name (not started)")
@@ -116,7 +123,7 @@ fi
 # -- checkpoints: every format in parallel; each step waits only for its own format's file
 declare -A writer written
 t0=$SECONDS
-for fmt in int8 w4a8 bf16 nvfp4; do
+for fmt in $FORMATS; do
   (
     timeout 420 "$PY" scripts/comfyui_weights_bench.py "$comfy" --prepare "${size[@]}" \
       --format "$fmt" --blocks 2 >>"$log" 2>&1
@@ -128,6 +135,7 @@ for fmt in int8 w4a8 bf16 nvfp4; do
 done
 ready() {  # ready FORMAT: waits for that format's checkpoint; false when its writer failed
   local fmt=$1 rc=0
+  [ -n "${writer[$fmt]:-}" ] || return 1  # not in FORMATS
   if [ -z "${written[$fmt]:-}" ]; then
     wait "${writer[$fmt]}" || rc=$?
     written[$fmt]=$rc
@@ -149,6 +157,7 @@ if ready int8; then
 fi
 ready bf16 && step handover_bf16 120 --format bf16 --measure handover
 ready nvfp4 && step handover_nvfp4 120 --format nvfp4 --measure handover
+ready nvfp4 && step legacy_nvfp4 180 --format nvfp4 --offload legacy "${both[@]}"
 ready int8 && step lora_dynamic 120 --format int8 --lora 16 --offload dynamic "${short[@]}"
 
 if [ ${#failed[@]} -gt 0 ]; then

@@ -89,8 +89,11 @@ void expect_prepared(const QuantLinear& w, Device d, const char* op) {
   };
   switch (w.format) {
     case WeightFormat::bf16:
-    case WeightFormat::nvfp4:
       on(w.w_bf16.device(), "bf16 values");
+      break;
+    case WeightFormat::nvfp4:
+      need(!w.w_bf16.empty(), "bf16 decode");
+      on(w.w_bf16.device(), "bf16 decode");
       break;
     case WeightFormat::f32:
       on(w.w_f32.device(), "fp32 values");

@@ -331,7 +331,7 @@ void load_linear(Reader& r, const LinearSlot& s, CheckpointSummary* summary) {
         r.expect_shape(cb, {16});
         q.w4_codebook = f32_array(r, cb, r.finite_floats(cb, false), summary);
       }
-    } else {  // nvfp4: dequantised to bf16 here, once (no fp4 GEMM on Hopper or the CPU)
+    } else {  // nvfp4: kept packed; Backend::prepare decodes it to the bf16 its GEMM reads
       const int64_t np = round_up(s.out, 16), kp = round_up(s.in, 16);
       r.expect_dtype(w, {"U8"});
       r.expect_shape(w, {np, kp / 2});
@@ -344,18 +344,6 @@ void load_linear(Reader& r, const LinearSlot& s, CheckpointSummary* summary) {
       const TensorEntry& g = take(s.name + ".weight_scale_2");
       if (!(g.shape.empty() || g.shape == std::vector<int64_t>{1})) r.expect_shape(g, {});
       q.fp4_global = r.finite_floats(g, true)[0];
-      QuantLinear host = q;  // the decode reads host bytes
-      if (w.device != Device::host) {
-        const std::span<const std::byte> c = r.host(w), k = r.host(sc);
-        host.fp4_codes =
-            std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(c.data()),
-                                 reinterpret_cast<const uint8_t*>(c.data()) + c.size());
-        host.fp4_scales =
-            std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(k.data()),
-                                 reinterpret_cast<const uint8_t*>(k.data()) + k.size());
-      }
-      q.w_bf16 = decode_nvfp4_values(host);
-      if (summary) summary->copied_bytes += q.w_bf16.bytes();
     }
   }
   if (s.bias) {

@@ -62,9 +62,15 @@ void QuantLinear::check_complete(const char* op) const {
   bool ok = false;
   switch (format) {
     case WeightFormat::bf16:
-    case WeightFormat::nvfp4:  // dequantised to w_bf16 at load
       ok = w_bf16.size() == nk;
       break;
+    case WeightFormat::nvfp4: {  // packed, decoded (w_bf16), or both
+      const int64_t np = round_up(out, 16), kp = round_up(in, 16);
+      ok = w_bf16.size() == nk ||
+           (int64_t(fp4_codes.size()) == np * kp / 2 &&
+            int64_t(fp4_scales.size()) == round_up(np, 128) * round_up(kp / 16, 4));
+      break;
+    }
     case WeightFormat::f32:
       ok = w_f32.size() == nk;
       break;

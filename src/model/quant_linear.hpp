@@ -11,8 +11,10 @@
 //    prepare decodes it to int8 (`w_i8`) once, so its int8 GEMM serves both;
 //  - nvfp4: e2m1 codes [round16(out), round16(in)/2] (even column in the HIGH
 //    nibble), e4m3 block scales (one per 16 inputs) in cuBLAS's swizzled
-//    layout, fp32 global scale. Hopper and the CPU have no fp4 GEMM, so it is
-//    dequantised to bf16 at load (`w_bf16`) and multiplies as bf16.
+//    layout, fp32 global scale. Loaded packed; Hopper and the CPU have no fp4
+//    GEMM, so Backend::prepare dequantises it to bf16 once (`w_bf16`: a host
+//    loop on the CPU, a kernel on CUDA, which reads ComfyUI's device arrays in
+//    place) and it multiplies as bf16.
 #pragma once
 
 #include <cstdint>

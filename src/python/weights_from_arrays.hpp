@@ -8,7 +8,8 @@
 // whose values the loader checks (scales, biases, the comfy_quant JSON) are
 // read, through a device -> host copy for CUDA arrays; arrays in a dtype the
 // kernels do not read (an F16 weight, a bf16 scale) are converted into new
-// host arrays, and NVFP4 is decoded to bf16 on the host, as from a file.
+// host arrays. NVFP4 stays packed, as from a file: the backend's prepare
+// decodes it (CUDA: on the device, reading CUDA arrays in place).
 #pragma once
 
 #include <cstdint>

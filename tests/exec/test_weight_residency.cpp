@@ -100,7 +100,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, WeightResidency,
 // copy of the model in memory), and a streamed forward over them equals the
 // in-memory model's stock forward.
 TEST(WeightResidencyFile, StreamedFromTheMappedFileEqualsInMemoryStock) {
-  for (const WeightFormat f : {WeightFormat::int8, WeightFormat::w4a8}) {
+  for (const WeightFormat f : {WeightFormat::int8, WeightFormat::w4a8, WeightFormat::nvfp4}) {
     SCOPED_TRACE(format_name(f));
     const ModelWeights& w = weights_for(f);
     const std::string path =
@@ -118,7 +118,8 @@ TEST(WeightResidencyFile, StreamedFromTheMappedFileEqualsInMemoryStock) {
     ASSERT_GT(island_bytes, 0u);
     ASSERT_GE(summary.copied_bytes, island_bytes);
     EXPECT_GT(summary.viewed_bytes, 10 * (summary.copied_bytes - island_bytes));
-    EXPECT_NE(mapped.blocks[0].attn.qkv.w_scale.owner(), nullptr);
+    const QuantLinear& qkv = mapped.blocks[0].attn.qkv;
+    EXPECT_NE(f == WeightFormat::nvfp4 ? qkv.fp4_codes.owner() : qkv.w_scale.owner(), nullptr);
     const PackedLayout l = small_layout(w.config, 12, 5, 60, false, true);
     const ForwardOutputs stock = forward(w, l, ExecOptions::stock());
     ExecOptions o = chunked();

@@ -113,7 +113,11 @@ void expect_same_linear(const QuantLinear& a, const QuantLinear& b, const std::s
   EXPECT_EQ(a.format, b.format);
   EXPECT_EQ(a.out, b.out);
   EXPECT_EQ(a.in, b.in);
-  EXPECT_TRUE(same_bits(a.w_bf16, b.w_bf16)) << "w_bf16";
+  // NVFP4 loads packed (the backend decodes at prepare): compare the decodes.
+  if (a.format == WeightFormat::nvfp4)
+    EXPECT_TRUE(same_bits(decode_nvfp4_values(a), decode_nvfp4_values(b))) << "nvfp4 decode";
+  else
+    EXPECT_TRUE(same_bits(a.w_bf16, b.w_bf16)) << "w_bf16";
   EXPECT_TRUE(same_bits(a.w_f32, b.w_f32)) << "w_f32";
   // W4A8 loads packed (the CPU backend decodes at prepare): compare the decodes.
   if (a.format == WeightFormat::w4a8)
@@ -630,9 +634,9 @@ TEST(CheckpointNvfp4, ExactValuesAndScaleOffsetFormula) {
   EXPECT_EQ(nvfp4_scale_offset(200, 9, 16), ((1 * 4) + 2) * 512 + 8 * 16 + 2 * 4 + 1);
 }
 
-// The same decode through the loader: hand-made codes and scales replace a
-// block linear of an nvfp4 checkpoint.
-TEST(CheckpointNvfp4, LoaderDecodesHandMadeLayer) {
+// The loader keeps hand-made codes and scales of an nvfp4 block linear packed
+// (Backend::prepare decodes), and they decode to the values by hand.
+TEST(CheckpointNvfp4, LoaderKeepsHandMadeLayerPacked) {
   const ModelWeights w = ModelWeights::random(micro_config(), WeightFormat::nvfp4, 8);
   TempDir dir;
   const std::string base = dir.file("base.safetensors");
@@ -657,14 +661,16 @@ TEST(CheckpointNvfp4, LoaderDecodesHandMadeLayer) {
   write_entries(path, entries, {});
   const QuantLinear q = load_checkpoint(path).blocks[0].attn.out;
   ASSERT_EQ(q.format, WeightFormat::nvfp4);
-  ASSERT_EQ(q.w_bf16.size(), size_t(kN * kK));
+  EXPECT_TRUE(q.w_bf16.empty()) << "the loader decoded: a second copy of every NVFP4 weight";
   EXPECT_EQ(q.fp4_global, global);
+  const std::vector<uint16_t> decoded = decode_nvfp4_values(q);
+  ASSERT_EQ(decoded.size(), size_t(kN * kK));
   for (int64_t n = 0; n < kN; ++n)
     for (int64_t k = 0; k < kK; ++k) {
       const uint8_t byte = codes[size_t(n * kK / 2 + k / 2)];
       const uint8_t code = k % 2 == 0 ? uint8_t(byte >> 4) : uint8_t(byte & 0x0f);
       const float s = e4m3_by_hand(scales[size_t(swizzled(n, k / 16, kCols))]);
-      ASSERT_EQ(q.w_bf16[size_t(n * kK + k)], f32_to_bf16(e2m1_by_hand(code) * (s * global)).bits)
+      ASSERT_EQ(decoded[size_t(n * kK + k)], f32_to_bf16(e2m1_by_hand(code) * (s * global)).bits)
           << n << ", " << k;
     }
 }

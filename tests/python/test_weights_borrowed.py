@@ -123,8 +123,8 @@ def test_vram_budget_picks_per_call_preparation(checkpoint):
 def test_cuda_per_call_weights_are_used_in_place(engine, checkpoint, fmt):
     """CUDA tensors handed to a CUDA engine per call: no copy of the weights (the
     engine's weight stores hold at most the 16 W4A8 decode levels and fp32 biases; NVFP4,
-    which no kernel reads, is decoded to bf16 as from a file), the same bits as the
-    engine's own uploaded weights."""
+    which no kernel reads, is decoded to bf16 on the device from the tensors in place),
+    the same bits as the engine's own uploaded weights."""
     sd = load_file(str(checkpoint(fmt)))
     own = h3stream.Engine.from_checkpoint(checkpoint(fmt), backend="cuda")
     lazy = h3stream.Engine.from_tensors(sd, backend="cuda", lazy_blocks=True)
@@ -140,8 +140,8 @@ def test_cuda_per_call_weights_are_used_in_place(engine, checkpoint, fmt):
         torch.cuda.synchronize()
         assert torch.equal(bits(got.cpu()), bits(want.cpu())), (fmt, i)
         if fmt == "nvfp4":
-            # No fp4 kernel: each NVFP4 layer is decoded to bf16 (on the host) and that decode
-            # uploaded; everything else is used in place.
+            # No fp4 kernel: each NVFP4 layer's bf16 decode is made on the device from the
+            # packed tensors, read in place like everything else.
             decoded = sum(block[k].shape[0] * block[k].shape[1] * 2 * 2 for k in block
                           if k.endswith(".weight") and k[:-7] + ".weight_scale_2" in block)
             assert decoded <= lazy.weight_peak_bytes < decoded + block_bytes // 20, (

@@ -16,7 +16,7 @@ void linear_rows(ThreadPool& pool, int64_t rows, const RowLoader& load, const Qu
                  RowRange feat, const Tensor& y) {
   const int64_t n = feat.size(), k = w.in, f0 = feat.begin;
   const float* bias = w.has_bias() ? w.bias.data() + f0 : nullptr;
-  // nvfp4 was dequantised to bf16 at load (no fp4 GEMM on this backend).
+  // nvfp4 multiplies as its bf16 decode, made by prepare (no fp4 GEMM on this backend).
   const bool float_weights = w.format == WeightFormat::bf16 || w.format == WeightFormat::f32 ||
                              w.format == WeightFormat::nvfp4;
   if (float_weights) {

@@ -102,11 +102,18 @@ QuantLinear CpuBackend::prepare(const QuantLinear& src, Residency r, WeightStore
   p.generation = src.generation;
   switch (src.format) {
     case WeightFormat::bf16:
-    case WeightFormat::nvfp4:  // decoded to bf16 at load
-      if (src.w_bf16.empty())
-        fail(ErrorKind::invalid_argument, "prepare: nvfp4 weight [{}, {}] has no bf16 decode",
-             src.out, src.in);
       p.w_bf16 = place(src.w_bf16, "bf16 values");
+      break;
+    case WeightFormat::nvfp4:
+      // The bf16 GEMM reads the decode; made once here unless the source has it.
+      if (!src.w_bf16.empty()) {
+        p.w_bf16 = place(src.w_bf16, "bf16 decode");
+      } else {
+        expect_host(src.fp4_codes, "packed codes");
+        expect_host(src.fp4_scales, "block scales");
+        const std::vector<uint16_t> decoded = decode_nvfp4_values(src);
+        p.w_bf16 = place.own<uint16_t>(decoded);
+      }
       break;
     case WeightFormat::f32:
       p.w_f32 = place(src.w_f32, "fp32 values");
@@ -142,14 +149,17 @@ WeightArray<uint16_t> CpuBackend::prepare(const WeightArray<uint16_t>& src, Resi
 size_t CpuBackend::prepared_bytes(const QuantLinear& src, Residency r) const {
   auto a = [](size_t bytes) { return bytes ? WeightStore::aligned(bytes) : 0; };
   const bool copy = copies(r);
-  const size_t decode =
-      src.format == WeightFormat::w4a8 && src.w_i8.empty() ? a(size_t(src.out * src.in)) : 0;
+  const size_t nk = size_t(src.out * src.in);
+  const size_t decode = src.format == WeightFormat::w4a8 && src.w_i8.empty()      ? a(nk)
+                        : src.format == WeightFormat::nvfp4 && src.w_bf16.empty() ? a(2 * nk)
+                                                                                  : 0;
   if (!copy) return decode;
   size_t b = a(src.bias.bytes());
   switch (src.format) {
     case WeightFormat::bf16:
-    case WeightFormat::nvfp4:
       return b + a(src.w_bf16.bytes());
+    case WeightFormat::nvfp4:
+      return b + (decode ? decode : a(src.w_bf16.bytes()));
     case WeightFormat::f32:
       return b + a(src.w_f32.bytes());
     case WeightFormat::int8:

@@ -102,6 +102,12 @@ void CudaWeightStore::order_after(cudaStream_t stream) {
   check(cudaStreamWaitEvent(copy_, order_, 0), "weight store: order");
 }
 
+cudaStream_t CudaWeightStore::writer() {
+  const DeviceGuard on(device_);
+  before_copy();
+  return copy_;
+}
+
 void CudaWeightStore::copy_in(void* dst, const void* src, size_t bytes, Device src_device) {
   if (bytes == 0) return;
   const DeviceGuard on(device_);

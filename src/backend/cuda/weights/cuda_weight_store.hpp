@@ -43,6 +43,9 @@ class CudaWeightStore final : public WeightStore {
   // Later copies start after the work queued on `stream` so far (a device
   // source written there).
   void order_after(cudaStream_t stream);
+  // The copy stream, for a kernel that writes store memory (the NVFP4
+  // decode): its work is ordered like a copy_in and covered by seal().
+  cudaStream_t writer();
 
   // For the backend: the compute stream waits for the last seal(); and after
   // release() the next reset's copies wait for the compute stream.

@@ -2,14 +2,18 @@
 // CudaWeightStore (uploaded through pinned staging, or copied device to
 // device), or, for a borrowed source already on the GPU in that form, uses
 // the caller's memory in place (ComfyUI's tensors: zero copy). Kernel forms:
-// bf16 (bf16 and nvfp4, decoded at load), fp32, int8 + fp32 row scales, w4a8
-// packed (codes, e4m3 group scales, fp32 row scales and the 16 decode levels
-// in w4_codebook: the codebook, or code - 8), fp32 bias.
+// bf16, fp32, int8 + fp32 row scales, w4a8 packed (codes, e4m3 group scales,
+// fp32 row scales and the 16 decode levels in w4_codebook: the codebook, or
+// code - 8), fp32 bias; nvfp4 as its bf16 decode, made in the store by a
+// kernel on the store's stream from the packed arrays (read in place when
+// they are the caller's device memory, else uploaded packed: 0.28x the bf16
+// bytes over the bus).
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/kernels.hpp"
 #include "backend/cuda/weights/cuda_weight_store.hpp"
 #include "core/error.hpp"
 
@@ -42,6 +46,13 @@ size_t placed_bytes(const WeightArray<T>& a, Residency r) {
   return a.empty() || borrowable(a, r) ? 0 : WeightStore::aligned(a.bytes());
 }
 
+// The packed NVFP4 arrays are read by the decode kernel only, which has no
+// alignment need: device arrays are read in place under every residency.
+template <class T>
+size_t packed_bytes(const WeightArray<T>& a) {
+  return a.empty() || a.device() == Device::cuda ? 0 : WeightStore::aligned(a.bytes());
+}
+
 std::vector<float> default_levels() {
   std::vector<float> v(16);
   for (int c = 0; c < 16; ++c) v[size_t(c)] = float(c - 8);
@@ -71,12 +82,27 @@ QuantLinear CudaBackend::prepare(const QuantLinear& src, Residency r, WeightStor
   p.generation = src.generation;
   switch (src.format) {
     case WeightFormat::bf16:
-    case WeightFormat::nvfp4:  // decoded to bf16 at load
-      if (src.w_bf16.empty())
-        fail(ErrorKind::invalid_argument, "prepare: nvfp4 weight [{}, {}] has no bf16 decode",
-             src.out, src.in);
       p.w_bf16 = place(src.w_bf16);
       break;
+    case WeightFormat::nvfp4: {
+      if (!src.w_bf16.empty()) {  // a decode made by the caller
+        p.w_bf16 = place(src.w_bf16);
+        break;
+      }
+      // Host arrays are uploaded packed; device arrays are read where they are.
+      auto packed = [&](const WeightArray<uint8_t>& a) {
+        if (a.device() == Device::cuda) {
+          s.order_after(stream_);  // written on the caller's stream
+          return a;
+        }
+        return place(a);
+      };
+      const WeightArray<uint8_t> codes = packed(src.fp4_codes), scales = packed(src.fp4_scales);
+      auto* w = static_cast<uint16_t*>(s.allocate(size_t(src.out * src.in) * sizeof(uint16_t)));
+      decode_nvfp4(codes.data(), scales.data(), src.fp4_global, w, src.out, src.in, s.writer());
+      p.w_bf16 = WeightArray<uint16_t>::view({w, size_t(src.out * src.in)}, nullptr, Device::cuda);
+      break;
+    }
     case WeightFormat::f32:
       p.w_f32 = place(src.w_f32);
       break;
@@ -121,8 +147,11 @@ size_t CudaBackend::prepared_bytes(const QuantLinear& src, Residency r) const {
   size_t b = placed_bytes(src.bias, r);
   switch (src.format) {
     case WeightFormat::bf16:
-    case WeightFormat::nvfp4:
       return b + placed_bytes(src.w_bf16, r);
+    case WeightFormat::nvfp4:
+      if (!src.w_bf16.empty()) return b + placed_bytes(src.w_bf16, r);
+      return b + WeightStore::aligned(size_t(src.out * src.in) * sizeof(uint16_t)) +
+             packed_bytes(src.fp4_codes) + packed_bytes(src.fp4_scales);
     case WeightFormat::f32:
       return b + placed_bytes(src.w_f32, r);
     case WeightFormat::int8:
