@@ -4,6 +4,7 @@
 // same row-invariant backend ops, so their outputs are equal bit for bit.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +56,9 @@ struct StreamChunks {
   Arena* kv_host = nullptr;
   StageQueue* kv_queue = nullptr;
   std::string kv_store = "bf16";  // the K/V tier (ExecOptions::kv_store)
+  // Called as each phase (kv, attn, mlp) starts: a profiler's hook (h3s bench
+  // --phase-times); empty: none.
+  std::function<void(Phase)> on_phase = nullptr;
   static StreamChunks from(const ExecOptions& o) {
     return {.q_chunk = o.q_chunk,
             .kv_chunk = o.kv_chunk,

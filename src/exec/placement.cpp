@@ -3,6 +3,7 @@
 #include "exec/placement.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -28,8 +29,19 @@ size_t rows_bytes(int64_t rows, int64_t bytes_per_row) {
 // Staged K/V block sizes the planner tries, largest first. Larger blocks
 // mean fewer round trips of the query chunks' states (staged_seconds) but
 // four tiles of 14 KB a key at full width (940 MB at 16384, 235 MB at
-// 4096); 128 keys (one attention tile) is the least that runs.
-constexpr int64_t kStagedBlocks[] = {16384, 8192, 4096, 2048, 1024, 512, 256, 128};
+// 4096), so the steps between are fine (1024 keys, 57 MB at full width)
+// for a budget to be filled; 128 keys (one attention tile) is the least
+// that runs.
+constexpr int64_t kLargestStagedBlock = 16384, kStagedBlockStep = 1024;
+constexpr auto kStagedBlocks = [] {
+  std::array<int64_t, kLargestStagedBlock / kStagedBlockStep + 3> b{};
+  size_t i = 0;
+  for (int64_t kb = kLargestStagedBlock; kb >= kStagedBlockStep; kb -= kStagedBlockStep)
+    b[i++] = kb;
+  for (int64_t kb = kStagedBlockStep / 2; kb >= kAttnKvTile; kb /= 2) b[i++] = kb;
+  return b;
+}();
+static_assert(kStagedBlocks.back() == kAttnKvTile, "the list ends at one attention tile");
 
 // The attention phase's time under a staged K/V placement, estimated with
 // an H200's rates (only the order of the candidates matters): the kernel's
@@ -250,7 +262,7 @@ Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const Exec
   if (o.kv_block > 0)
     blocks.push_back(o.kv_block);
   else
-    blocks.assign(std::begin(kStagedBlocks), std::end(kStagedBlocks));
+    blocks.assign(kStagedBlocks.begin(), kStagedBlocks.end());
 
   // The head GEMM as configured first, then the streamed one (bit-equal,
   // one fp32 chunk instead of the span) if that is what it takes.
@@ -350,7 +362,7 @@ Placement smallest_placement(const ModelConfig& c, const PackedLayout& l, const 
                                                                        : o.final_layer_gemm;
   if (p.streamed && o.kv_placement != KvPlacement::device && o.kv_store == "bf16") {
     p.kv_on_host = true;
-    p.kv_block = o.kv_block > 0 ? o.kv_block : std::end(kStagedBlocks)[-1];
+    p.kv_block = o.kv_block > 0 ? o.kv_block : kStagedBlocks.back();
   }
   const Placement kv_only = predict(c, l, o, p, scratch);
   // A staged x holds two chunk slots: smaller than x only when the chunks are

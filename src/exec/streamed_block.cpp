@@ -51,6 +51,7 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, ResidualR
   const int64_t seq = x.rows(), inner = b.heads * b.head_dim;
   const auto mark = [&](Phase p) {
     if (b.block_index >= 0) arena.mark(b.block_index, p);
+    if (c.on_phase) c.on_phase(p);
   };
 
   mark(Phase::kv);
@@ -93,6 +94,7 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, ResidualR
   }
 
   mark(Phase::attn);
+  store->expect_passes(int64_t((q_chunks.size() + group - 1) / group));
   for (size_t g0 = 0; g0 < q_chunks.size(); g0 += group) {
     const size_t g1 = std::min(q_chunks.size(), g0 + group);
     struct Pending {

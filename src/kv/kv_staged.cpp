@@ -44,32 +44,58 @@ void KvStagedStore::keep_source(OwnedTensor&& buffer) {
   source_read_ = written_;
 }
 
-void KvStagedStore::attend(Backend& backend, std::span<const QueryChunk> chunks) {
-  if (source_) {
-    queue_.wait(source_read_);
-    source_.reset();
-  }
+void KvStagedStore::finish_phase1() {
+  if (!source_) return;
+  queue_.wait(source_read_);
+  source_.reset();
+}
+
+void KvStagedStore::allocate_tiles() {
   const int64_t inner = heads_ * head_dim_, rows = std::min(kv_block_, seq_);
   for (Tile& t : tiles_)
     if (!t.k) {
       t.k = device_.tensor(DType::bf16, {rows, inner}, "K/V staging tile (K)");
       t.v = device_.tensor(DType::bf16, {rows, inner}, "K/V staging tile (V)");
     }
+}
+
+// The copy starts after the work issued so far, which includes the last
+// reads of that tile (two blocks earlier).
+StageQueue::Ticket KvStagedStore::fetch(int64_t j, int slot) {
+  const int64_t b = j * kv_block_, e = std::min(seq_, b + kv_block_);
+  const Tile& t = tiles_[slot];
+  queue_.to_device(k_.view.rows_view(b, e), t.k.view.rows_view(0, e - b));
+  return queue_.to_device(v_.view.rows_view(b, e), t.v.view.rows_view(0, e - b));
+}
+
+void KvStagedStore::expect_passes(int64_t passes) {
+  passes_left_ = passes;
+  if (passes <= 0 || first_ready_ != 0) return;
+  finish_phase1();
+  allocate_tiles();
+  first_ready_ = fetch(0, next_slot_);
+}
+
+void KvStagedStore::attend(Backend& backend, std::span<const QueryChunk> chunks) {
+  finish_phase1();
+  allocate_tiles();
+  const int64_t inner = heads_ * head_dim_;
   const int64_t blocks = (seq_ + kv_block_ - 1) / kv_block_;
-  // Queue block j's copy into tile j % 2. It starts after the work issued so
-  // far, which includes the last reads of that tile (block j - 2).
-  auto fetch = [&](int64_t j) {
-    const int64_t b = j * kv_block_, e = std::min(seq_, b + kv_block_);
-    const Tile& t = tiles_[j % 2];
-    queue_.to_device(k_.view.rows_view(b, e), t.k.view.rows_view(0, e - b));
-    return queue_.to_device(v_.view.rows_view(b, e), t.v.view.rows_view(0, e - b));
-  };
-  StageQueue::Ticket ready = fetch(0);
+  if (passes_left_ > 0) --passes_left_;
+  StageQueue::Ticket ready = first_ready_ != 0 ? first_ready_ : fetch(0, next_slot_);
+  first_ready_ = 0;
   for (int64_t j = 0; j < blocks; ++j) {
-    const StageQueue::Ticket next = j + 1 < blocks ? fetch(j + 1) : 0;
+    const int slot = next_slot_;
+    next_slot_ = 1 - next_slot_;
+    // Block j + 1, or the next pass's block 0, into the other tile.
+    StageQueue::Ticket next = 0;
+    if (j + 1 < blocks)
+      next = fetch(j + 1, next_slot_);
+    else if (passes_left_ > 0)
+      first_ready_ = fetch(0, next_slot_);
     queue_.wait(ready);
     const int64_t n = std::min(seq_, (j + 1) * kv_block_) - j * kv_block_;
-    const Tile& t = tiles_[j % 2];
+    const Tile& t = tiles_[slot];
     // [n, heads, head_dim] over the seq-major tile; the tile's key 0 is key
     // j * kv_block, a tile boundary, so the kernel's 128-key tiles coincide.
     auto as_kv = [&](const Tensor& s) {

@@ -8,9 +8,12 @@
 // tiles on the stage queue: block j + 1 crosses the bus while block j is
 // attended, and one pass over the blocks serves every query chunk of the
 // group the caller hands over (KvStore::attend), so the K/V bytes cross
-// once per group, not once per query chunk. kv_block is a multiple of the
-// attention tile, so the blocked arithmetic is the single-pass arithmetic
-// and the result equals the resident store's bit for bit.
+// once per group, not once per query chunk. The tiles alternate across
+// passes too: the next pass's first block is queued into the free tile
+// while this pass attends its last one (expect_passes says whether a pass
+// follows). kv_block is a multiple of the attention tile, so the blocked
+// arithmetic is the single-pass arithmetic and the result equals the
+// resident store's bit for bit.
 #pragma once
 
 #include "backend/stage_queue.hpp"
@@ -29,6 +32,7 @@ class KvStagedStore final : public KvStore {
   bool exact() const override { return true; }
   void write(Backend& backend, RowRange rows, const Tensor& k, const Tensor& v) override;
   void keep_source(OwnedTensor&& buffer) override;
+  void expect_passes(int64_t passes) override;
   void attend(Backend& backend, std::span<const QueryChunk> chunks) override;
 
   // Device bytes of the two tiles; host bytes of the store.
@@ -39,6 +43,10 @@ class KvStagedStore final : public KvStore {
   struct Tile {
     OwnedTensor k, v;
   };
+  void finish_phase1();
+  void allocate_tiles();
+  // Queues K/V block j into tile `slot`; the ticket of its last copy.
+  StageQueue::Ticket fetch(int64_t j, int slot);
   Arena& device_;
   StageQueue& queue_;
   int64_t seq_, heads_, head_dim_, kv_block_;
@@ -47,6 +55,11 @@ class KvStagedStore final : public KvStore {
   // The last chunk buffer handed over and the copy that last reads it.
   OwnedTensor source_;
   StageQueue::Ticket source_read_ = 0, written_ = 0;
+  // Phase 2: passes still to come, the tile the next block goes to, and the
+  // copy of the next pass's first block when it is already queued (else 0).
+  int64_t passes_left_ = 0;
+  int next_slot_ = 0;
+  StageQueue::Ticket first_ready_ = 0;
 };
 
 }  // namespace h3s

@@ -32,6 +32,11 @@ class KvStore {
   // still be reading it when write returns (host staging) keeps it until
   // they are done; the others free it now.
   virtual void keep_source(OwnedTensor&& buffer) { buffer.reset(); }
+  // Phase 2 is about to start and will call attend `passes` times (one per
+  // query group). A store that streams its blocks (host staging) queues the
+  // first block of each pass early: now, and during the previous pass's
+  // last block, so no pass waits for its first copy.
+  virtual void expect_passes(int64_t passes) { (void)passes; }
   // Phase 2: run each query chunk against every stored key, in K/V blocks
   // of a fixed size counted from key 0, continuing each chunk's state. Every
   // chunk sees the same blocks in the same order whatever the grouping, so a

@@ -34,6 +34,10 @@ void add_bench_flags(CLI::App& cmd, BenchArgs& a) {
                "skip the attention-alone measurement (it holds a whole [S, 3 x 7168] QKV)");
   cmd.add_flag("--only-attention", a.only_attention,
                "measure only attention (no stock or streamed block run)");
+  cmd.add_flag("--phase-times", a.phase_times,
+               "also report the streamed block's seconds per phase (phase_s: kv, attn, mlp), "
+               "synchronising the device as each phase starts: a profile, which drops the "
+               "overlap of copies across phases, so streamed_s is not the block's time then");
   cmd.add_option("--attn-kernels", a.attn_kernels,
                  "also time these attention kernels (names of H3S_ATTN_KERNEL: ws-s2, ws-s3, "
                  "ws-s2-nopp, ws-s3-nopp, wgmma, sm80; CUDA only)")
@@ -130,6 +134,7 @@ int run_bench(BenchArgs& a) {
     // x for the streamed run: on the device, or in host staging memory when
     // the placement stages it (stock always runs on a device x).
     size_t streamed_total = 0;  // the streamed run's whole arena peak (bench buffers too)
+    std::map<std::string, double> phase_s;  // --phase-times: of the fastest streamed repetition
     auto measure = [&](bool streamed, std::vector<uint16_t>& out) {
       double best = 1e30;
       size_t peak = 0;
@@ -150,6 +155,12 @@ int run_bench(BenchArgs& a) {
           c.kv_host = staging.get();
           c.kv_queue = queue.get();
         }
+        std::vector<std::pair<Phase, double>> starts;
+        if (a.phase_times)
+          c.on_phase = [&](Phase p) {
+            be.synchronize();
+            starts.emplace_back(p, now_s());
+          };
         const double t0 = now_s();
         if (streamed && x_host) {
           ResidualRows rows(x.view, arena, *queue,
@@ -162,7 +173,14 @@ int run_bench(BenchArgs& a) {
           run_block_stock(be, arena, view, x.view, BlockPhases::all, r.exec.kv_store);
         }
         be.synchronize();
-        best = std::min(best, now_s() - t0);
+        const double t1 = now_s();
+        if (streamed && t1 - t0 < best && !starts.empty()) {
+          phase_s.clear();
+          for (size_t i = 0; i < starts.size(); ++i)
+            phase_s[std::string(phase_name(starts[i].first))] =
+                (i + 1 < starts.size() ? starts[i + 1].second : t1) - starts[i].second;
+        }
+        best = std::min(best, t1 - t0);
         if (queue && streamed) traffic = queue->traffic();
         // The streamed run's own bytes: a device x counts as the caller's.
         peak = arena.peak() - base;
@@ -291,6 +309,7 @@ int run_bench(BenchArgs& a) {
         {"device_total_gib", double(weight_plan.model_bytes + streamed_total) / (1u << 30)},
         {"copy_s", traffic.copy_seconds},
         {"exposed_copy_s", traffic.exposed_seconds}};
+    if (a.phase_times) j["phase_s"] = phase_s;
     if (r.json)
       fmt::print("{}\n", j.dump());
     else

@@ -18,6 +18,7 @@ struct BenchArgs {
   bool skip_stock = false;
   bool skip_attention = false;
   bool only_attention = false;
+  bool phase_times = false;  // synchronise at the streamed block's phase starts, report each
   std::vector<std::string> attn_kernels;  // extra attention kernels to time (H3S_ATTN_KERNEL names)
 };
 void add_bench_flags(CLI::App& cmd, BenchArgs& a);

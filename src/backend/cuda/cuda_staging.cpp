@@ -1,9 +1,11 @@
 // Host staging on the CUDA backend (backend/stage_queue.hpp): PinnedMemory
-// (cuda_memory.hpp) and a StageQueue on a copy stream of its own, ordered
-// against the backend's compute stream by events, never by host waits.
+// (cuda_memory.hpp) and a StageQueue on copy streams of its own, ordered
+// against the backend's compute stream and each other by events, never by
+// host waits (but for the ring's bookkeeping).
 #include <cuda_runtime.h>
 
 #include <array>
+#include <cstdint>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_backend.hpp"
@@ -22,9 +24,19 @@ size_t rounded(size_t bytes) {
   return (n + PinnedMemory::kGranule - 1) / PinnedMemory::kGranule * PinnedMemory::kGranule;
 }
 
-// One copy stream; a ring of (start, done) events per copy for the ticket
-// waits and the copy-time total. A ticket older than the ring waits on the
-// newest copy instead, which is later in the stream and so implies it.
+// Two copy streams, one per direction, so copies to the device and to the
+// host share the bus at once (PCIe is full duplex): a host-staged residual's
+// stores no longer queue ahead of the next K/V tile, nor phase 1's K/V
+// stores ahead of the residual's loads. Copies of one direction run in issue
+// order; a copy that touches bytes an earlier copy of the other direction
+// reads or writes (a read after a write, or a write after either) waits for
+// it on the device.
+//
+// A ring of kRing copies holds each one's (start, done) events, direction
+// and byte ranges. Issuing copy t first settles copy t - kRing (a host wait
+// for it), so every copy older than the ring is complete: the hazard scan
+// and the ticket waits only look inside the ring.
+//
 // Exposed time: each wait is bracketed by two events on the compute stream;
 // the second completes once both the compute before it and the awaited copy
 // are done, so their distance is how long compute stood still for the copy.
@@ -33,67 +45,100 @@ class CudaStageQueue final : public StageQueue {
   static constexpr size_t kRing = 64;
 
   explicit CudaStageQueue(CudaBackend& be) : be_(be) {
-    check(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking), "stage queue: stream");
+    for (cudaStream_t& s : streams_)
+      check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stage queue: stream");
     check(cudaEventCreateWithFlags(&order_, cudaEventDisableTiming), "stage queue: event");
-    for (Slot& s : ring_) {
-      check(cudaEventCreate(&s.start), "stage queue: event");
-      check(cudaEventCreate(&s.done), "stage queue: event");
+    for (Copy& c : ring_) {
+      check(cudaEventCreate(&c.start), "stage queue: event");
+      check(cudaEventCreate(&c.done), "stage queue: event");
     }
-    for (Slot& s : waits_) {
-      check(cudaEventCreate(&s.start), "stage queue: event");
-      check(cudaEventCreate(&s.done), "stage queue: event");
+    for (Wait& w : waits_) {
+      check(cudaEventCreate(&w.start), "stage queue: event");
+      check(cudaEventCreate(&w.done), "stage queue: event");
     }
   }
   ~CudaStageQueue() override {
-    (void)cudaStreamSynchronize(copy_);
-    for (std::array<Slot, kRing>* r : {&ring_, &waits_})
-      for (Slot& s : *r) {
-        (void)cudaEventDestroy(s.start);
-        (void)cudaEventDestroy(s.done);
-      }
+    for (cudaStream_t s : streams_) (void)cudaStreamSynchronize(s);
+    for (Copy& c : ring_) {
+      (void)cudaEventDestroy(c.start);
+      (void)cudaEventDestroy(c.done);
+    }
+    for (Wait& w : waits_) {
+      (void)cudaEventDestroy(w.start);
+      (void)cudaEventDestroy(w.done);
+    }
     (void)cudaEventDestroy(order_);
-    (void)cudaStreamDestroy(copy_);
+    for (cudaStream_t s : streams_) (void)cudaStreamDestroy(s);
   }
 
   Ticket to_device(const Tensor& host_src, const Tensor& dst) override {
-    return run(host_src, dst, traffic_.to_device_bytes);
+    return run(host_src, dst, kToDevice, traffic_.to_device_bytes);
   }
   Ticket to_host(const Tensor& src, const Tensor& host_dst) override {
-    return run(src, host_dst, traffic_.to_host_bytes);
+    return run(src, host_dst, kToHost, traffic_.to_host_bytes);
   }
   void wait(Ticket t) override {
     H3S_CHECK(t >= 1 && t <= issued_);
-    const Ticket use = t + kRing <= issued_ ? issued_ : t;
-    Slot& w = waits_[waits_issued_++ % kRing];
-    settle(w, traffic_.exposed_seconds);
+    Wait& w = waits_[waits_issued_++ % kRing];
+    settle(w.start, w.done, w.timed, traffic_.exposed_seconds);
     check(cudaEventRecord(w.start, be_.stream()), "stage queue: wait start");
-    check(cudaStreamWaitEvent(be_.stream(), ring_[use % kRing].done, 0), "stage queue: wait");
+    // Copy t and, for "every earlier copy", the other direction's last one
+    // before it (its own direction's earlier copies ran before it).
+    const Copy* c = in_ring(t);
+    for (const Copy* d : {c, c ? in_ring(c->other_before) : nullptr})
+      if (d) check(cudaStreamWaitEvent(be_.stream(), d->done, 0), "stage queue: wait");
     check(cudaEventRecord(w.done, be_.stream()), "stage queue: wait done");
     w.timed = true;
   }
   StageTraffic traffic() override {
-    for (Slot& s : ring_) settle(s, traffic_.copy_seconds);
-    for (Slot& s : waits_) settle(s, traffic_.exposed_seconds);
+    for (Copy& c : ring_) settle(c.start, c.done, c.timed, traffic_.copy_seconds);
+    for (Wait& w : waits_) settle(w.start, w.done, w.timed, traffic_.exposed_seconds);
     return traffic_;
   }
 
  private:
-  struct Slot {
+  enum Direction : int { kToDevice = 0, kToHost = 1 };
+  struct Bytes {  // [lo, hi) of one copy side; empty when lo == hi
+    uintptr_t lo = 0, hi = 0;
+    bool overlaps(const Bytes& o) const { return lo < o.hi && o.lo < hi; }
+  };
+  struct Copy {
     cudaEvent_t start = nullptr, done = nullptr;
     bool timed = false;  // recorded, its time not yet added
+    Ticket ticket = 0;
+    Direction dir = kToDevice;
+    Bytes src, dst;
+    Ticket other_before = 0;     // the other direction's last copy when this was issued
+    Ticket same_dir_before = 0;  // this direction's copy before it
+  };
+  struct Wait {
+    cudaEvent_t start = nullptr, done = nullptr;
+    bool timed = false;
   };
 
-  // Adds a recorded pair's time to `total` (waiting for it if needed).
-  void settle(Slot& s, double& total) {
-    if (!s.timed) return;
-    float ms = 0;
-    check(cudaEventSynchronize(s.done), "stage queue: settle");
-    check(cudaEventElapsedTime(&ms, s.start, s.done), "stage queue: elapsed");
-    total += double(ms) / 1e3;
-    s.timed = false;
+  static Bytes bytes_of(const Tensor& t, size_t width) {
+    if (t.rows() == 0 || width == 0) return {};
+    const auto lo = reinterpret_cast<uintptr_t>(t.data);
+    return {lo, lo + size_t(t.rows() - 1) * size_t(t.row_stride()) * dtype_size(t.dtype) + width};
+  }
+  // Copy t while its ring slot still holds it (else it is complete, or 0).
+  const Copy* in_ring(Ticket t) const {
+    if (t == 0) return nullptr;
+    const Copy& c = ring_[t % kRing];
+    return c.ticket == t ? &c : nullptr;
   }
 
-  Ticket run(const Tensor& src, const Tensor& dst, uint64_t& bytes) {
+  // Adds a recorded pair's time to `total` (waiting for it if needed).
+  static void settle(cudaEvent_t start, cudaEvent_t done, bool& timed, double& total) {
+    if (!timed) return;
+    float ms = 0;
+    check(cudaEventSynchronize(done), "stage queue: settle");
+    check(cudaEventElapsedTime(&ms, start, done), "stage queue: elapsed");
+    total += double(ms) / 1e3;
+    timed = false;
+  }
+
+  Ticket run(const Tensor& src, const Tensor& dst, Direction dir, uint64_t& bytes) {
     if (src.dtype != dst.dtype || src.rank != 2 || dst.rank != 2 || src.shape != dst.shape ||
         (src.cols() > 1 && (src.stride[1] != 1 || dst.stride[1] != 1)))
       fail(ErrorKind::invalid_argument,
@@ -101,30 +146,50 @@ class CudaStageQueue final : public StageQueue {
            "stride");
     const size_t es = dtype_size(src.dtype), width = size_t(src.cols()) * es;
     const Ticket t = ++issued_;
-    Slot& s = ring_[t % kRing];
-    settle(s, traffic_.copy_seconds);
+    Copy& c = ring_[t % kRing];
+    settle(c.start, c.done, c.timed, traffic_.copy_seconds);  // copy t - kRing is complete
+    c.ticket = t;
+    c.dir = dir;
+    c.src = bytes_of(src, width);
+    c.dst = bytes_of(dst, width);
+    c.other_before = last_[1 - dir];
+    cudaStream_t stream = streams_[dir];
     // After the compute work so far: the writers of src, the readers of dst.
     check(cudaEventRecord(order_, be_.stream()), "stage queue: order");
-    check(cudaStreamWaitEvent(copy_, order_, 0), "stage queue: order");
-    check(cudaEventRecord(s.start, copy_), "stage queue: start");
+    check(cudaStreamWaitEvent(stream, order_, 0), "stage queue: order");
+    // After the latest copy of the other direction that writes what this one
+    // touches, or reads what it writes.
+    for (Ticket u = last_[1 - dir]; u != 0;) {
+      const Copy* o = in_ring(u);
+      if (!o) break;  // older copies are complete
+      if (o->dst.overlaps(c.src) || o->dst.overlaps(c.dst) || o->src.overlaps(c.dst)) {
+        check(cudaStreamWaitEvent(stream, o->done, 0), "stage queue: hazard");
+        break;  // its stream ran every earlier copy of that direction before it
+      }
+      u = o->same_dir_before;
+    }
+    check(cudaEventRecord(c.start, stream), "stage queue: start");
     if (src.rows() > 0 && width > 0)
       check(cudaMemcpy2DAsync(dst.data, size_t(dst.row_stride()) * es, src.data,
                               size_t(src.row_stride()) * es, width, size_t(src.rows()),
-                              cudaMemcpyDefault, copy_),
+                              cudaMemcpyDefault, stream),
             "stage queue: copy");
-    check(cudaEventRecord(s.done, copy_), "stage queue: done");
-    s.timed = true;
+    check(cudaEventRecord(c.done, stream), "stage queue: done");
+    c.timed = true;
+    c.same_dir_before = last_[dir];
+    last_[dir] = t;
     bytes += uint64_t(width) * uint64_t(src.rows());
     traffic_.copies = t;
     return t;
   }
 
   CudaBackend& be_;
-  cudaStream_t copy_ = nullptr;
+  cudaStream_t streams_[2] = {nullptr, nullptr};  // by Direction
   cudaEvent_t order_ = nullptr;
-  std::array<Slot, kRing> ring_{};
-  std::array<Slot, kRing> waits_{};  // (before, after) each wait, on the compute stream
+  std::array<Copy, kRing> ring_{};
+  std::array<Wait, kRing> waits_{};  // (before, after) each wait, on the compute stream
   Ticket issued_ = 0;
+  Ticket last_[2] = {0, 0};  // the last copy issued in each direction
   uint64_t waits_issued_ = 0;
   StageTraffic traffic_;
 };
