@@ -182,6 +182,13 @@ TEST(Cli, PlanPlacesFullSizeShapesWithoutWork) {
   EXPECT_EQ(two.at("kv"), "host-staged");
   EXPECT_EQ(two.at("x"), "host-staged");
   EXPECT_LE(two.at("predicted_peak_bytes").get<size_t>(), size_t(2) << 30);
+  // ... and the staging tile fills what the budget leaves (1024-key steps:
+  // 14,336 keys, not the 8,192 of powers of two), within one step of it.
+  const int64_t tile = two.at("kv_block").get<int64_t>();
+  EXPECT_EQ(tile % 1024, 0);
+  EXPECT_GT(tile, 8192);
+  EXPECT_GT(two.at("predicted_peak_bytes").get<size_t>() + size_t(4) * 1024 * 7168 * 2,
+            size_t(2) << 30);
   EXPECT_EQ(tight.at("x"), "device");
   const Result bad = run_cli("plan --tokens 217088 --vram-budget 1GiB");
   EXPECT_EQ(bad.code, 1) << bad.out;
@@ -210,6 +217,23 @@ TEST(Cli, HelpListsEveryControl) {
                            "--threads",          "--kv-store",
                            "--trim-forward",     "--json"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+}
+
+// Every command's --help is text: no control bytes (an enum option once
+// printed its mapped values as raw bytes), and it names --kv-placement's values.
+TEST(Cli, HelpIsPrintableText) {
+  for (const char* cmd : {"", "demo", "run", "bench", "plan", "kvbench", "forward", "make-inputs",
+                          "make-checkpoint", "inspect"}) {
+    SCOPED_TRACE(cmd);
+    const Result r = run_cli(std::string(cmd) + " --help");
+    EXPECT_EQ(r.code, 0) << r.out;
+    for (size_t i = 0; i < r.out.size(); ++i) {
+      const unsigned char c = static_cast<unsigned char>(r.out[i]);
+      ASSERT_TRUE(c >= 0x20 || c == '\n' || c == '\t')
+          << "byte " << int(c) << " at " << i << ": " << r.out.substr(i > 40 ? i - 40 : 0, 80);
+    }
+  }
+  EXPECT_NE(run_cli("bench --help").out.find("{auto, device, host}"), std::string::npos);
 }
 
 }  // namespace

@@ -84,7 +84,8 @@ void add_control_flags(CLI::App& cmd, ExecOptions& o, std::string& final_gemm) {
                  "where the K/V store lives: auto (on the device unless --vram-budget needs "
                  "it staged), device, or host (pinned host memory, streamed back in "
                  "--kv-block tiles); exact in every placement")
-      ->transform(CLI::CheckedTransformer(placements))
+      // The mapped values are enums, which CLI11 would print as raw bytes in --help.
+      ->transform(CLI::CheckedTransformer(placements).description("{auto, device, host}"))
       ->default_str("auto");
   cmd.add_option("--host-budget", o.host_budget,
                  "host bytes staging may pin, e.g. 32GiB (0 = the memory available at the "
