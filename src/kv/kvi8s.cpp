@@ -123,13 +123,7 @@ void attend_row(const uint16_t* q_bf16, const HeadRows& kv, int64_t begin, int64
       p[j] = (float(dq) * qk_scale[i] + corr[i]) * scale;
       mt = std::max(mt, p[j]);
     }
-    const float m_new = std::max(m, mt);
-    const float alpha = m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - m_new);
-    float psum = 0.0f;
-    for (int64_t j = 0; j < n; ++j) {
-      p[j] = std::exp(p[j] - m_new);
-      psum += p[j];
-    }
+    const cpu::SoftmaxStep s = cpu::softmax_tile(p, n, mt, m);
     std::fill(t, t + kDim, 0.0f);
     for (int64_t i = 0; i < nb; ++i) {  // P V per block in fp32, then its channel scales
       std::fill(o, o + kDim, 0.0f);
@@ -141,9 +135,9 @@ void attend_row(const uint16_t* q_bf16, const HeadRows& kv, int64_t begin, int64
       const float* sv = kv.v_scale + (b0 + i) * kv.block_stride;
       for (int d = 0; d < kDim; ++d) t[d] += o[d] * sv[d];
     }
-    l = l * alpha + psum;
-    for (int d = 0; d < kDim; ++d) acc[d] = acc[d] * alpha + t[d] * kInvPScale;
-    m = m_new;
+    l = l * s.alpha + s.psum;
+    for (int d = 0; d < kDim; ++d) acc[d] = acc[d] * s.alpha + t[d] * kInvPScale;
+    m = s.m_new;
   }
 }
 

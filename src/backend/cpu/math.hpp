@@ -49,6 +49,24 @@ inline float swiglu_f32(float g, float u) {
   return silu_f32(g) * u;
 }
 
+// The online softmax's step over one key tile, shared by the exact path and
+// every tier's reference: p holds the tile's n scaled scores and mt their
+// max (m: the running max); p becomes exp(p - m_new) in place, in key order.
+struct SoftmaxStep {
+  float m_new;  // max(m, mt)
+  float alpha;  // the old state's rescale, exp(m - m_new) (0 before any key)
+  float psum;   // sum of the tile's probabilities, in key order
+};
+inline SoftmaxStep softmax_tile(float* p, int64_t n, float mt, float m) {
+  SoftmaxStep s{std::max(m, mt), 0.0f, 0.0f};
+  s.alpha = m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - s.m_new);
+  for (int64_t j = 0; j < n; ++j) {
+    p[j] = std::exp(p[j] - s.m_new);
+    s.psum += p[j];
+  }
+  return s;
+}
+
 // One key tile of the online softmax for one (query row, head), the exact
 // attention's order (attention.cpp) that kvi8r's reference follows too. On
 // entry p holds the tile's n scaled scores and mt their max; it folds them
@@ -56,22 +74,16 @@ inline float swiglu_f32(float g, float u) {
 // before it weights its V row (kvi8r's per-key scale). o: hd floats of scratch.
 inline void fold_key_tile(float* p, int64_t n, float mt, const float* vt, const float* v_scale,
                           int64_t hd, float& m, float& l, float* acc, float* o) {
-  const float m_new = std::max(m, mt);
-  const float alpha = m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - m_new);
-  float psum = 0.0f;
-  for (int64_t j = 0; j < n; ++j) {
-    p[j] = std::exp(p[j] - m_new);
-    psum += p[j];
-  }
+  const SoftmaxStep s = softmax_tile(p, n, mt, m);
   std::fill(o, o + hd, 0.0f);
   for (int64_t j = 0; j < n; ++j) {
     const float w = v_scale != nullptr ? p[j] * v_scale[j] : p[j];
     const float* vj = vt + j * hd;
     for (int64_t d = 0; d < hd; ++d) o[d] += w * vj[d];
   }
-  l = l * alpha + psum;
-  for (int64_t d = 0; d < hd; ++d) acc[d] = acc[d] * alpha + o[d];
-  m = m_new;
+  l = l * s.alpha + s.psum;
+  for (int64_t d = 0; d < hd; ++d) acc[d] = acc[d] * s.alpha + o[d];
+  m = s.m_new;
 }
 
 }  // namespace h3s::cpu
