@@ -187,8 +187,8 @@ TEST(Cli, PlanPlacesFullSizeShapesWithoutWork) {
   const int64_t tile = two.at("kv_block").get<int64_t>();
   EXPECT_EQ(tile % 1024, 0);
   EXPECT_GT(tile, 8192);
-  EXPECT_GT(two.at("predicted_peak_bytes").get<size_t>() + size_t(4) * 1024 * 7168 * 2,
-            size_t(2) << 30);
+  EXPECT_GT(two.at("predicted_peak_bytes").get<size_t>() + size_t(4) * 1024 * 7168 * 2, size_t(2)
+                                                                                            << 30);
   EXPECT_EQ(tight.at("x"), "device");
   const Result bad = run_cli("plan --tokens 217088 --vram-budget 1GiB");
   EXPECT_EQ(bad.code, 1) << bad.out;

@@ -4,7 +4,9 @@
 //             vector per head (elements ~ N(0, 4)) added to every key, V
 //             channels {5, 77} x 10, each query row scaled by U[0.5, 2].
 // Baselines: kvi8r's is per-row int8 without the Hadamard basis; kvi8s' is
-// SageAttention-2's layout without it.
+// SageAttention-2's layout without it; kvfp4s' is rotated NVFP4 without the
+// K mean. kvfp4s has no engine store yet: its definition of record
+// (kv/kvfp4s.hpp) is measured directly, on the host.
 #include "kvbench_cmd.hpp"
 
 #include <fmt/format.h>
@@ -19,6 +21,7 @@
 #include "core/thread_pool.hpp"
 #include "exec/placement.hpp"
 #include "kv/kv_store.hpp"
+#include "kv/kvfp4s.hpp"
 #include "kv/kvi8r.hpp"
 #include "kv/kvi8s.hpp"
 #include "runtime/engine_backend.hpp"
@@ -156,6 +159,58 @@ Rows baseline_attention(const std::string& tier, const Inputs& in, int64_t n, in
   return out;
 }
 
+// kvfp4s by its definition of record, on the host: K rotated and (centred:
+// the tier; not: its baseline) NVFP4 per 256-token block and head, V NVFP4,
+// the query rotated as rotate_heads leaves it.
+Rows fp4s_attention(const Inputs& in, int64_t n, int64_t heads, bool centred, ThreadPool& pool) {
+  using namespace kvfp4s;
+  const int64_t inner = heads * kHd, blocks = (n + kBlock - 1) / kBlock;
+  const int64_t code_w = heads * kDim / 2, scale_w = heads * kGroups;
+  std::vector<uint8_t> kc(size_t(n * code_w)), vc(kc.size()), ks(size_t(n * scale_w)),
+      vs(ks.size());
+  std::vector<float> kg(size_t(blocks * heads)), vg(kg.size());
+  std::vector<uint16_t> mean(size_t(blocks * inner));
+  pool.parallel_for(blocks * heads, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t b = task / heads, h = task % heads, row = b * kBlock;
+      const int64_t rows = std::min(kBlock, n - row);
+      const size_t at = size_t(row * inner + h * kHd);
+      const size_t c = size_t(row * code_w + h * kDim / 2), s = size_t(row * scale_w + h * kGroups);
+      quantise_k_block(&in.k[at], inner, rows, &kc[c], code_w, &ks[s], scale_w, &kg[size_t(task)],
+                       &mean[size_t(b * inner + h * kHd)], centred);
+      quantise_v_block(&in.v[at], inner, rows, &vc[c], code_w, &vs[s], scale_w, &vg[size_t(task)]);
+    }
+  });
+  Rows out(size_t(n * inner));
+  pool.parallel_for(n * heads, 16, [&](int64_t t0, int64_t t1) {
+    float qf[kHd], acc[kHd];
+    uint16_t q[kHd];
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t t = task / heads, h = task % heads;
+      const size_t at = size_t(t * inner + h * kHd);
+      for (int64_t d = 0; d < kHd; ++d) qf[d] = bf16_to_f32(bf16{in.q[at + size_t(d)]});
+      kvi8r::rotate(qf);
+      for (int64_t d = 0; d < kHd; ++d) q[d] = f32_to_bf16(qf[d]).bits;
+      const HeadRows kv{&kc[size_t(h * kDim / 2)],
+                        &ks[size_t(h * kGroups)],
+                        &vc[size_t(h * kDim / 2)],
+                        &vs[size_t(h * kGroups)],
+                        &kg[size_t(h)],
+                        &vg[size_t(h)],
+                        &mean[size_t(h * kHd)],
+                        code_w,
+                        scale_w,
+                        heads,
+                        inner};
+      float m = -INFINITY, l = 0.0f;
+      std::fill(acc, acc + kHd, 0.0f);
+      attend_row(q, kv, 0, n, m, l, acc);
+      for (int64_t d = 0; d < kHd; ++d) out[at + size_t(d)] = f32_to_bf16(acc[d] / l).bits;
+    }
+  });
+  return out;
+}
+
 struct Error2 {
   double rel_rms, cosine;
 };
@@ -175,8 +230,10 @@ Error2 compare(const Rows& exact, const Rows& approx) {
 }  // namespace
 
 void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a) {
-  cmd.add_option("--kv-store", a.kv_store, "the approximate tier to measure: kvi8r or kvi8s")
-      ->check(CLI::IsMember({"kvi8r", "kvi8s"}))
+  cmd.add_option("--kv-store", a.kv_store,
+                 "the approximate tier to measure: kvi8r, kvi8s or kvfp4s (kvfp4s: its "
+                 "definition of record on the host; no engine store yet)")
+      ->check(CLI::IsMember({"kvi8r", "kvi8s", "kvfp4s"}))
       ->capture_default_str();
   cmd.add_option("--backend", a.backend,
                  "cpu (the definition of record) or cuda (where the tier has kernels)")
@@ -202,7 +259,11 @@ void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a) {
 int run_kvbench(const KvBenchArgs& a) {
   EngineBackend b(a.backend, 0, 0, a.threads);
   Backend& be = b.ops();
-  if (!be.has_kv_tier(a.kv_store))
+  const bool by_definition = a.kv_store == "kvfp4s";  // no engine store yet
+  if (by_definition && a.backend != "cpu")
+    fail(ErrorKind::invalid_argument,
+         "kvbench: kvfp4s has no kernels yet; its definition of record runs with --backend cpu");
+  if (!by_definition && !be.has_kv_tier(a.kv_store))
     fail(ErrorKind::invalid_argument,
          "kvbench: the {} backend has no {} kernels yet; measure the definition of record with "
          "--backend cpu",
@@ -211,7 +272,9 @@ int run_kvbench(const KvBenchArgs& a) {
   ExecOptions o;
   o.kv_store = a.kv_store;
   const double bytes_per_element =
-      double(kv_store_bytes(o, a.tokens, a.heads, kHd)) / double(2 * a.tokens * a.heads * kHd);
+      double(by_definition ? kvfp4s::store_bytes(a.tokens, a.heads)
+                           : int64_t(kv_store_bytes(o, a.tokens, a.heads, kHd))) /
+      double(2 * a.tokens * a.heads * kHd);
   nlohmann::json results = nlohmann::json::array();
   for (const std::string& kind : a.inputs) {
     if (!a.json)
@@ -219,11 +282,15 @@ int run_kvbench(const KvBenchArgs& a) {
                  a.heads);
     const Inputs in = make_inputs(kind, a.tokens, a.heads, a.seed);
     const Rows exact = backend_attention(be, b.arena(), in, a.tokens, a.heads, "bf16");
-    const Error2 tier =
-        compare(exact, backend_attention(be, b.arena(), in, a.tokens, a.heads, a.kv_store));
-    const Error2 base = compare(exact, baseline_attention(a.kv_store, in, a.tokens, a.heads, pool));
-    const char* baseline = a.kv_store == "kvi8r" ? "per-row int8 without rotation"
-                                                 : "SageAttention-2 layout without rotation";
+    const Error2 tier = compare(
+        exact, by_definition ? fp4s_attention(in, a.tokens, a.heads, true, pool)
+                             : backend_attention(be, b.arena(), in, a.tokens, a.heads, a.kv_store));
+    const Error2 base =
+        compare(exact, by_definition ? fp4s_attention(in, a.tokens, a.heads, false, pool)
+                                     : baseline_attention(a.kv_store, in, a.tokens, a.heads, pool));
+    const char* baseline = a.kv_store == "kvi8r"   ? "per-row int8 without rotation"
+                           : a.kv_store == "kvi8s" ? "SageAttention-2 layout without rotation"
+                                                   : "rotated NVFP4 without centring";
     results.push_back({{"name", kind},
                        {"rel_rms", tier.rel_rms},
                        {"cosine", tier.cosine},
@@ -235,14 +302,16 @@ int run_kvbench(const KvBenchArgs& a) {
                  tier.rel_rms, tier.cosine, baseline, base.rel_rms);
   }
   if (a.json) {
-    const nlohmann::json j = {{"command", "kvbench"},
-                              {"kv_store", a.kv_store},
-                              {"approximate", true},
-                              {"backend", a.backend},
-                              {"tokens", a.tokens},
-                              {"heads", a.heads},
-                              {"bytes_per_element", bytes_per_element},
-                              {"inputs", results}};
+    const nlohmann::json j = {
+        {"command", "kvbench"},
+        {"kv_store", a.kv_store},
+        {"approximate", true},
+        {"backend", a.backend},
+        {"measured", by_definition ? "definition of record (host)" : "backend store"},
+        {"tokens", a.tokens},
+        {"heads", a.heads},
+        {"bytes_per_element", bytes_per_element},
+        {"inputs", results}};
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("{} (approximate): {:.4f} bytes per K/V element\n", a.kv_store, bytes_per_element);

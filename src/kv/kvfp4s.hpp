@@ -1,0 +1,82 @@
+// kvfp4s, the NVFP4 K/V tier (FEATURES.md "K/V storage tiers"): K and V as
+// e2m1 codes with an e4m3 scale per 16 elements. This header is its
+// definition of record on the CPU: the arithmetic a Hopper kernel performs
+// after decoding the codes to bf16 in shared memory (Hopper has no fp4
+// tensor cores, and e2m1 x e4m3 is exact in bf16: at most 2 + 4 significant
+// bits). Groups sit at absolute token positions, so nothing depends on where
+// a chunk starts. No engine store holds it yet: h3s kvbench measures it.
+//
+//   stat blocks   tokens [256 b, 256 b + 256) from token 0 (the last may be
+//                 shorter); per (block, head) a K mean and one fp32 global
+//                 scale each for K and V (the NVFP4 "tensor" scale, per block
+//                 so that no statistic spans the sequence).
+//   K             k' = rotate(k) (kvi8r's Hadamard-128, fp32); mean[d] =
+//                 bf16(sum_t k'_t[d] / n) (fp32 sum in token order); r = k' -
+//                 mean; then NVFP4 of r (below).
+//   V             NVFP4 of v (not rotated).
+//   NVFP4 of x    global g = max|x| over the block / (448 * 6) (fp32); per
+//                 token and group of 16 channels: s = e4m3(min(max|x_group| /
+//                 6 / g, 448)), step = float(s) * g, code = e2m1(x / step)
+//                 (0 when step is 0); decoded x^ = e2m1(code) * float(s),
+//                 exact, and the global is applied once per block (below).
+//                 As our NVFP4 weights: the even element in the high nibble.
+//   Q             the rotated bf16 query rotate_heads leaves (q' =
+//                 bf16(rotate(q))), used as is (bf16 operand).
+//   scores        s = (dot(q', r^) * g_k[b] + q' . mean[b]) * 1/sqrt(128): fp32
+//                 dots in the CPU backend's fixed order (cpu/math.hpp dot_f32).
+//   softmax       per key tile of 128 from key 0 (the exact path's schedule,
+//                 cpu::softmax_tile); a tile lies in one stat block.
+//   P V           t[d] = sum_t p_t * v^_t[d] in fp32, token order; acc[d] =
+//                 acc[d] * alpha + t[d] * g_v[b].
+//   finish        the exact path's: out = bf16(acc / l).
+// Bytes per K/V element: 0.5 (codes) + 1/16 (scales) + the per-block mean and
+// globals (K: 2 * 128 + 4 bytes per 256 x 128 elements, V: 4): ~0.5665.
+#pragma once
+
+#include <cstdint>
+
+namespace h3s::kvfp4s {
+
+inline constexpr int kDim = 128;
+inline constexpr int kGroup = 16;              // elements per e4m3 scale
+inline constexpr int kGroups = kDim / kGroup;  // scales per token and head
+inline constexpr int64_t kBlock = 256;         // tokens per stat block
+inline constexpr float kE2m1Max = 6.0f;
+inline constexpr float kE4m3Max = 448.0f;
+
+// One (stat block, head) of n <= kBlock rows of bf16 bits, rows `src_stride`
+// elements apart. Outputs per token r: kDim / 2 code bytes at code + r *
+// code_stride and kGroups e4m3 scales at scale + r * scale_stride; per block
+// the global (and K's bf16 mean, 128 values). centred = false skips K's mean
+// (zeros; h3s kvbench's baseline: rotated NVFP4 without centring); rotated =
+// false skips the Hadamard basis.
+void quantise_k_block(const uint16_t* src, int64_t src_stride, int64_t n, uint8_t* code,
+                      int64_t code_stride, uint8_t* scale, int64_t scale_stride, float* global,
+                      uint16_t* mean, bool centred = true, bool rotated = true);
+void quantise_v_block(const uint16_t* src, int64_t src_stride, int64_t n, uint8_t* code,
+                      int64_t code_stride, uint8_t* scale, int64_t scale_stride, float* global);
+// Decodes one token's codes and scales to x^ (without the global).
+void decode_row(const uint8_t* code, const uint8_t* scale, float* out);
+
+// One head's K/V, pointers at token / block 0 of that head: token r's codes
+// at + r * code_stride, its scales at + r * scale_stride; block b's globals
+// at + b * global_stride, its K mean at k_mean + b * mean_stride.
+struct HeadRows {
+  const uint8_t *k_code, *k_scale, *v_code, *v_scale;
+  const float *k_global, *v_global;
+  const uint16_t* k_mean;
+  int64_t code_stride, scale_stride, global_stride, mean_stride;
+};
+
+// The attention of one (query row, head) over keys [begin, end) (begin on a
+// 128-key tile), continuing the state (m, l, acc[128]); q_bf16 is the query
+// in the store's basis (rotated; unrotated for a store made with rotated =
+// false).
+void attend_row(const uint16_t* q_bf16, const HeadRows& kv, int64_t begin, int64_t end, float& m,
+                float& l, float* acc);
+
+// Store bytes of the tier for `seq` rows: codes and scales of K and V, per
+// (stat block, head) K's mean and both globals.
+int64_t store_bytes(int64_t seq, int64_t heads);
+
+}  // namespace h3s::kvfp4s
