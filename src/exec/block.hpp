@@ -52,6 +52,10 @@ struct StreamChunks {
   // Query chunks attended per pass over the K/V (>= 1): with a host-staged
   // store, each pass moves the whole K/V over the bus once.
   int64_t q_group = 1;
+  // Host-staged K/V only: the first query group attends each K/V chunk as
+  // phase 1 makes it (streamed_block.cpp), when every K/V chunk starts on an
+  // attention tile (kv_chunk a multiple of kAttnKvTile, or 0).
+  bool kv_first_pass = false;
   // Host staging for the K/V store (both set) or none (resident on the device).
   Arena* kv_host = nullptr;
   StageQueue* kv_queue = nullptr;

@@ -256,6 +256,7 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   StreamChunks chunks = StreamChunks::from(opt);
   chunks.kv_block = place.kv_block;
   chunks.q_group = place.q_group;
+  chunks.kv_first_pass = place.kv_first_pass;
   if (place.kv_on_host) {
     chunks.kv_host = host.get();
     chunks.kv_queue = queue.get();

@@ -43,22 +43,32 @@ constexpr auto kStagedBlocks = [] {
 }();
 static_assert(kStagedBlocks.back() == kAttnKvTile, "the list ends at one attention tile");
 
+// Whether phase 1 may attend the first query group (StreamChunks::
+// kv_first_pass): every K/V chunk must start on an attention tile.
+bool kv_chunks_on_tiles(const ExecOptions& o) {
+  return o.kv_chunk % kAttnKvTile == 0;
+}
+
 // The attention phase's time under a staged K/V placement, estimated with
 // an H200's rates (only the order of the candidates matters): the kernel's
 // work plus the online-softmax state's round trip through memory at every
 // K/V block (fp32 acc read and written per query row), against the bytes
-// the phase moves over the bus (K/V once per pass; a staged x in twice and
-// out once), which hide under the compute while they are shorter.
-// Measured on the H200 at 217,088 tokens: attention ~650 TFLOP/s, HBM
-// ~4 TB/s for the state, ~45 GB/s through the copy stream.
+// the phase moves over the bus (K/V once per pass; a staged x in and out
+// once, and in once more for groups of several chunks), which hide under
+// the compute while they are shorter. Measured on the H200 at 217,088
+// tokens: attention ~650 TFLOP/s, HBM ~4 TB/s for the state, ~45 GB/s
+// through the copy stream.
 double staged_seconds(const ModelConfig& c, const PackedLayout& l, const Placement& p) {
   constexpr double kAttnFlops = 650e12, kStateBytes = 4.0e12, kBusBytes = 45e9;
   const double S = double(l.seq_len), I = double(c.inner());
   const double blocks = std::ceil(S / double(std::max<int64_t>(p.kv_block, 1)));
   const double compute = 4 * S * S * I / kAttnFlops + S * 8 * I * blocks / kStateBytes;
-  const double bus =
-      double(p.kv_to_device_per_block) + (p.x_on_host ? 3 * S * double(c.hidden) * 2 : 0);
-  return std::max(compute, bus / kBusBytes);
+  const double x_copies = p.x_on_host ? (p.q_group == 1 ? 2 : 3) : 0;
+  const double bus = double(p.kv_to_device_per_block) + x_copies * S * double(c.hidden) * 2;
+  // Without kv_first_pass, phase 2 waits for phase 1's copies out, which
+  // outlast its compute (~0.18 s against 0.08 s at 217k): count them whole.
+  const double phase1 = p.kv_first_pass ? 0 : double(p.kv_to_host_per_block) / kBusBytes;
+  return std::max(compute, bus / kBusBytes) + phase1;
 }
 
 }  // namespace
@@ -112,8 +122,6 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
           ? ResidualRows::slot_rows_for(S, o.kv_chunk, o.q_chunk, o.mlp_chunk, o.merge_tail_below)
           : 0;
   const auto lease = [&](int64_t rows) { return p.x_on_host && rows > slot_rows ? H * 2 : 0; };
-  // Staged K/V keep the previous chunk's K,V buffer until its copies ran.
-  const int64_t kv_row = (p.kv_on_host ? 2 * I * 2 : 0) + H * 2 + 2 * I * 2 + scratch_h + mod_index;
   // A query chunk of a group: Q and the state (m, l, fp32 acc), held from
   // its Q projection until it is finished. Beside the others: the norm
   // output while its Q is made, the attention output while it is finished,
@@ -154,17 +162,49 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
     const size_t store = kv_store_bytes(o, S, heads, c.head_dim);
     const size_t kv_dev = p.kv_on_host ? 0 : store;
     const size_t tiles = p.kv_on_host ? size_t(4) * rows_bytes(std::min(S, p.kv_block), I * 2) : 0;
-    p.kv_peak = base + mods + kv_dev + rows_bytes(chunk(o.kv_chunk), kv_row);
+    p.kv_first_pass = p.kv_first_pass && p.kv_on_host && kv_chunks_on_tiles(o);
+    // Phase 1 chunk by chunk: h and the chunk's K,V buffer; staged K/V keep
+    // the previous chunk's buffer beside them until its copies ran, unless
+    // the first group rides along (its buffer is returned first, and the
+    // group's Q and states are live: before phase 1 its Q projections, as
+    // in phase 2).
+    const int64_t kv_chunk_row = H * 2 + 2 * I * 2 + scratch_h + mod_index;
+    size_t kv_chunks = 0;
+    int64_t previous = 0;
+    for (const RowRange& r : ChunkPlan::fixed(S, o.kv_chunk, o.merge_tail_below).chunks) {
+      const bool keeps = p.kv_on_host && !p.kv_first_pass;
+      kv_chunks = std::max(kv_chunks, rows_bytes(keeps ? previous : 0, 2 * I * 2) +
+                                          rows_bytes(r.size(), kv_chunk_row));
+      previous = r.size();
+    }
+    if (p.kv_first_pass)
+      p.kv_peak = base + mods +
+                  std::max(rows_bytes(q_rows, (group - 1) * q_state_row + attn_row),
+                           rows_bytes(q_rows, group * q_state_row) + kv_chunks);
+    else
+      p.kv_peak = base + mods + kv_dev + kv_chunks;
     p.attn_peak =
         base + mods + kv_dev + tiles + rows_bytes(q_rows, (group - 1) * q_state_row + attn_row);
     p.mlp_peak = base + mods + rows_bytes(chunk(o.mlp_chunk), mlp_row);
     const size_t x_bytes = rows_bytes(S, H * 2);
     p.host_bytes = (p.kv_on_host ? store : 0) + (p.x_on_host ? x_bytes : 0);
-    p.x_to_device_per_block = p.x_on_host ? 4 * x_bytes : 0;
+    // In: phase 1, the attention phase (once a chunk in groups of one, which
+    // keep the rows leased from Q to the residual; else twice) and the MLP.
+    // Groups of one fetch their rows once (twice for the group attended in
+    // phase 1, whose own fetches come between), larger groups twice.
+    const size_t first_rows =
+        p.kv_first_pass && n_q > 0
+            ? rows_bytes(ChunkPlan::balanced(S, o.q_chunk).chunks.front().size(), H * 2)
+            : 0;
+    p.x_to_device_per_block = !p.x_on_host ? 0
+                              : group == 1 ? 3 * x_bytes + first_rows
+                                           : 4 * x_bytes;
     p.x_to_host_per_block = p.x_on_host ? 2 * x_bytes : 0;
     p.kv_to_host_per_block = p.kv_on_host ? store : 0;
     p.kv_to_device_per_block =
-        p.kv_on_host ? store * size_t((n_q + group - 1) / std::max<int64_t>(group, 1)) : 0;
+        p.kv_on_host ? store * size_t((n_q + group - 1) / std::max<int64_t>(group, 1) -
+                                      (p.kv_first_pass ? 1 : 0))
+                     : 0;
   } else {
     p.kv_peak = base + mods + rows_bytes(S, stock_kv_row);
     // An approximate tier's stock block quantises every row into its store
@@ -303,21 +343,23 @@ Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const Exec
     for (const bool x_host : {false, true}) {
       if (found || (x_host && !x_may_stage)) break;
       for (int64_t g = std::min(n_q, cap); g >= 1; --g)
-        for (const int64_t kb : blocks) {
-          Placement q = p;
-          q.kv_on_host = true;
-          q.x_on_host = x_host;
-          q.kv_block = kb;
-          q.q_group = g;
-          q = predict(c, l, o, q, scratch);
-          if (need(q) > ceiling) continue;
-          const double t = staged_seconds(c, l, q);
-          if (!found || t < best_s) {
-            best = q;
-            best_s = t;
-            found = true;
+        for (const int64_t kb : blocks)
+          for (const bool first_pass : {true, false}) {
+            Placement q = p;
+            q.kv_on_host = true;
+            q.x_on_host = x_host;
+            q.kv_block = kb;
+            q.q_group = g;
+            q.kv_first_pass = first_pass;
+            q = predict(c, l, o, q, scratch);
+            if (need(q) > ceiling) continue;
+            const double t = staged_seconds(c, l, q);
+            if (!found || t < best_s) {
+              best = q;
+              best_s = t;
+              found = true;
+            }
           }
-        }
     }
     if (found) break;
     p.kv_on_host = true;  // the smallest staged placement, for the message
@@ -387,7 +429,8 @@ std::string Placement::describe() const {
     s << ", K/V " << (kv_on_host ? "host-staged" : "resident");
     if (kv_on_host)
       s << " (" << kv_block << "-key tiles, " << q_group << " query chunk"
-        << (q_group == 1 ? "" : "s") << " a pass)";
+        << (q_group == 1 ? "" : "s") << " a pass" << (kv_first_pass ? ", the first in phase 1" : "")
+        << ")";
     if (x_on_host) s << ", x host-staged";
   }
   s << ", patch embeds " << (embed_chunk == 0 ? "whole" : "chunked") << ", head GEMM "

@@ -64,7 +64,11 @@ struct Placement {
   bool kv_on_host = false;  // host-staged K/V store
   int64_t kv_block = 0;     // keys per K/V block (staged: the tile; 0: one pass)
   int64_t q_group = 1;      // query chunks per pass over the K/V
-  bool x_on_host = false;   // the residual x host-staged (chunks leased in and out)
+  // Staged K/V: the first query group attends each K/V chunk during phase 1
+  // (StreamChunks::kv_first_pass): one pass fewer over the bus, phase 1's
+  // copies out hidden under it, its Q and state held through phase 1.
+  bool kv_first_pass = false;
+  bool x_on_host = false;  // the residual x host-staged (chunks leased in and out)
   FinalLayerGemm final_gemm = FinalLayerGemm::exact;
   // Predicted device (arena) peaks per phase, bytes; device_peak is their max.
   size_t embed_peak = 0, kv_peak = 0, attn_peak = 0, mlp_peak = 0, final_peak = 0;
@@ -81,10 +85,12 @@ struct Placement {
   size_t caller_held = 0;
   // Host staging bytes (pinned on CUDA) the placement holds at once.
   size_t host_bytes = 0;
-  // K/V bytes each block moves over the bus: out once, in once per group.
+  // K/V bytes each block moves over the bus: out once, in once per group
+  // (but the first, with kv_first_pass).
   size_t kv_to_host_per_block = 0, kv_to_device_per_block = 0;
   // Residual bytes each block moves with host-staged x: in four times (the
-  // K/V, Q and out-proj reads, the MLP), out twice (the two residual updates).
+  // K/V, Q and out-proj reads, the MLP; three when groups of one keep their
+  // rows from Q to the out-proj), out twice (the two residual updates).
   size_t x_to_host_per_block = 0, x_to_device_per_block = 0;
 
   std::string describe() const;

@@ -19,8 +19,7 @@ KvStagedStore::KvStagedStore(Arena& device, Arena& host, StageQueue& queue, int6
          "tile (try {})",
          kv_block, kAttnKvTile,
          std::max<int64_t>(1, (kv_block + kAttnKvTile - 1) / kAttnKvTile) * kAttnKvTile);
-  k_ = host.tensor(DType::bf16, {seq, heads * head_dim}, "K store (host-staged)");
-  v_ = host.tensor(DType::bf16, {seq, heads * head_dim}, "V store (host-staged)");
+  kv_ = host.tensor(DType::bf16, {seq, 2 * heads * head_dim}, "K,V store (host-staged)");
 }
 
 size_t KvStagedStore::tile_bytes(int64_t kv_block, int64_t heads, int64_t head_dim) {
@@ -32,8 +31,20 @@ size_t KvStagedStore::host_bytes(int64_t seq, int64_t heads, int64_t head_dim) {
 }
 
 void KvStagedStore::write(Backend&, RowRange rows, const Tensor& k, const Tensor& v) {
-  queue_.to_host(k, k_.view.rows_view(rows.begin, rows.end));
-  written_ = queue_.to_host(v, v_.view.rows_view(rows.begin, rows.end));
+  const int64_t inner = heads_ * head_dim_;
+  const Tensor host = kv_.view.rows_view(rows.begin, rows.end);
+  // K and V side by side in one buffer (phase 1's projection output): one copy.
+  const bool adjacent = k.rank == 2 && v.rank == 2 && k.cols() == inner && v.cols() == inner &&
+                        k.row_stride() == v.row_stride() &&
+                        v.data == static_cast<char*>(k.data) + inner * int64_t(dtype_size(k.dtype));
+  if (adjacent) {
+    Tensor both = k;
+    both.shape[1] = 2 * inner;
+    written_ = queue_.to_host(both, host);
+    return;
+  }
+  queue_.to_host(k, host.cols_view(0, inner));
+  written_ = queue_.to_host(v, host.cols_view(inner, 2 * inner));
 }
 
 void KvStagedStore::keep_source(OwnedTensor&& buffer) {
@@ -44,7 +55,7 @@ void KvStagedStore::keep_source(OwnedTensor&& buffer) {
   source_read_ = written_;
 }
 
-void KvStagedStore::finish_phase1() {
+void KvStagedStore::release_source() {
   if (!source_) return;
   queue_.wait(source_read_);
   source_.reset();
@@ -52,32 +63,27 @@ void KvStagedStore::finish_phase1() {
 
 void KvStagedStore::allocate_tiles() {
   const int64_t inner = heads_ * head_dim_, rows = std::min(kv_block_, seq_);
-  for (Tile& t : tiles_)
-    if (!t.k) {
-      t.k = device_.tensor(DType::bf16, {rows, inner}, "K/V staging tile (K)");
-      t.v = device_.tensor(DType::bf16, {rows, inner}, "K/V staging tile (V)");
-    }
+  for (OwnedTensor& t : tiles_)
+    if (!t) t = device_.tensor(DType::bf16, {rows, 2 * inner}, "K/V staging tile");
 }
 
 // The copy starts after the work issued so far, which includes the last
 // reads of that tile (two blocks earlier).
 StageQueue::Ticket KvStagedStore::fetch(int64_t j, int slot) {
   const int64_t b = j * kv_block_, e = std::min(seq_, b + kv_block_);
-  const Tile& t = tiles_[slot];
-  queue_.to_device(k_.view.rows_view(b, e), t.k.view.rows_view(0, e - b));
-  return queue_.to_device(v_.view.rows_view(b, e), t.v.view.rows_view(0, e - b));
+  return queue_.to_device(kv_.view.rows_view(b, e), tiles_[slot].view.rows_view(0, e - b));
 }
 
 void KvStagedStore::expect_passes(int64_t passes) {
   passes_left_ = passes;
   if (passes <= 0 || first_ready_ != 0) return;
-  finish_phase1();
+  release_source();
   allocate_tiles();
   first_ready_ = fetch(0, next_slot_);
 }
 
 void KvStagedStore::attend(Backend& backend, std::span<const QueryChunk> chunks) {
-  finish_phase1();
+  release_source();
   allocate_tiles();
   const int64_t inner = heads_ * head_dim_;
   const int64_t blocks = (seq_ + kv_block_ - 1) / kv_block_;
@@ -95,17 +101,16 @@ void KvStagedStore::attend(Backend& backend, std::span<const QueryChunk> chunks)
       first_ready_ = fetch(0, next_slot_);
     queue_.wait(ready);
     const int64_t n = std::min(seq_, (j + 1) * kv_block_) - j * kv_block_;
-    const Tile& t = tiles_[slot];
     // [n, heads, head_dim] over the seq-major tile; the tile's key 0 is key
     // j * kv_block, a tile boundary, so the kernel's 128-key tiles coincide.
-    auto as_kv = [&](const Tensor& s) {
-      Tensor v = s.rows_view(0, n);
+    auto as_kv = [&](int64_t col) {
+      Tensor v = tiles_[slot].view.rows_view(0, n).cols_view(col, col + inner);
       v.rank = 3;
       v.shape = {n, heads_, head_dim_, 0};
-      v.stride = {inner, head_dim_, 1, 0};
+      v.stride = {2 * inner, head_dim_, 1, 0};
       return v;
     };
-    const KvView kv{as_kv(t.k.view), as_kv(t.v.view)};
+    const KvView kv{as_kv(0), as_kv(inner)};
     for (const QueryChunk& c : chunks) backend.attention(c.q, kv, {0, n}, *c.state);
     ready = next;
   }

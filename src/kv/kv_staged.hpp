@@ -1,13 +1,18 @@
 // KvStagedStore: the exact bf16 tier with K and V in host staging memory
 // (pinned on CUDA), for sequences whose K/V do not fit the device budget.
 //
-// Phase 1 copies each chunk's K and V out to host rows [seq, heads * 128],
-// without waiting: the chunk's buffer is kept (keep_source) until the next
-// chunk's, and only then does compute wait for its copies, a chunk later.
-// Phase 2 streams them back in blocks of kv_block keys through two device
-// tiles on the stage queue: block j + 1 crosses the bus while block j is
-// attended, and one pass over the blocks serves every query chunk of the
-// group the caller hands over (KvStore::attend), so the K/V bytes cross
+// Host layout: one row per token holding K then V, [seq, 2 * heads * 128],
+// the layout of phase 1's K,V projection chunk. So a chunk crosses the bus
+// as one contiguous copy each way (a strided copy of K or V alone ran at
+// ~34 GB/s device-to-host on the H200), and the tiles keep it: K and V are
+// column views with a row stride of 2 * heads * 128, which every attention
+// kernel takes.
+//
+// Phase 1 copies each chunk's K and V out to host without waiting: the chunk's buffer is kept
+// (keep_source) until the next chunk's, and only then does compute wait for its copies, a chunk
+// later. Phase 2 streams them back in blocks of kv_block keys through two device tiles on the stage
+// queue: block j + 1 crosses the bus while block j is attended, and one pass over the blocks serves
+// every query chunk of the group the caller hands over (KvStore::attend), so the K/V bytes cross
 // once per group, not once per query chunk. The tiles alternate across
 // passes too: the next pass's first block is queued into the free tile
 // while this pass attends its last one (expect_passes says whether a pass
@@ -24,7 +29,7 @@ namespace h3s {
 class KvStagedStore final : public KvStore {
  public:
   // host: an arena over the backend's staging memory; device: the activation
-  // arena, for the two [kv_block, heads * head_dim] K and V tiles.
+  // arena, for the two [kv_block, 2 * heads * head_dim] K,V tiles.
   // kv_block > 0, a multiple of kAttnKvTile (throws naming the fix).
   KvStagedStore(Arena& device, Arena& host, StageQueue& queue, int64_t seq, int64_t heads,
                 int64_t head_dim, int64_t kv_block);
@@ -32,6 +37,7 @@ class KvStagedStore final : public KvStore {
   bool exact() const override { return true; }
   void write(Backend& backend, RowRange rows, const Tensor& k, const Tensor& v) override;
   void keep_source(OwnedTensor&& buffer) override;
+  void release_source() override;
   void expect_passes(int64_t passes) override;
   void attend(Backend& backend, std::span<const QueryChunk> chunks) override;
 
@@ -40,18 +46,14 @@ class KvStagedStore final : public KvStore {
   static size_t host_bytes(int64_t seq, int64_t heads, int64_t head_dim);
 
  private:
-  struct Tile {
-    OwnedTensor k, v;
-  };
-  void finish_phase1();
   void allocate_tiles();
   // Queues K/V block j into tile `slot`; the ticket of its last copy.
   StageQueue::Ticket fetch(int64_t j, int slot);
   Arena& device_;
   StageQueue& queue_;
   int64_t seq_, heads_, head_dim_, kv_block_;
-  OwnedTensor k_, v_;  // host [seq, heads * head_dim]
-  Tile tiles_[2];      // device, allocated by the first attend
+  OwnedTensor kv_;        // host [seq, 2 * heads * head_dim]: K, then V
+  OwnedTensor tiles_[2];  // device, the same layout, allocated by the first attend
   // The last chunk buffer handed over and the copy that last reads it.
   OwnedTensor source_;
   StageQueue::Ticket source_read_ = 0, written_ = 0;

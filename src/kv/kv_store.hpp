@@ -32,6 +32,9 @@ class KvStore {
   // still be reading it when write returns (host staging) keeps it until
   // they are done; the others free it now.
   virtual void keep_source(OwnedTensor&& buffer) { buffer.reset(); }
+  // Returns the kept buffer now (ops issued after this wait for its copies):
+  // for a caller that needs its memory before it makes the next chunk's.
+  virtual void release_source() {}
   // Phase 2 is about to start and will call attend `passes` times (one per
   // query group). A store that streams its blocks (host staging) queues the
   // first block of each pass early: now, and during the previous pass's

@@ -296,6 +296,7 @@ ExecMode BlockEngine::run_block(const TensorBlockCall& c) {
     StreamChunks chunks = StreamChunks::from(o);
     chunks.kv_block = place.kv_block;
     chunks.q_group = place.q_group;
+    chunks.kv_first_pass = place.kv_first_pass;
     std::unique_ptr<Arena> host;
     std::unique_ptr<StageQueue> queue;
     if (place.kv_on_host) {

@@ -62,18 +62,30 @@ TEST_P(Placements, HostStagedForwardEqualsStockAndMovesWhatItPredicts) {
   const ModelWeights& w = weights_for(GetParam());
   const PackedLayout l = long_layout(w.config);
   const Outcome stock = forward(w, l, ExecOptions::stock());
-  for (const int64_t kv_block : {0, 128, 384}) {
-    SCOPED_TRACE(::testing::Message() << "kv_block " << kv_block);
-    ExecOptions o = streamed_options(211, 97, 301, kv_block, 89, FinalLayerGemm::streamed);
+  // K/V chunks of 97 rows start off the attention tiles (phase 1 cannot
+  // attend the first query group); of 256 they start on them, so it does.
+  for (const auto& [kv_chunk, kv_block] :
+       {std::pair<int64_t, int64_t>{97, 0}, {97, 128}, {97, 384}, {256, 0}, {256, 384}}) {
+    SCOPED_TRACE(::testing::Message() << "kv_chunk " << kv_chunk << " kv_block " << kv_block);
+    ExecOptions o = streamed_options(211, kv_chunk, 301, kv_block, 89, FinalLayerGemm::streamed);
     o.kv_placement = KvPlacement::host;
     const Outcome staged = forward(w, l, o);
     const Placement& p = staged.out.placement;
+    SCOPED_TRACE(p.describe());
     EXPECT_TRUE(p.kv_on_host);
+    // Off the tiles it cannot; on them the planner takes it where it fits
+    // (with its own tile it does here).
+    if (kv_chunk % kAttnKvTile != 0) {
+      EXPECT_FALSE(p.kv_first_pass);
+    } else if (kv_block == 0) {
+      EXPECT_TRUE(p.kv_first_pass);
+    }
     if (kv_block != 0) {
       EXPECT_EQ(p.kv_block, kv_block);  // the user's tile, whatever it costs
     } else {
       // The planner's: unbudgeted, staging holds no more than the resident store would.
-      const ExecOptions resident = streamed_options(211, 97, 301, 0, 89, FinalLayerGemm::streamed);
+      const ExecOptions resident =
+          streamed_options(211, kv_chunk, 301, 0, 89, FinalLayerGemm::streamed);
       EXPECT_LE(p.device_peak,
                 plan_placement(w.config, l, resident, 0, 0, kCpuScratch).device_peak);
     }
@@ -136,11 +148,20 @@ TEST_P(Placements, PredictedPeaksBoundTheMeasuredOnes) {
   const PackedLayout l = long_layout(w.config);
   ExecOptions staged = streamed_options(211, 97, 301, 256, 89, FinalLayerGemm::streamed);
   staged.kv_placement = KvPlacement::host;
+  // K/V chunks on attention tiles, the planner's tile: phase 1 holds the
+  // first query group too (and a last K/V chunk shorter than the others).
+  ExecOptions first_in_phase1 = staged;
+  first_in_phase1.kv_chunk = 256;
+  first_in_phase1.kv_block = 0;
+  ExecOptions short_tail = staged;
+  short_tail.kv_chunk = 256;
   const ExecOptions resident = streamed_options(211, 97, 301, 0, 89);
-  for (const ExecOptions& o : {staged, resident, ExecOptions::stock()}) {
+  const ExecOptions cases[] = {staged, first_in_phase1, short_tail, resident, ExecOptions::stock()};
+  for (const ExecOptions& o : cases) {
     const Outcome r = forward(w, l, o);
     const Placement& p = r.out.placement;
     SCOPED_TRACE(p.describe());
+    EXPECT_EQ(p.kv_first_pass, &o == &cases[1]);
     const struct {
       Phase phase;
       size_t predicted;

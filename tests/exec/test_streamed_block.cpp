@@ -4,6 +4,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
+
+#include "exec/residual_rows.hpp"
 #include "exec_fixture.hpp"
 
 namespace h3s::test {
@@ -85,7 +89,9 @@ TEST_P(StreamedBlock, KvBlockOnOffEqual) {
 // The host-staged K/V store (kv/kv_staged.hpp) against the stock block: the
 // same bits for random chunks, staging tiles and query groups, with the
 // store in a second (host) pool whose budget holds exactly the K/V, and the
-// traffic the placement predicts: out once, in once per query group.
+// traffic the placement predicts: out once, in once per query group (but
+// the first, when kv_first_pass attends it during phase 1, which it does
+// exactly when every K/V chunk starts on an attention tile).
 TEST_P(StreamedBlock, HostStagedKvEqualsStockBitForBit) {
   const ModelWeights& w = weights_for(GetParam());
   Rng rng(7 + uint64_t(GetParam()));
@@ -95,31 +101,68 @@ TEST_P(StreamedBlock, HostStagedKvEqualsStockBitForBit) {
     const int64_t seq = h.layout.seq_len, inner = w.config.inner();
     const std::vector<uint16_t> x0 = h.random_x(seq);
     const std::vector<uint16_t> stock = run(h, x0, nullptr);
-    for (int trial = 0; trial < 3; ++trial) {
+    int fused = 0;
+    for (int trial = 0; trial < 6; ++trial) {
       HostMemory staging;
       Arena host(staging, size_t(seq) * size_t(inner) * 4);  // K and V, nothing more
       auto queue = h.be->make_stage_queue();
       StreamChunks c;
       c.q_chunk = pick_chunk(rng, seq);
-      c.kv_chunk = pick_chunk(rng, seq);
+      // Odd trials: tile-aligned K/V chunks (the first pass can fuse).
+      c.kv_chunk = trial % 2 ? kAttnKvTile * (1 + rng.below(3)) : pick_chunk(rng, seq);
       c.mlp_chunk = pick_chunk(rng, seq);
       c.kv_block = kAttnKvTile * (1 + rng.below(3));
       c.q_group = 1 + rng.below(4);
       c.merge_tail_below = rng.below(2) ? 0 : 1 + rng.below(8);
       c.kv_host = &host;
       c.kv_queue = queue.get();
-      const std::vector<uint16_t> staged = run(h, x0, &c);
-      const std::string what = fmt::format("seq {} q_chunk {} kv_chunk {} kv_block {} q_group {}",
-                                           seq, c.q_chunk, c.kv_chunk, c.kv_block, c.q_group);
+      c.kv_first_pass = trial % 4 != 2;
+      // Every third trial stages the residual x too (exec/residual_rows.hpp).
+      const bool stage_x = trial % 3 == 1;
+      std::vector<uint16_t> staged = x0;
+      if (stage_x) {
+        HostMemory x_memory;
+        Arena x_host(x_memory, 0);
+        OwnedTensor hx = x_host.tensor(DType::bf16, {seq, w.config.hidden}, "x (host)");
+        std::memcpy(hx.view.data, x0.data(), x0.size() * 2);
+        ResidualRows rows(hx.view, h.arena, *queue,
+                          ResidualRows::slot_rows_for(seq, c.kv_chunk, c.q_chunk, c.mlp_chunk,
+                                                      c.merge_tail_below));
+        run_block_streamed(*h.be, h.arena, h.view(), rows, c);
+        std::memcpy(staged.data(), hx.view.data, x0.size() * 2);
+      } else {
+        staged = run(h, x0, &c);
+      }
+      const std::string what = fmt::format(
+          "seq {} q_chunk {} kv_chunk {} kv_block {} q_group {} kv_first_pass {} x staged {}", seq,
+          c.q_chunk, c.kv_chunk, c.kv_block, c.q_group, c.kv_first_pass, stage_x);
       EXPECT_TRUE(bits_equal(stock, staged)) << what;
-      const int64_t n_q = int64_t(ChunkPlan::balanced(seq, c.q_chunk).chunks.size());
+      const std::vector<RowRange> kv_chunks =
+          ChunkPlan::fixed(seq, c.kv_chunk, c.merge_tail_below).chunks;
+      const bool first_in_phase1 =
+          c.kv_first_pass && std::all_of(kv_chunks.begin(), kv_chunks.end(),
+                                         [](RowRange r) { return r.begin % kAttnKvTile == 0; });
+      fused += first_in_phase1 ? 1 : 0;
+      const std::vector<RowRange> q_chunks = ChunkPlan::balanced(seq, c.q_chunk).chunks;
+      const int64_t n_q = int64_t(q_chunks.size());
+      const int64_t passes = (n_q + c.q_group - 1) / c.q_group - (first_in_phase1 ? 1 : 0);
       const uint64_t store = uint64_t(seq) * uint64_t(inner) * 4;
+      // A staged x: out after the attention and the MLP; in for phase 1, the
+      // MLP, and once a query chunk in groups of one (the group attended in
+      // phase 1 fetches its rows again for the residual), twice otherwise.
+      const uint64_t x_row = uint64_t(w.config.hidden) * 2, x_bytes = uint64_t(seq) * x_row;
+      const uint64_t x_out = stage_x ? 2 * x_bytes : 0;
+      const uint64_t x_in = !stage_x ? 0
+                            : c.q_group == 1
+                                ? 3 * x_bytes + (first_in_phase1 ? q_chunks[0].size() * x_row : 0)
+                                : 4 * x_bytes;
       const StageTraffic t = queue->traffic();
-      EXPECT_EQ(t.to_host_bytes, store) << what;
-      EXPECT_EQ(t.to_device_bytes, store * uint64_t((n_q + c.q_group - 1) / c.q_group)) << what;
+      EXPECT_EQ(t.to_host_bytes, store + x_out) << what;
+      EXPECT_EQ(t.to_device_bytes, store * uint64_t(passes) + x_in) << what;
       EXPECT_EQ(host.allocated(), 0u) << what;  // the store is gone with its block
       EXPECT_EQ(host.peak(), store) << what;
     }
+    EXPECT_GE(fused, 3) << "the first pass ran in phase 1 in too few trials";
   }
 }
 

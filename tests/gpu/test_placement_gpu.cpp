@@ -39,13 +39,18 @@ TEST(GpuPlacement, HostStagedKvEqualsStockAndStaysUnderThePrediction) {
       return run_forward(*be, arena, w, l, in, o);
     };
     const ForwardOutputs stock = run(ExecOptions::stock());
-    for (const int64_t kv_block : {0, 256}) {
-      SCOPED_TRACE(::testing::Message() << "kv_block " << kv_block);
-      ExecOptions o = streamed_options(97, 100, 77, kv_block, 50, FinalLayerGemm::streamed);
+    // K/V chunks of 100 rows start off the attention tiles; of 256 on them,
+    // where phase 1 attends the first query group (kv_first_pass).
+    for (const auto& [kv_chunk, kv_block] :
+         {std::pair<int64_t, int64_t>{100, 0}, {100, 256}, {256, 0}}) {
+      SCOPED_TRACE(::testing::Message() << "kv_chunk " << kv_chunk << " kv_block " << kv_block);
+      ExecOptions o = streamed_options(97, kv_chunk, 77, kv_block, 50, FinalLayerGemm::streamed);
       o.kv_placement = KvPlacement::host;
       const ForwardOutputs s = run(o);
       const Placement& p = s.placement;
+      SCOPED_TRACE(p.describe());
       ASSERT_TRUE(p.kv_on_host);
+      EXPECT_EQ(p.kv_first_pass, kv_chunk == 256);
       ASSERT_EQ(s.video.size(), stock.video.size());
       EXPECT_EQ(std::memcmp(s.video.data(), stock.video.data(), s.video.size() * 4), 0);
       EXPECT_EQ(std::memcmp(s.audio.data(), stock.audio.data(), s.audio.size() * 4), 0);

@@ -127,6 +127,7 @@ int run_bench(BenchArgs& a) {
     StreamChunks chunks = StreamChunks::from(r.exec);
     chunks.kv_block = place.kv_block;
     chunks.q_group = place.q_group;
+    chunks.kv_first_pass = place.kv_first_pass;
     std::unique_ptr<Arena> staging;
     if (place.kv_on_host || place.x_on_host)
       staging = std::make_unique<Arena>(be.host_staging_memory(), host_budget);
@@ -299,6 +300,7 @@ int run_bench(BenchArgs& a) {
         {"kv", place.kv_on_host ? "host-staged" : "device"},
         {"x", place.x_on_host ? "host-staged" : "device"},
         {"q_group", place.q_group},
+        {"kv_first_pass", place.kv_first_pass},
         {"predicted_streamed_peak_gib", double(predicted_block) / (1u << 30)},
         {"host_gib", double(place.host_bytes) / (1u << 30)},
         {"to_device_gib", double(traffic.to_device_bytes) / (1u << 30)},

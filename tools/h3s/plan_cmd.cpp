@@ -67,6 +67,7 @@ int run_plan(RunArgs& a) {
   j["x_to_host_bytes_per_block"] = p.x_to_host_per_block;
   j["kv_block"] = p.kv_block;
   j["q_group"] = p.q_group;
+  j["kv_first_pass"] = p.kv_first_pass;
   j["predicted_peak_bytes"] = p.device_peak;
   j["predicted_phase_peaks"] = {{"embed", p.embed_peak},
                                 {"kv", p.kv_peak},

@@ -78,6 +78,7 @@ nlohmann::json placement_json(const ForwardOutputs& f) {
             {"x", p.x_on_host ? "host-staged" : "device"},
             {"kv_block", p.kv_block},
             {"q_group", p.q_group},
+            {"kv_first_pass", p.kv_first_pass},
             {"embed_chunk", p.embed_chunk},
             {"final_layer_gemm", std::string(final_gemm_name(p.final_gemm))},
             {"predicted_peak_bytes", p.device_peak},
