@@ -101,8 +101,8 @@ if [ "$mode" = placement ] || [ "$mode" = all ]; then
       --token-list "$ptokens" --json --reps 2 --vram-budget "$b" $skip_attn
   done
   # The planner's alternatives at 2 GiB: the staging tile forced (it then
-  # takes the most query chunks a pass that fit).
-  for kb in 2048 4096 8192; do
+  # takes the most query chunks a pass that fit); PLACEMENT_TILES="" skips them.
+  for kb in ${PLACEMENT_TILES-2048 4096 8192}; do
     step "placement_2GiB_kv$kb" 300 $bin/h3s bench --backend cuda --preset h3 --format int8 \
       --token-list "$ptokens" --json --reps 2 --vram-budget 2GiB --kv-block $kb --skip-attention
   done

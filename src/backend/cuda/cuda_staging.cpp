@@ -5,7 +5,12 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_backend.hpp"
@@ -40,11 +45,21 @@ size_t rounded(size_t bytes) {
 // Exposed time: each wait is bracketed by two events on the compute stream;
 // the second completes once both the compute before it and the awaited copy
 // are done, so their distance is how long compute stood still for the copy.
+//
+// H3S_STAGE_TRACE=FILE appends the queue's timeline to FILE when it is
+// destroyed: one JSON line per copy (direction, bytes, start and end in ms
+// from the queue's creation) and per wait (when compute reached it and when
+// it went on), for placement profiles (nothing is recorded without it).
 class CudaStageQueue final : public StageQueue {
  public:
   static constexpr size_t kRing = 64;
 
   explicit CudaStageQueue(CudaBackend& be) : be_(be) {
+    if (const char* path = std::getenv("H3S_STAGE_TRACE"); path && *path) {
+      trace_path_ = path;
+      check(cudaEventCreate(&base_), "stage queue: event");
+      check(cudaEventRecord(base_, be_.stream()), "stage queue: trace base");
+    }
     for (cudaStream_t& s : streams_)
       check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stage queue: stream");
     check(cudaEventCreateWithFlags(&order_, cudaEventDisableTiming), "stage queue: event");
@@ -59,6 +74,18 @@ class CudaStageQueue final : public StageQueue {
   }
   ~CudaStageQueue() override {
     for (cudaStream_t s : streams_) (void)cudaStreamSynchronize(s);
+    if (base_) {
+      try {
+        (void)traffic();  // settles (and records) every copy and wait
+      } catch (...) {
+      }
+      if (FILE* f = std::fopen(trace_path_.c_str(), "a")) {
+        std::fprintf(f, "{\"kind\": \"queue\", \"records\": %zu}\n", trace_.size());
+        for (const std::string& line : trace_) std::fprintf(f, "%s\n", line.c_str());
+        std::fclose(f);
+      }
+      (void)cudaEventDestroy(base_);
+    }
     for (Copy& c : ring_) {
       (void)cudaEventDestroy(c.start);
       (void)cudaEventDestroy(c.done);
@@ -80,7 +107,7 @@ class CudaStageQueue final : public StageQueue {
   void wait(Ticket t) override {
     H3S_CHECK(t >= 1 && t <= issued_);
     Wait& w = waits_[waits_issued_++ % kRing];
-    settle(w.start, w.done, w.timed, traffic_.exposed_seconds);
+    settle(w.start, w.done, w.timed, traffic_.exposed_seconds, "wait");
     check(cudaEventRecord(w.start, be_.stream()), "stage queue: wait start");
     // Copy t and, for "every earlier copy", the other direction's last one
     // before it (its own direction's earlier copies ran before it).
@@ -91,8 +118,8 @@ class CudaStageQueue final : public StageQueue {
     w.timed = true;
   }
   StageTraffic traffic() override {
-    for (Copy& c : ring_) settle(c.start, c.done, c.timed, traffic_.copy_seconds);
-    for (Wait& w : waits_) settle(w.start, w.done, w.timed, traffic_.exposed_seconds);
+    for (Copy& c : ring_) settle_copy(c);
+    for (Wait& w : waits_) settle(w.start, w.done, w.timed, traffic_.exposed_seconds, "wait");
     return traffic_;
   }
 
@@ -110,6 +137,9 @@ class CudaStageQueue final : public StageQueue {
     Bytes src, dst;
     Ticket other_before = 0;     // the other direction's last copy when this was issued
     Ticket same_dir_before = 0;  // this direction's copy before it
+    uint64_t bytes = 0;          // for the trace
+    int64_t rows = 0;
+    double host_ms = 0;  // the host's time in the copy call (it should not block)
   };
   struct Wait {
     cudaEvent_t start = nullptr, done = nullptr;
@@ -128,14 +158,32 @@ class CudaStageQueue final : public StageQueue {
     return c.ticket == t ? &c : nullptr;
   }
 
-  // Adds a recorded pair's time to `total` (waiting for it if needed).
-  static void settle(cudaEvent_t start, cudaEvent_t done, bool& timed, double& total) {
+  // Adds a recorded pair's time to `total` (waiting for it if needed), and
+  // to the trace when there is one (`extra`: the record's other fields).
+  void settle(cudaEvent_t start, cudaEvent_t done, bool& timed, double& total, const char* kind,
+              const std::string& extra = {}) {
     if (!timed) return;
     float ms = 0;
     check(cudaEventSynchronize(done), "stage queue: settle");
     check(cudaEventElapsedTime(&ms, start, done), "stage queue: elapsed");
     total += double(ms) / 1e3;
     timed = false;
+    if (!base_) return;
+    float t0 = 0, t1 = 0;
+    check(cudaEventElapsedTime(&t0, base_, start), "stage queue: trace");
+    check(cudaEventElapsedTime(&t1, base_, done), "stage queue: trace");
+    char line[256];
+    std::snprintf(line, sizeof line, R"({"kind": "%s", "t0_ms": %.4f, "t1_ms": %.4f%s})", kind,
+                  double(t0), double(t1), extra.c_str());
+    trace_.emplace_back(line);
+  }
+  void settle_copy(Copy& c) {
+    std::string extra;
+    if (base_ && c.timed)
+      extra = std::string(R"(, "dir": ")") + (c.dir == kToDevice ? "in" : "out") +
+              R"(", "bytes": )" + std::to_string(c.bytes) + R"(, "rows": )" +
+              std::to_string(c.rows) + R"(, "host_ms": )" + std::to_string(c.host_ms);
+    settle(c.start, c.done, c.timed, traffic_.copy_seconds, "copy", extra);
   }
 
   Ticket run(const Tensor& src, const Tensor& dst, Direction dir, uint64_t& bytes) {
@@ -147,9 +195,11 @@ class CudaStageQueue final : public StageQueue {
     const size_t es = dtype_size(src.dtype), width = size_t(src.cols()) * es;
     const Ticket t = ++issued_;
     Copy& c = ring_[t % kRing];
-    settle(c.start, c.done, c.timed, traffic_.copy_seconds);  // copy t - kRing is complete
+    settle_copy(c);  // copy t - kRing is complete
     c.ticket = t;
     c.dir = dir;
+    c.bytes = uint64_t(width) * uint64_t(src.rows());
+    c.rows = src.rows();
     c.src = bytes_of(src, width);
     c.dst = bytes_of(dst, width);
     c.other_before = last_[1 - dir];
@@ -169,11 +219,23 @@ class CudaStageQueue final : public StageQueue {
       u = o->same_dir_before;
     }
     check(cudaEventRecord(c.start, stream), "stage queue: start");
-    if (src.rows() > 0 && width > 0)
-      check(cudaMemcpy2DAsync(dst.data, size_t(dst.row_stride()) * es, src.data,
-                              size_t(src.row_stride()) * es, width, size_t(src.rows()),
-                              cudaMemcpyDefault, stream),
-            "stage queue: copy");
+    const auto host_t0 = std::chrono::steady_clock::now();
+    const size_t src_pitch = size_t(src.row_stride()) * es,
+                 dst_pitch = size_t(dst.row_stride()) * es;
+    if (src.rows() > 0 && width > 0) {
+      // Rows that are one contiguous range on both sides go as a plain copy.
+      if (src.rows() == 1 || (src_pitch == width && dst_pitch == width))
+        check(cudaMemcpyAsync(dst.data, src.data, width * size_t(src.rows()), cudaMemcpyDefault,
+                              stream),
+              "stage queue: copy");
+      else
+        check(cudaMemcpy2DAsync(dst.data, dst_pitch, src.data, src_pitch, width, size_t(src.rows()),
+                                cudaMemcpyDefault, stream),
+              "stage queue: copy");
+    }
+    c.host_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_t0)
+            .count();
     check(cudaEventRecord(c.done, stream), "stage queue: done");
     c.timed = true;
     c.same_dir_before = last_[dir];
@@ -192,6 +254,9 @@ class CudaStageQueue final : public StageQueue {
   Ticket last_[2] = {0, 0};  // the last copy issued in each direction
   uint64_t waits_issued_ = 0;
   StageTraffic traffic_;
+  cudaEvent_t base_ = nullptr;  // the trace's time 0 (H3S_STAGE_TRACE only)
+  std::string trace_path_;
+  std::vector<std::string> trace_;
 };
 
 }  // namespace
