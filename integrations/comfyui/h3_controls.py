@@ -95,8 +95,9 @@ CONTROLS = (
     Control(
         "kv_store", "COMBO", "bf16", choices=("bf16",),
         tooltip="K/V storage tier. bf16 = the exact resident store (2 bytes per element). "
-        "The approximate tiers (kvi8r, kvi8s, kvfp4s, kvmix) are not implemented yet and "
-        "are not offered."),
+        "The approximate tiers kvi8r, kvi8s and kvfp4s exist on h3stream's CPU backend only "
+        "(no CUDA kernels yet, so the node, which runs on the GPU, does not offer them); "
+        "kvmix is not built yet."),
     Control(
         "trim_forward", "BOOLEAN", True,
         tooltip="Release the patch embeds once the packed sequence exists (the video embed "

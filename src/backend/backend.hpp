@@ -61,6 +61,15 @@ struct KvI8sView {
   int64_t rows() const { return k_code.shape[0]; }
 };
 
+// The kvfp4s tier's K/V (kv/kvfp4s.hpp), per token and per 256-token stat
+// block b: K and V codes [seq, heads * 64] u8 (two e2m1 a byte), K and V
+// scales [seq, heads * 8] e4m3 (one per 16 elements), K and V globals
+// [blocks, heads] f32, K means [blocks, heads * 128] bf16 (rotated basis).
+struct KvFp4sView {
+  Tensor k_code, k_scale, k_global, k_mean, v_code, v_scale, v_global;
+  int64_t rows() const { return k_code.shape[0]; }
+};
+
 // Online-softmax state of a query chunk: running max m and denominator l per
 // (row, head), fp32 accumulator per (row, head, dim). Carried unchanged
 // between K/V blocks.
@@ -150,6 +159,14 @@ class Backend {
   // not rotated: attn_state_finish gives the output).
   virtual void attention_kvi8s(const Tensor& q_rot, const KvI8sView& kv, RowRange keys,
                                AttnState& s);
+  // kvfp4s (kv/kvfp4s.hpp): as kvi8s_quantize, in 256-token stat blocks
+  // (first_row a multiple of 256; n too unless the rows end the sequence).
+  virtual void kvfp4s_quantize(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
+                               int64_t first_row, const KvFp4sView& out);
+  // attention() over the kvfp4s store; q_rot rotated by rotate_heads (V is
+  // not rotated: attn_state_finish gives the output).
+  virtual void attention_kvfp4s(const Tensor& q_rot, const KvFp4sView& kv, RowRange keys,
+                                AttnState& s);
 
   // Per run: x = bf16(x + y * gate[run.mod_row]) (fp32, one rounding).
   virtual void gated_residual(const Tensor& x, const Tensor& y, const Tensor& gate,

@@ -35,4 +35,12 @@ void Backend::attention_kvi8s(const Tensor&, const KvI8sView&, RowRange, AttnSta
   no_tier(*this, "attention_kvi8s");
 }
 
+void Backend::kvfp4s_quantize(std::span<const Tensor>, std::span<const Tensor>, int64_t,
+                              const KvFp4sView&) {
+  no_tier(*this, "kvfp4s_quantize");
+}
+void Backend::attention_kvfp4s(const Tensor&, const KvFp4sView&, RowRange, AttnState&) {
+  no_tier(*this, "attention_kvfp4s");
+}
+
 }  // namespace h3s

@@ -50,10 +50,10 @@ void ExecOptions::validate() const {
     fail(ErrorKind::invalid_argument,
          "kv_block = {} must be 0 or a multiple of the {}-row attention tile (try {})", kv_block,
          kAttnKvTile, (kv_block + kAttnKvTile - 1) / kAttnKvTile * kAttnKvTile);
-  if (kv_store != "bf16" && kv_store != "kvi8r" && kv_store != "kvi8s")
+  if (kv_store != "bf16" && kv_store != "kvi8r" && kv_store != "kvi8s" && kv_store != "kvfp4s")
     fail(ErrorKind::invalid_argument,
-         "kv_store '{}' is not available: this build has 'bf16' (exact), 'kvi8r' and 'kvi8s' "
-         "(approximate); kvfp4s and kvmix are not built yet",
+         "kv_store '{}' is not available: this build has 'bf16' (exact), 'kvi8r', 'kvi8s' and "
+         "'kvfp4s' (approximate); kvmix is not built yet",
          kv_store);
   if (kv_store != "bf16" && kv_placement == KvPlacement::host)
     fail(ErrorKind::invalid_argument,

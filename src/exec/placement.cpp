@@ -14,6 +14,7 @@
 #include "core/chunk_plan.hpp"
 #include "core/error.hpp"
 #include "exec/residual_rows.hpp"
+#include "kv/kv_fp4s.hpp"
 #include "kv/kv_i8r.hpp"
 #include "kv/kv_i8s.hpp"
 #include "model/weights.hpp"
@@ -76,6 +77,7 @@ double staged_seconds(const ModelConfig& c, const PackedLayout& l, const Placeme
 size_t kv_store_bytes(const ExecOptions& o, int64_t seq, int64_t heads, int64_t head_dim) {
   if (o.kv_store == "kvi8r") return KvI8rStore::bytes(seq, heads, head_dim);
   if (o.kv_store == "kvi8s") return KvI8sStore::bytes(seq, heads, head_dim);
+  if (o.kv_store == "kvfp4s") return KvFp4sStore::bytes(seq, heads, head_dim);
   return size_t(2) * size_t(seq) * size_t(heads * head_dim) * 2;
 }
 

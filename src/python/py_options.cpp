@@ -113,8 +113,8 @@ void bind_options(nb::module_& m) {
   field(c, "final_layer_chunk", &ExecOptions::final_layer_chunk,
         "rows per output-head chunk (>= 0; the full forward only)");
   field(c, "kv_store", &ExecOptions::kv_store,
-        "K/V storage tier: 'bf16' (exact), 'kvi8r' or 'kvi8s' (approximate; CPU backend only "
-        "so far, CUDA runs 'bf16' and says so)");
+        "K/V storage tier: 'bf16' (exact), 'kvi8r', 'kvi8s' or 'kvfp4s' (approximate; CPU "
+        "backend only so far, CUDA runs 'bf16' and says so)");
   field(c, "trim_forward", &ExecOptions::trim_forward,
         "release embed buffers once packed (the full forward only)");
   field(c, "self_check", &ExecOptions::self_check,

@@ -29,9 +29,10 @@ class CpuBackend final : public Backend {
   void attention(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s) override;
   void attn_state_finish(const AttnState& s, const Tensor& out) override;
   // The approximate tiers: kvi8r (kv_tiers.cpp; kv/kvi8r.hpp is the
-  // arithmetic) and kvi8s (kv_tier_i8s.cpp; kv/kvi8s.hpp).
+  // arithmetic), kvi8s (kv_tier_i8s.cpp; kv/kvi8s.hpp) and kvfp4s
+  // (kv_tier_fp4s.cpp; kv/kvfp4s.hpp).
   bool has_kv_tier(std::string_view tier) const override {
-    return tier == "bf16" || tier == "kvi8r" || tier == "kvi8s";
+    return tier == "bf16" || tier == "kvi8r" || tier == "kvi8s" || tier == "kvfp4s";
   }
   void kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) override;
   void rotate_heads(const Tensor& t) override;
@@ -42,6 +43,10 @@ class CpuBackend final : public Backend {
                       int64_t first_row, const KvI8sView& out) override;
   void attention_kvi8s(const Tensor& q_rot, const KvI8sView& kv, RowRange keys,
                        AttnState& s) override;
+  void kvfp4s_quantize(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
+                       int64_t first_row, const KvFp4sView& out) override;
+  void attention_kvfp4s(const Tensor& q_rot, const KvFp4sView& kv, RowRange keys,
+                        AttnState& s) override;
   void gated_residual(const Tensor& x, const Tensor& y, const Tensor& gate,
                       std::span<const ModRun> runs) override;
   void add_residual(const Tensor& x, const Tensor& y) override;

@@ -1,0 +1,140 @@
+// The kvfp4s tier on the CPU backend: its definition of record
+// (kv/kvfp4s.hpp) per (stat block, head) and per (query row, head) on the
+// thread pool. Attention follows the exact path's schedule (keys in
+// kAttnKvTile tiles from key 0), so blocked keys and chunked queries repeat
+// the single pass bit for bit.
+#include <algorithm>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "kv/kvfp4s.hpp"
+
+namespace h3s::cpu {
+
+namespace {
+
+constexpr int64_t kHd = kvfp4s::kDim;
+constexpr int64_t kCodeBytes = kHd / 2;  // two e2m1 codes a byte
+constexpr int64_t kScales = kvfp4s::kGroups;
+constexpr int64_t kBlock = kvfp4s::kBlock;
+static_assert(kAttnKvTile == 128 && kBlock % kAttnKvTile == 0,
+              "kvfp4s::attend_row walks the exact path's 128-key tiles inside stat blocks");
+
+void expect_store(const KvFp4sView& kv, int64_t heads, const char* op) {
+  const int64_t seq = kv.rows(), blocks = (seq + kBlock - 1) / kBlock;
+  for (const Tensor* t : {&kv.k_code, &kv.v_code}) {
+    expect_dtype(*t, DType::u8, op, "codes");
+    expect_rows(*t, seq, op, "codes");
+    expect_cols(*t, heads * kCodeBytes, op, "codes");
+    expect_unit_col_stride(*t, op, "codes");
+  }
+  for (const Tensor* t : {&kv.k_scale, &kv.v_scale}) {
+    expect_dtype(*t, DType::f8e4m3, op, "scales");
+    expect_rows(*t, seq, op, "scales");
+    expect_cols(*t, heads * kScales, op, "scales");
+    expect_unit_col_stride(*t, op, "scales");
+  }
+  for (const Tensor* t : {&kv.k_global, &kv.v_global}) {
+    expect_dtype(*t, DType::f32, op, "globals");
+    expect_rows(*t, blocks, op, "globals");
+    expect_cols(*t, heads, op, "globals");
+  }
+  expect_dtype(kv.k_mean, DType::bf16, op, "K means");
+  expect_rows(kv.k_mean, blocks, op, "K means");
+  expect_cols(kv.k_mean, heads * kHd, op, "K means");
+  expect_unit_col_stride(kv.k_mean, op, "K means");
+  if (kv.k_code.row_stride() != kv.v_code.row_stride() ||
+      kv.k_scale.row_stride() != kv.v_scale.row_stride() ||
+      kv.k_global.row_stride() != kv.v_global.row_stride())
+    fail(ErrorKind::invalid_argument,
+         "{}: K and V codes, scales and globals must share their row strides", op);
+}
+
+}  // namespace
+
+void CpuBackend::kvfp4s_quantize(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
+                                 int64_t first_row, const KvFp4sView& out) {
+  const char* op = "kvfp4s_quantize";
+  if (out.k_code.cols() % kCodeBytes != 0)
+    fail(ErrorKind::invalid_argument, "{}: {} code bytes a row are not whole {}-dim heads", op,
+         out.k_code.cols(), kHd);
+  const int64_t heads = out.k_code.cols() / kCodeBytes, seq = out.rows();
+  expect_store(out, heads, op);
+  // Row r of the parts' concatenation, for K and for V.
+  std::vector<std::pair<const Tensor*, int64_t>> k_rows, v_rows;
+  for (auto [parts, rows] : {std::pair{k_parts, &k_rows}, std::pair{v_parts, &v_rows}})
+    for (const Tensor& t : parts) {
+      expect_dtype(t, DType::bf16, op, "K/V rows");
+      expect_cols(t, heads * kHd, op, "K/V rows");
+      expect_unit_col_stride(t, op, "K/V rows");
+      for (int64_t r = 0; r < t.rows(); ++r) rows->emplace_back(&t, r);
+    }
+  const int64_t n = int64_t(k_rows.size());
+  if (int64_t(v_rows.size()) != n)
+    fail(ErrorKind::invalid_argument, "{}: {} K rows but {} V rows", op, n, v_rows.size());
+  if (first_row < 0 || first_row % kBlock != 0 || first_row + n > seq ||
+      (n % kBlock != 0 && first_row + n != seq))
+    fail(ErrorKind::invalid_argument,
+         "{}: rows [{}, {}) of {} are not whole {}-token stat blocks (only the sequence's last "
+         "block may be short)",
+         op, first_row, first_row + n, seq, kBlock);
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  pool_.parallel_for(blocks * heads, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<uint16_t> kb(static_cast<size_t>(kBlock * kHd)),
+        vb(static_cast<size_t>(kBlock * kHd));
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t b = task / heads, h = task % heads;
+      const int64_t r0 = b * kBlock, rows = std::min(kBlock, n - r0);
+      for (int64_t t = 0; t < rows; ++t) {
+        const auto [kt, kr] = k_rows[size_t(r0 + t)];
+        const auto [vt, vr] = v_rows[size_t(r0 + t)];
+        std::copy_n(kt->row<uint16_t>(kr) + h * kHd, kHd, kb.data() + t * kHd);
+        std::copy_n(vt->row<uint16_t>(vr) + h * kHd, kHd, vb.data() + t * kHd);
+      }
+      const int64_t row = first_row + r0, block = row / kBlock;
+      kvfp4s::quantise_k_block(kb.data(), kHd, rows, out.k_code.row<uint8_t>(row) + h * kCodeBytes,
+                               out.k_code.row_stride(), out.k_scale.row<uint8_t>(row) + h * kScales,
+                               out.k_scale.row_stride(), out.k_global.row<float>(block) + h,
+                               out.k_mean.row<uint16_t>(block) + h * kHd);
+      kvfp4s::quantise_v_block(vb.data(), kHd, rows, out.v_code.row<uint8_t>(row) + h * kCodeBytes,
+                               out.v_code.row_stride(), out.v_scale.row<uint8_t>(row) + h * kScales,
+                               out.v_scale.row_stride(), out.v_global.row<float>(block) + h);
+    }
+  });
+}
+
+void CpuBackend::attention_kvfp4s(const Tensor& q, const KvFp4sView& kv, RowRange keys,
+                                  AttnState& s) {
+  const char* op = "attention_kvfp4s";
+  const int64_t heads = s.heads, rows = q.rows();
+  if (s.head_dim != kHd)
+    fail(ErrorKind::invalid_argument, "{}: head_dim {} (kvfp4s rotates {}-dim heads)", op,
+         s.head_dim, kHd);
+  expect_dtype(q, DType::bf16, op, "q");
+  expect_rows(q, s.rows, op, "q");
+  expect_cols(q, heads * kHd, op, "q");
+  expect_unit_col_stride(q, op, "q");
+  expect_store(kv, heads, op);
+  checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
+  pool_.parallel_for(heads * rows, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t h = task / rows, r = task % rows;
+      const kvfp4s::HeadRows head{.k_code = kv.k_code.row<uint8_t>(0) + h * kCodeBytes,
+                                  .k_scale = kv.k_scale.row<uint8_t>(0) + h * kScales,
+                                  .v_code = kv.v_code.row<uint8_t>(0) + h * kCodeBytes,
+                                  .v_scale = kv.v_scale.row<uint8_t>(0) + h * kScales,
+                                  .k_global = kv.k_global.row<float>(0) + h,
+                                  .v_global = kv.v_global.row<float>(0) + h,
+                                  .k_mean = kv.k_mean.row<uint16_t>(0) + h * kHd,
+                                  .code_stride = kv.k_code.row_stride(),
+                                  .scale_stride = kv.k_scale.row_stride(),
+                                  .global_stride = kv.k_global.row_stride(),
+                                  .mean_stride = kv.k_mean.row_stride()};
+      kvfp4s::attend_row(q.row<uint16_t>(r) + h * kHd, head, keys.begin, keys.end,
+                         s.m.view.ptr<float>()[r * heads + h], s.l.view.ptr<float>()[r * heads + h],
+                         s.acc.view.ptr<float>() + (r * heads + h) * kHd);
+    }
+  });
+}
+
+}  // namespace h3s::cpu
