@@ -38,9 +38,12 @@ struct ExecOptions {
   int64_t kv_block = 0;
   int64_t final_layer_chunk = 16384;  // rows per output-head chunk; 0 = stock
   FinalLayerGemm final_layer_gemm = FinalLayerGemm::exact;
-  std::string kv_store = "bf16";  // only the exact tier exists so far
-  bool trim_forward = true;       // release embed buffers once the sequence is packed
-  bool self_check = false;        // block 0: stock vs streamed variants, one log line
+  std::string kv_store = "bf16";  // bf16 (exact), kvi8r, kvi8s, kvfp4s (approximate)
+  // With an approximate kv_store: text and audio query rows attend a retained
+  // exact bf16 K/V (their attention rows are the exact store's, bit for bit).
+  bool exact_av_rows = false;
+  bool trim_forward = true;  // release embed buffers once the sequence is packed
+  bool self_check = false;   // block 0: stock vs streamed variants, one log line
   // Tails shorter than this merge into the previous kv/mlp chunk (the reference
   // node's rule; 0 keeps every tail, which tests use to hit 1-row chunks).
   int64_t merge_tail_below = 512;

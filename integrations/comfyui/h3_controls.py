@@ -111,9 +111,9 @@ CONTROLS = (
         "vs ComfyUI (max/mean ulps). Costs about three extra block runs once."),
     Control(
         "exact_av_rows", "BOOLEAN", False,
-        tooltip="With the fp4/mixed K/V stores: attend text+audio query rows exactly over a "
-        "retained bf16 K/V. Only the exact bf16 store exists today, where every row is "
-        "already exact: no effect."),
+        tooltip="With an approximate K/V store: attend text+audio query rows exactly over a "
+        "retained bf16 K/V (h3stream's full forward and CLI have it: --exact-av-rows). This "
+        "node offers only the exact bf16 store, where every row is already exact: no effect."),
 )
 
 # Placement (issue 13), beyond FEATURES.md's table: where h3stream's own memory
@@ -152,7 +152,7 @@ def checked(values):
 
 def engine_options_kwargs(values):
     """The keyword arguments of h3stream.Options for these control values (the
-    node-only controls exact_av_rows is dropped: the engine has no such option yet)."""
+    control exact_av_rows is dropped: with the node's only store, bf16, it has no effect)."""
     v = checked(values)
     out = {k: v[k] for k in ("q_chunk", "kv_chunk", "mlp_chunk", "min_tokens", "kv_block",
                              "final_layer_chunk", "final_layer_gemm", "kv_store",

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,11 +40,23 @@ struct BlockView {
 // ComfyUI node's mlp_chunk = 0, through the Python module's phases="attn").
 enum class BlockPhases : uint8_t { all, attn_only };
 
-// kv_tier: the K/V storage tier (ExecOptions::kv_store); "bf16" attends the
-// fused QKV buffer directly, an approximate tier goes through its store as the
-// streamed block does, so the two stay bit-equal within a tier.
+// The K/V tier of a block call: the store (ExecOptions::kv_store) and the
+// query rows attended over the exact bf16 K/V beside an approximate store
+// (exact_av_rows: exec/exact_rows.hpp), absolute and sorted; empty: none.
+struct KvTier {
+  KvTier(const char* s = "bf16", std::span<const RowRange> rows = {})
+      : store(s), exact_rows(rows) {}
+  KvTier(std::string_view s, std::span<const RowRange> rows = {}) : store(s), exact_rows(rows) {}
+  KvTier(const std::string& s, std::span<const RowRange> rows = {}) : store(s), exact_rows(rows) {}
+  std::string_view store;
+  std::span<const RowRange> exact_rows;
+};
+
+// "bf16" attends the fused QKV buffer directly, an approximate tier goes
+// through its store as the streamed block does, so the two stay bit-equal
+// within a tier.
 void run_block_stock(Backend& backend, Arena& arena, const BlockView& block, const Tensor& x,
-                     BlockPhases phases = BlockPhases::all, std::string_view kv_tier = "bf16");
+                     BlockPhases phases = BlockPhases::all, KvTier kv_tier = {});
 
 // Chunk sizes of one streamed execution (0 = whole sequence for that phase),
 // and where its K/V store lives (exec/placement.hpp decides).
@@ -60,6 +73,9 @@ struct StreamChunks {
   Arena* kv_host = nullptr;
   StageQueue* kv_queue = nullptr;
   std::string kv_store = "bf16";  // the K/V tier (ExecOptions::kv_store)
+  // Query rows attended over a retained exact K/V beside an approximate
+  // store (KvTier::exact_rows); empty: none.
+  std::vector<RowRange> exact_rows = {};
   // Called as each phase (kv, attn, mlp) starts: a profiler's hook (h3s bench
   // --phase-times); empty: none.
   std::function<void(Phase)> on_phase = nullptr;

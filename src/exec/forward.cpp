@@ -8,6 +8,7 @@
 
 #include "core/rng.hpp"
 #include "exec/block.hpp"
+#include "exec/exact_rows.hpp"
 #include "exec/final_layer.hpp"
 #include "exec/placement.hpp"
 #include "exec/residual_rows.hpp"
@@ -257,6 +258,7 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   chunks.kv_block = place.kv_block;
   chunks.q_group = place.q_group;
   chunks.kv_first_pass = place.kv_first_pass;
+  chunks.exact_rows = exact_query_rows(opt, layout);
   if (place.kv_on_host) {
     chunks.kv_host = host.get();
     chunks.kv_queue = queue.get();
@@ -279,7 +281,8 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
       run_block_streamed(be, arena, view, *x.rows, chunks);
       ++out.streamed_blocks;
     } else {
-      run_block_stock(be, arena, view, x.rows->resident(), BlockPhases::all, opt.kv_store);
+      run_block_stock(be, arena, view, x.rows->resident(), BlockPhases::all,
+                      KvTier{opt.kv_store, chunks.exact_rows});
       ++out.stock_blocks;
     }
     feed.done_block(i);

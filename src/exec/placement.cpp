@@ -13,6 +13,7 @@
 #include "core/arena.hpp"
 #include "core/chunk_plan.hpp"
 #include "core/error.hpp"
+#include "exec/exact_rows.hpp"
 #include "exec/residual_rows.hpp"
 #include "kv/kv_fp4s.hpp"
 #include "kv/kv_i8r.hpp"
@@ -75,9 +76,11 @@ double staged_seconds(const ModelConfig& c, const PackedLayout& l, const Placeme
 }  // namespace
 
 size_t kv_store_bytes(const ExecOptions& o, int64_t seq, int64_t heads, int64_t head_dim) {
-  if (o.kv_store == "kvi8r") return KvI8rStore::bytes(seq, heads, head_dim);
-  if (o.kv_store == "kvi8s") return KvI8sStore::bytes(seq, heads, head_dim);
-  if (o.kv_store == "kvfp4s") return KvFp4sStore::bytes(seq, heads, head_dim);
+  // exact_av_rows keeps the exact bf16 K/V beside an approximate store.
+  const size_t exact = exact_rows_store_bytes(o, seq, heads, head_dim);
+  if (o.kv_store == "kvi8r") return exact + KvI8rStore::bytes(seq, heads, head_dim);
+  if (o.kv_store == "kvi8s") return exact + KvI8sStore::bytes(seq, heads, head_dim);
+  if (o.kv_store == "kvfp4s") return exact + KvFp4sStore::bytes(seq, heads, head_dim);
   return size_t(2) * size_t(seq) * size_t(heads * head_dim) * 2;
 }
 

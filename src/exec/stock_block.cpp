@@ -2,12 +2,13 @@
 // [seq, 3 * inner] and the MLP intermediates like ComfyUI's DiTBlock.
 #include "exec/block.hpp"
 #include "exec/block_steps.hpp"
+#include "exec/exact_rows.hpp"
 #include "kv/kv_store.hpp"
 
 namespace h3s {
 
 void run_block_stock(Backend& be, Arena& arena, const BlockView& b, const Tensor& x,
-                     BlockPhases phases, std::string_view kv_tier) {
+                     BlockPhases phases, KvTier kv_tier) {
   const int64_t seq = x.rows(), inner = b.heads * b.head_dim;
   const RowRange all{0, seq};
   const auto mark = [&](Phase p) {
@@ -37,20 +38,24 @@ void run_block_stock(Backend& be, Arena& arena, const BlockView& b, const Tensor
   };
   const KvView kv{heads_view(inner), heads_view(2 * inner)};
   OwnedTensor attn = arena.tensor(DType::bf16, {seq, inner}, "attention output");
-  if (kv_tier == "bf16" || !be.has_kv_tier(kv_tier)) {
+  if (kv_tier.store == "bf16" || !be.has_kv_tier(kv_tier.store)) {
     AttnState state = AttnState::allocate(arena, seq, b.heads, b.head_dim);
     be.attention_with_ends(q, kv, all, state, {.fresh = true, .out = &attn.view});
   } else {
     // An approximate tier: every row through its store, as phase 1 and 2 of
     // the streamed block put them (one chunk of all rows).
+    // exact_av_rows: those rows over the exact K/V first (the store rotates q).
+    const std::vector<ExactRowsOut> exact =
+        attend_exact_rows(be, arena, q, all, kv_tier.exact_rows, kv, 0, b.heads, b.head_dim);
     const std::unique_ptr<KvStore> store =
-        make_resident_kv_store(be, arena, kv_tier, seq, b.heads, b.head_dim, 0);
+        make_resident_kv_store(be, arena, kv_tier.store, seq, b.heads, b.head_dim, 0);
     store->write(be, all, k, qkv.view.cols_view(2 * inner, 3 * inner));
     AttnState state = AttnState::allocate(arena, seq, b.heads, b.head_dim);
     be.attn_state_reset(state);
     const QueryChunk chunk{q, &state};
     store->attend(be, {&chunk, 1});
     store->finish(be, state, attn.view);
+    paste_exact_rows(be, exact, attn.view);
   }
   qkv.reset();
   steps::attn_out(be, arena, b, x, all, attn.view);

@@ -21,7 +21,9 @@
 
 #include "exec/block.hpp"
 #include "exec/block_steps.hpp"
+#include "exec/exact_rows.hpp"
 #include "exec/residual_rows.hpp"
+#include "kv/kv_bf16.hpp"
 #include "kv/kv_staged.hpp"
 #include "kv/kv_store.hpp"
 
@@ -72,6 +74,7 @@ struct QueryGroup {
     OwnedTensor q;
     AttnState state;
     ResidualRows::Lease x;
+    std::vector<ExactRowsOut> exact;  // exact_av_rows: its rows over the exact K/V
   };
   size_t begin = 0, end = 0;  // of q_chunks
   std::vector<Pending> pending;
@@ -143,6 +146,7 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, ResidualR
       QueryGroup::Pending& p = g.pending[i - g.begin];
       OwnedTensor attn = arena.tensor(DType::bf16, {r.size(), inner}, "attention chunk output");
       store.finish(be, p.state, attn.view);
+      paste_exact_rows(be, p.exact, attn.view);
       const ResidualRows::Lease xr = p.x.view.data ? std::move(p.x) : x.fetch(r);
       p = QueryGroup::Pending{};
       steps::attn_out(be, arena, b, xr.view, r, attn.view);
@@ -163,6 +167,10 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, ResidualR
   } else {
     store = make_resident_kv_store(be, arena, c.kv_store, seq, b.heads, b.head_dim, c.kv_block);
   }
+  // exact_av_rows beside an approximate store: the exact bf16 K/V kept too.
+  std::unique_ptr<KvBf16Store> exact;
+  if (!c.exact_rows.empty() && !store->exact())
+    exact = std::make_unique<KvBf16Store>(arena, seq, b.heads, b.head_dim, c.kv_block);
   QueryGroup first;
   if (first_in_phase1) first = prepare(0, false);
   for (const RowRange& r : kv_chunks) {
@@ -180,6 +188,7 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, ResidualR
     const Tensor k = kv.view.cols_view(0, inner), v = kv.view.cols_view(inner, 2 * inner);
     be.qk_norm_rope(k, norm_tensor(b.attn->k_norm), steps::rope_rows(b, r), b.eps, b.rot_dim);
     store->write(be, r, k, v);
+    if (exact) exact->write(be, r, k, v);
     if (first_in_phase1) {
       const KvView kv_rows{as_heads(k, b.heads, b.head_dim), as_heads(v, b.heads, b.head_dim)};
       for (const QueryChunk& q : first.chunks) be.attention(q.q, kv_rows, {0, r.size()}, *q.state);
@@ -193,10 +202,16 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, ResidualR
   if (first_in_phase1) finish(first, *store);
   for (size_t g0 = first_in_phase1 ? group : 0; g0 < q_chunks.size(); g0 += group) {
     QueryGroup g = prepare(g0, group == 1);
+    if (exact)  // before the store's attend, which may rotate the queries in place
+      for (size_t i = g.begin; i < g.end; ++i)
+        g.pending[i - g.begin].exact =
+            attend_exact_rows(be, arena, g.pending[i - g.begin].q.view, q_chunks[i], c.exact_rows,
+                              exact->view(), c.kv_block, b.heads, b.head_dim);
     store->attend(be, g.chunks);
     finish(g, *store);
   }
   store.reset();  // K/V are dead once every query chunk has attended
+  exact.reset();
 
   if (phases == BlockPhases::attn_only) return;
   mark(Phase::mlp);

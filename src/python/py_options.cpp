@@ -32,12 +32,13 @@ void field(nb::class_<ExecOptions>& c, const char* name, T ExecOptions::*member,
 std::string repr(const ExecOptions& o) {
   return fmt::format(
       "Options(q_chunk={}, kv_chunk={}, mlp_chunk={}, min_tokens={}, kv_block={}, "
-      "final_layer_chunk={}, final_layer_gemm='{}', kv_store='{}', trim_forward={}, "
-      "self_check={}, merge_tail_below={}, kv_placement='{}', host_budget={}, vram_budget={})",
+      "final_layer_chunk={}, final_layer_gemm='{}', kv_store='{}', exact_av_rows={}, "
+      "trim_forward={}, self_check={}, merge_tail_below={}, kv_placement='{}', host_budget={}, "
+      "vram_budget={})",
       o.q_chunk, o.kv_chunk, o.mlp_chunk, o.min_tokens, o.kv_block, o.final_layer_chunk,
-      final_gemm_name(o.final_layer_gemm), o.kv_store, o.trim_forward ? "True" : "False",
-      o.self_check ? "True" : "False", o.merge_tail_below, kv_placement_name(o.kv_placement),
-      o.host_budget, o.vram_budget);
+      final_gemm_name(o.final_layer_gemm), o.kv_store, o.exact_av_rows ? "True" : "False",
+      o.trim_forward ? "True" : "False", o.self_check ? "True" : "False", o.merge_tail_below,
+      kv_placement_name(o.kv_placement), o.host_budget, o.vram_budget);
 }
 
 nb::dict to_dict(const ExecOptions& o) {
@@ -50,6 +51,7 @@ nb::dict to_dict(const ExecOptions& o) {
   d["final_layer_chunk"] = o.final_layer_chunk;
   d["final_layer_gemm"] = std::string(final_gemm_name(o.final_layer_gemm));
   d["kv_store"] = o.kv_store;
+  d["exact_av_rows"] = o.exact_av_rows;
   d["trim_forward"] = o.trim_forward;
   d["self_check"] = o.self_check;
   d["merge_tail_below"] = o.merge_tail_below;
@@ -70,9 +72,9 @@ void bind_options(nb::module_& m) {
       "__init__",
       [](ExecOptions* self, int64_t q_chunk, int64_t kv_chunk, int64_t mlp_chunk,
          int64_t min_tokens, int64_t kv_block, int64_t final_layer_chunk,
-         const std::string& final_layer_gemm, const std::string& kv_store, bool trim_forward,
-         bool self_check, int64_t merge_tail_below, const std::string& kv_placement,
-         uint64_t host_budget, uint64_t vram_budget) {
+         const std::string& final_layer_gemm, const std::string& kv_store, bool exact_av_rows,
+         bool trim_forward, bool self_check, int64_t merge_tail_below,
+         const std::string& kv_placement, uint64_t host_budget, uint64_t vram_budget) {
         ExecOptions o;
         o.q_chunk = q_chunk;
         o.kv_chunk = kv_chunk;
@@ -82,6 +84,7 @@ void bind_options(nb::module_& m) {
         o.final_layer_chunk = final_layer_chunk;
         o.final_layer_gemm = parse_final_gemm(final_layer_gemm);
         o.kv_store = kv_store;
+        o.exact_av_rows = exact_av_rows;
         o.trim_forward = trim_forward;
         o.self_check = self_check;
         o.merge_tail_below = merge_tail_below;
@@ -95,7 +98,8 @@ void bind_options(nb::module_& m) {
       "mlp_chunk"_a = d.mlp_chunk, "min_tokens"_a = d.min_tokens, "kv_block"_a = d.kv_block,
       "final_layer_chunk"_a = d.final_layer_chunk,
       "final_layer_gemm"_a = std::string(final_gemm_name(d.final_layer_gemm)),
-      "kv_store"_a = d.kv_store, "trim_forward"_a = d.trim_forward, "self_check"_a = d.self_check,
+      "kv_store"_a = d.kv_store, "exact_av_rows"_a = d.exact_av_rows,
+      "trim_forward"_a = d.trim_forward, "self_check"_a = d.self_check,
       "merge_tail_below"_a = d.merge_tail_below,
       "kv_placement"_a = std::string(kv_placement_name(d.kv_placement)),
       "host_budget"_a = d.host_budget, "vram_budget"_a = d.vram_budget);
@@ -115,6 +119,10 @@ void bind_options(nb::module_& m) {
   field(c, "kv_store", &ExecOptions::kv_store,
         "K/V storage tier: 'bf16' (exact), 'kvi8r', 'kvi8s' or 'kvfp4s' (approximate; CPU "
         "backend only so far, CUDA runs 'bf16' and says so)");
+  field(c, "exact_av_rows", &ExecOptions::exact_av_rows,
+        "with an approximate kv_store: text and audio query rows attend a retained exact bf16 "
+        "K/V (their attention rows are the exact store's bit for bit; the full forward only: "
+        "run_block has no segment layout)");
   field(c, "trim_forward", &ExecOptions::trim_forward,
         "release embed buffers once packed (the full forward only)");
   field(c, "self_check", &ExecOptions::self_check,

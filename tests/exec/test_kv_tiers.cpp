@@ -6,9 +6,11 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/dtype.hpp"
+#include "exec/exact_rows.hpp"
 #include "exec_fixture.hpp"
 #include "kv/kv_fp4s.hpp"
 #include "kv/kv_i8r.hpp"
@@ -126,6 +128,63 @@ TEST_P(KvTiers, StreamedEqualsItsStockBitForBitInEveryTier) {
       }
     }
   }
+}
+
+// exact_av_rows: beside each approximate store, the text and audio rows of
+// the block's output equal the exact store's block bit for bit (their
+// attention runs over the retained bf16 K/V; everything after it is
+// per row), the video rows do not, and the streamed block still equals its
+// stock block over random chunks.
+TEST_P(KvTiers, ExactAvRowsAreTheExactStoresRows) {
+  const ModelWeights& w = weights_for(GetParam());
+  Rng rng(91 + uint64_t(GetParam()));
+  BlockHarness h(w, small_layout(w.config, 37, 23, 173, true, false));
+  const int64_t seq = h.layout.seq_len, hidden = w.config.hidden;
+  ExecOptions o;
+  o.exact_av_rows = true;
+  const std::vector<uint16_t> x0 = h.random_x(seq);
+  const std::vector<uint16_t> exact = run(h, x0, nullptr, "bf16");
+  for (const std::string tier : {"kvi8r", "kvi8s", "kvfp4s"}) {
+    SCOPED_TRACE(tier);
+    o.kv_store = tier;
+    const std::vector<RowRange> rows = exact_query_rows(o, h.layout);
+    ASSERT_EQ(rows.size(), 2u);  // the text and audio segments
+    std::vector<uint16_t> stock = x0;
+    run_block_stock(*h.be, h.arena, h.view(), h.tensor(stock), BlockPhases::all,
+                    KvTier{tier, rows});
+    std::vector<bool> exact_row(size_t(seq), false);
+    for (const RowRange& r : rows)
+      for (int64_t i = r.begin; i < r.end; ++i) exact_row[size_t(i)] = true;
+    int64_t video_differs = 0;
+    for (int64_t i = 0; i < seq; ++i) {
+      const bool same = std::equal(stock.begin() + i * hidden, stock.begin() + (i + 1) * hidden,
+                                   exact.begin() + i * hidden);
+      if (exact_row[size_t(i)])
+        EXPECT_TRUE(same) << "row " << i << " (text/audio) differs from the exact store's";
+      else
+        video_differs += same ? 0 : 1;
+    }
+    EXPECT_GT(video_differs, 0) << "the video rows ran the exact store";
+    for (int trial = 0; trial < 3; ++trial) {
+      StreamChunks c;
+      c.q_chunk = 1 + rng.below(seq);
+      c.kv_chunk = 1 + rng.below(seq);
+      c.mlp_chunk = 1 + rng.below(seq);
+      c.kv_block = kAttnKvTile * rng.below(3);
+      c.kv_store = tier;
+      c.exact_rows = rows;
+      std::vector<uint16_t> streamed = x0;
+      run_block_streamed(*h.be, h.arena, h.view(), h.tensor(streamed), c);
+      EXPECT_TRUE(bits_equal(stock, streamed)) << fmt::format(
+          "q {} kv {} mlp {} kv_block {}", c.q_chunk, c.kv_chunk, c.mlp_chunk, c.kv_block);
+    }
+  }
+  // No approximate store, or the option off: no rows.
+  o.kv_store = "bf16";
+  EXPECT_TRUE(exact_query_rows(o, h.layout).empty());
+  o.kv_store = "kvi8s";
+  o.exact_av_rows = false;
+  EXPECT_TRUE(exact_query_rows(o, h.layout).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, KvTiers,

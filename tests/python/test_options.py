@@ -12,7 +12,7 @@ def test_defaults_are_the_reference_nodes():
     assert o.to_dict() == {
         "q_chunk": 16384, "kv_chunk": 16384, "mlp_chunk": 16384, "min_tokens": 32768,
         "kv_block": 0, "final_layer_chunk": 16384, "final_layer_gemm": "exact",
-        "kv_store": "bf16", "trim_forward": True, "self_check": False, "merge_tail_below": 512,
+        "kv_store": "bf16", "exact_av_rows": False, "trim_forward": True, "self_check": False, "merge_tail_below": 512,
         "kv_placement": "auto", "host_budget": 0, "vram_budget": 0,
     }
 

@@ -13,6 +13,7 @@
 #include "core/rng.hpp"
 #include "core/thread_pool.hpp"
 #include "exec/block.hpp"
+#include "exec/exact_rows.hpp"
 #include "exec/placement.hpp"
 #include "exec/residual_rows.hpp"
 #include "exec/time_embed.hpp"
@@ -128,6 +129,7 @@ int run_bench(BenchArgs& a) {
     chunks.kv_block = place.kv_block;
     chunks.q_group = place.q_group;
     chunks.kv_first_pass = place.kv_first_pass;
+    chunks.exact_rows = exact_query_rows(r.exec, layout);
     std::unique_ptr<Arena> staging;
     if (place.kv_on_host || place.x_on_host)
       staging = std::make_unique<Arena>(be.host_staging_memory(), host_budget);
@@ -171,7 +173,8 @@ int run_bench(BenchArgs& a) {
         } else if (streamed) {
           run_block_streamed(be, arena, view, x.view, c);
         } else {
-          run_block_stock(be, arena, view, x.view, BlockPhases::all, r.exec.kv_store);
+          run_block_stock(be, arena, view, x.view, BlockPhases::all,
+                          KvTier{r.exec.kv_store, chunks.exact_rows});
         }
         be.synchronize();
         const double t1 = now_s();

@@ -113,6 +113,10 @@ void add_control_flags(CLI::App& cmd, ExecOptions& o, std::string& final_gemm) {
                  "tiers run on the CPU backend only so far, CUDA runs bf16 and says so")
       ->check(CLI::IsMember({"bf16", "kvi8r", "kvi8s", "kvfp4s"}))
       ->capture_default_str();
+  cmd.add_flag("--exact-av-rows", o.exact_av_rows,
+               "with an approximate --kv-store: text and audio query rows attend a retained "
+               "exact bf16 K/V (those attention rows are the exact store's, bit for bit; "
+               "+2 x tokens x 7168 x 2 bytes)");
   cmd.add_option("--merge-tail-below", o.merge_tail_below,
                  "kv/mlp tail chunks shorter than this merge into the previous chunk")
       ->capture_default_str();

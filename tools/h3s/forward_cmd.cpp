@@ -95,6 +95,7 @@ int run_forward_cmd(ForwardArgs& a) {
     a.exec = ExecOptions::stock();
     a.exec.vram_budget = chosen.vram_budget;
     a.exec.kv_store = chosen.kv_store;
+    a.exec.exact_av_rows = chosen.exact_av_rows;
   }
   a.exec.validate();
   const SafetensorsFile in = SafetensorsFile::open(a.inputs);

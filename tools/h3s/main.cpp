@@ -114,6 +114,7 @@ int run_demo(RunArgs& a) {
   Prepared p = prepare(a);
   ExecOptions stock_opt = ExecOptions::stock();
   stock_opt.kv_store = a.exec.kv_store;  // the reference runs the same K/V tier
+  stock_opt.exact_av_rows = a.exec.exact_av_rows;
   const ForwardOutputs stock = forward(p, a, stock_opt, "stock");
   const ForwardOutputs streamed = forward(p, a, a.exec, "streamed");
   // An approximate tier's error: its stock output against the exact store's.
@@ -156,6 +157,7 @@ int run_demo(RunArgs& a) {
           {"final_layer_chunk", a.exec.final_layer_chunk},
           {"final_layer_gemm", a.final_gemm},
           {"kv_store", a.exec.kv_store},
+          {"exact_av_rows", a.exec.exact_av_rows},
           {"trim_forward", a.exec.trim_forward}}},
         {"log", streamed.log},
     };
@@ -201,6 +203,7 @@ int run_one(RunArgs& a, bool stock_mode) {
   ExecOptions opt = stock_mode ? ExecOptions::stock() : a.exec;
   opt.vram_budget = a.exec.vram_budget;  // a stock forward may stream its weights too
   opt.kv_store = a.exec.kv_store;
+  opt.exact_av_rows = a.exec.exact_av_rows;
   const ForwardOutputs out = forward(p, a, opt, stock_mode ? "stock" : "streamed");
   if (a.json) {
     nlohmann::json j = {{"command", "run"},
@@ -212,6 +215,7 @@ int run_one(RunArgs& a, bool stock_mode) {
                         {"seconds", out.seconds},
                         // (an approximate tier's error vs the exact store: h3s demo, h3s kvbench)
                         {"kv_store", opt.kv_store},
+                        {"exact_av_rows", opt.exact_av_rows},
                         {"approximate", opt.kv_store != "bf16"},
                         {"peak_bytes", out.peak_bytes},
                         {"weight_bytes", out.weight_bytes},
