@@ -2,7 +2,6 @@
 #include "kv/kv_fp4s.hpp"
 
 #include <algorithm>
-#include <vector>
 
 #include "kv/kvfp4s.hpp"
 
@@ -14,7 +13,7 @@ constexpr int64_t kBlock = kvfp4s::kBlock;
 
 KvFp4sStore::KvFp4sStore(Arena& arena, int64_t seq, int64_t heads, int64_t head_dim,
                          int64_t kv_block)
-    : seq_(seq), kv_block_(kv_block) {
+    : seq_(seq), kv_block_(kv_block), open_(arena, "kvfp4s", seq, heads * head_dim, kBlock) {
   if (kv_block < 0 || kv_block % kAttnKvTile != 0)
     fail(ErrorKind::invalid_argument,
          "kv_block = {} must be 0 (one pass) or a multiple of the {}-key attention tile", kv_block,
@@ -31,13 +30,10 @@ KvFp4sStore::KvFp4sStore(Arena& arena, int64_t seq, int64_t heads, int64_t head_
   v_code_ = arena.tensor(DType::u8, {seq, code_cols}, "V codes (kvfp4s)");
   v_scale_ = arena.tensor(DType::f8e4m3, {seq, scale_cols}, "V scales (kvfp4s)");
   v_global_ = arena.tensor(DType::f32, {blocks, heads}, "V block globals (kvfp4s)");
-  k_tail_ = arena.tensor(DType::bf16, {kBlock - 1, inner}, "K rows of an open block (kvfp4s)");
-  v_tail_ = arena.tensor(DType::bf16, {kBlock - 1, inner}, "V rows of an open block (kvfp4s)");
 }
 
 size_t KvFp4sStore::bytes(int64_t seq, int64_t heads, int64_t head_dim) {
-  return size_t(kvfp4s::store_bytes(seq, heads)) +
-         size_t(2) * size_t(kBlock - 1) * size_t(heads * head_dim) * 2;
+  return size_t(kvfp4s::store_bytes(seq, heads)) + OpenBlock::bytes(heads * head_dim, kBlock);
 }
 
 KvFp4sView KvFp4sStore::view() const {
@@ -46,42 +42,14 @@ KvFp4sView KvFp4sStore::view() const {
 }
 
 void KvFp4sStore::write(Backend& backend, RowRange rows, const Tensor& k, const Tensor& v) {
-  if (rows.begin != written_ || rows.end > seq_ || rows.end < rows.begin)
-    fail(ErrorKind::internal,
-         "kvfp4s store: rows [{}, {}) written after {} of {}: writes must come "
-         "in sequence order",
-         rows.begin, rows.end, written_, seq_);
-  const int64_t open = written_ - written_ % kBlock;  // first row of the open block
-  const int64_t kept = written_ - open;
-  // Everything up to the last whole block, or to the end of the sequence.
-  const int64_t done = rows.end == seq_ ? seq_ : rows.end - rows.end % kBlock;
-  if (done > open) {
-    const int64_t from_chunk = done - rows.begin;
-    std::vector<Tensor> kp, vp;
-    if (kept > 0) {
-      kp.push_back(k_tail_.view.rows_view(0, kept));
-      vp.push_back(v_tail_.view.rows_view(0, kept));
-    }
-    kp.push_back(k.rows_view(0, from_chunk));
-    vp.push_back(v.rows_view(0, from_chunk));
-    backend.kvfp4s_quantize(kp, vp, open, view());
-  }
-  // Keep the chunk's rows of the block left open: after the rows just
-  // quantised, or (when this chunk did not close the open block) after the
-  // rows already kept.
-  const int64_t keep_from = done > open ? done : rows.begin, keep_at = done > open ? 0 : kept;
-  if (rows.end > keep_from) {
-    const RowRange src{keep_from - rows.begin, rows.size()};
-    const RowRange dst{keep_at, keep_at + rows.end - keep_from};
-    backend.copy(k.rows_view(src.begin, src.end), k_tail_.view.rows_view(dst.begin, dst.end));
-    backend.copy(v.rows_view(src.begin, src.end), v_tail_.view.rows_view(dst.begin, dst.end));
-  }
-  written_ = rows.end;
+  open_.write(backend, rows, k, v,
+              [&](std::span<const Tensor> kp, std::span<const Tensor> vp, int64_t first_row) {
+                backend.kvfp4s_quantize(kp, vp, first_row, view());
+              });
 }
 
 void KvFp4sStore::attend(Backend& backend, std::span<const QueryChunk> chunks) {
-  if (written_ != seq_)
-    fail(ErrorKind::internal, "kvfp4s store: attended after {} of {} rows", written_, seq_);
+  open_.expect_complete();
   const KvFp4sView kv = view();
   const int64_t step = kv_block_ == 0 ? std::max<int64_t>(seq_, 1) : kv_block_;
   for (const QueryChunk& c : chunks) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "kv/kv_store.hpp"
+#include "kv/open_block.hpp"
 
 namespace h3s {
 
@@ -30,9 +31,8 @@ class KvFp4sStore final : public KvStore {
 
  private:
   int64_t seq_, kv_block_;
-  int64_t written_ = 0;  // rows handed over so far
   OwnedTensor k_code_, k_scale_, k_global_, k_mean_, v_code_, v_scale_, v_global_;
-  OwnedTensor k_tail_, v_tail_;  // rows [written_ - written_ % 256, written_), bf16
+  OpenBlock open_;  // the chunk rows of a block not yet whole
 };
 
 }  // namespace h3s

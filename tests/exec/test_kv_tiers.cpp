@@ -341,6 +341,23 @@ TEST(KvI8s, QuantisersKeepTheirBounds) {
   }
 }
 
+// A block-quantised store (kv/open_block.hpp) takes rows [0, first), then
+// refuses a chunk that skips ahead (its open block's rows would be lost).
+template <class Store>
+void expect_writes_out_of_order_refused(int64_t seq, int64_t first) {
+  HostMemory mem;
+  Arena arena(mem, 0);
+  auto be = make_cpu_backend(1);
+  const int64_t inner = 2 * kDim;
+  OwnedTensor k = arena.tensor(DType::bf16, {seq, inner}, "k");
+  std::fill_n(k.view.ptr<uint16_t>(), seq * inner, uint16_t(0x3f80));
+  Store store(arena, seq, 2, kDim, 0);
+  store.write(*be, {0, first}, k.view.rows_view(0, first), k.view.rows_view(0, first));
+  EXPECT_THROW(
+      store.write(*be, {first + 30, first + 80}, k.view.rows_view(0, 50), k.view.rows_view(0, 50)),
+      Error);
+}
+
 // kvfp4s in the engine's store against the exact one (the same 700 tokens
 // and 2 heads as the 8-bit tiers): at most the reference's 0.192 on
 // gaussian rows and 0.35 with K outlier channels (the reference reports
@@ -355,31 +372,13 @@ TEST(KvFp4s, StoreErrorBytesAndWriteOrder) {
   }
   EXPECT_EQ(KvFp4sStore::bytes(700, 2, kDim),
             size_t(2 * 700 * 2 * (64 + 8) + 3 * 2 * (256 + 8) + 2 * 255 * 256 * 2));
-  HostMemory mem;
-  Arena arena(mem, 0);
-  auto be = make_cpu_backend(1);
-  const int64_t seq = 600, inner = 2 * kDim;
-  OwnedTensor k = arena.tensor(DType::bf16, {seq, inner}, "k");
-  std::fill_n(k.view.ptr<uint16_t>(), seq * inner, uint16_t(0x3f80));
-  KvFp4sStore store(arena, seq, 2, kDim, 0);
-  store.write(*be, {0, 300}, k.view.rows_view(0, 300), k.view.rows_view(0, 300));
-  EXPECT_THROW(store.write(*be, {400, 450}, k.view.rows_view(0, 50), k.view.rows_view(0, 50)),
-               Error);
+  expect_writes_out_of_order_refused<KvFp4sStore>(600, 300);
 }
 
 // Chunks must come in sequence order: the open block's rows are kept for
 // the next chunk, so a skipped or repeated range is a caller's bug.
 TEST(KvI8s, WritesOutOfOrderAreRefused) {
-  HostMemory mem;
-  Arena arena(mem, 0);
-  auto be = make_cpu_backend(1);
-  const int64_t seq = 200, inner = 2 * kDim;
-  OwnedTensor k = arena.tensor(DType::bf16, {seq, inner}, "k");
-  std::fill_n(k.view.ptr<uint16_t>(), seq * inner, uint16_t(0x3f80));
-  KvI8sStore store(arena, seq, 2, kDim, 0);
-  store.write(*be, {0, 70}, k.view.rows_view(0, 70), k.view.rows_view(0, 70));
-  EXPECT_THROW(store.write(*be, {100, 150}, k.view.rows_view(0, 50), k.view.rows_view(0, 50)),
-               Error);
+  expect_writes_out_of_order_refused<KvI8sStore>(200, 70);
 }
 
 }  // namespace

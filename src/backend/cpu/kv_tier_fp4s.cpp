@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/kv_block_rows.hpp"
 #include "kv/kvfp4s.hpp"
 
 namespace h3s::cpu {
@@ -60,38 +61,14 @@ void CpuBackend::kvfp4s_quantize(std::span<const Tensor> k_parts, std::span<cons
          out.k_code.cols(), kHd);
   const int64_t heads = out.k_code.cols() / kCodeBytes, seq = out.rows();
   expect_store(out, heads, op);
-  // Row r of the parts' concatenation, for K and for V.
-  std::vector<std::pair<const Tensor*, int64_t>> k_rows, v_rows;
-  for (auto [parts, rows] : {std::pair{k_parts, &k_rows}, std::pair{v_parts, &v_rows}})
-    for (const Tensor& t : parts) {
-      expect_dtype(t, DType::bf16, op, "K/V rows");
-      expect_cols(t, heads * kHd, op, "K/V rows");
-      expect_unit_col_stride(t, op, "K/V rows");
-      for (int64_t r = 0; r < t.rows(); ++r) rows->emplace_back(&t, r);
-    }
-  const int64_t n = int64_t(k_rows.size());
-  if (int64_t(v_rows.size()) != n)
-    fail(ErrorKind::invalid_argument, "{}: {} K rows but {} V rows", op, n, v_rows.size());
-  if (first_row < 0 || first_row % kBlock != 0 || first_row + n > seq ||
-      (n % kBlock != 0 && first_row + n != seq))
-    fail(ErrorKind::invalid_argument,
-         "{}: rows [{}, {}) of {} are not whole {}-token stat blocks (only the sequence's last "
-         "block may be short)",
-         op, first_row, first_row + n, seq, kBlock);
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-  pool_.parallel_for(blocks * heads, 1, [&](int64_t t0, int64_t t1) {
+  const KvBlockRows in(k_parts, v_parts, heads * kHd, first_row, seq, kBlock, op);
+  pool_.parallel_for(in.blocks() * heads, 1, [&](int64_t t0, int64_t t1) {
     std::vector<uint16_t> kb(static_cast<size_t>(kBlock * kHd)),
         vb(static_cast<size_t>(kBlock * kHd));
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t b = task / heads, h = task % heads;
-      const int64_t r0 = b * kBlock, rows = std::min(kBlock, n - r0);
-      for (int64_t t = 0; t < rows; ++t) {
-        const auto [kt, kr] = k_rows[size_t(r0 + t)];
-        const auto [vt, vr] = v_rows[size_t(r0 + t)];
-        std::copy_n(kt->row<uint16_t>(kr) + h * kHd, kHd, kb.data() + t * kHd);
-        std::copy_n(vt->row<uint16_t>(vr) + h * kHd, kHd, vb.data() + t * kHd);
-      }
-      const int64_t row = first_row + r0, block = row / kBlock;
+      const int64_t rows = in.copy_head(b, h, kHd, kb.data(), vb.data());
+      const int64_t row = first_row + b * kBlock, block = row / kBlock;
       kvfp4s::quantise_k_block(kb.data(), kHd, rows, out.k_code.row<uint8_t>(row) + h * kCodeBytes,
                                out.k_code.row_stride(), out.k_scale.row<uint8_t>(row) + h * kScales,
                                out.k_scale.row_stride(), out.k_global.row<float>(block) + h,
