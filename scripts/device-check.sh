@@ -4,7 +4,11 @@
 # and .ext/torch_h3_block.py (the PyTorch anchor, carried). One call: GPU tests,
 # compute-sanitizer, the Python tests on the CUDA wheel, block benchmark and the PyTorch
 # reference; JSON and logs under $OUT.
-#   usage: bash scripts/device-check.sh [tests|bench|placement|attention|all] [token list] [formats]
+#   usage: bash scripts/device-check.sh [tests|bench|placement|attention|tiers|all] [token list] [formats]
+# tiers: the K/V tier GPU tests on each kvi8r kernel variant (H3S_KVI8R_KERNEL),
+# racecheck/synccheck on the kvi8r kernel, kvbench (error and speed against the exact
+# kernel) at the token list (default 217088) per variant, and the int8 block with the
+# kvi8r store beside the exact store's (streamed and stock, bit-equality within the tier).
 # attention: the GPU tests (every test on the default kernel, the attention and block
 # tests again on each other kernel variant), sanitizers, then attention alone for every
 # variant at the token list (default 217088), the int8 block, and the PyTorch anchor with
@@ -23,6 +27,7 @@ set -uo pipefail
 mode=${1:-all}
 default_tokens=32768,131072,217088
 [ "$mode" = attention ] && default_tokens=217088
+[ "$mode" = tiers ] && default_tokens=217088
 tokens=${2:-$default_tokens}
 formats=${3:-int8,bf16,w4a8}
 OUT=${OUT:-/tmp/h3s-out}
@@ -58,7 +63,29 @@ if ! nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,nohead
   failed+=("nvidia-smi")
 fi
 attn_variants="ws-s3 ws-s2-nopp ws-s3-nopp wgmma sm80"
-if [ "$mode" != bench ] && [ "$mode" != placement ]; then
+if [ "$mode" = tiers ]; then
+  for v in codes2 codes1; do
+    step "gpu_tests_kvi8r_$v" 120 env H3S_KVI8R_KERNEL=$v $bin/h3s_tests_gpu \
+      --gtest_filter='GpuKvi8r.*:*Kvi8r*' --gtest_output=json:"$OUT/gpu_tests_kvi8r_$v.json"
+    [ -f "$OUT/gpu_tests_kvi8r_$v.json" ] && no_skips "gpu_tests_kvi8r_$v" "$OUT/gpu_tests_kvi8r_$v.json"
+  done
+  for t in ${tokens//,/ }; do
+    step "kvbench_kvi8r_codes2_$t" 300 env H3S_KVI8R_KERNEL=codes2 $bin/h3s kvbench \
+      --kv-store kvi8r --backend cuda --tokens "$t" --no-baseline --json
+    for kv in bf16 kvi8r; do
+      step "bench_int8_${kv}_$t" 240 $bin/h3s bench --backend cuda --preset h3 --format int8 \
+        --token-list "$t" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384 \
+        --kv-store $kv --skip-attention
+    done
+    step "kvbench_kvi8r_codes1_$t" 200 env H3S_KVI8R_KERNEL=codes1 $bin/h3s kvbench \
+      --kv-store kvi8r --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
+  done
+  for tool in racecheck synccheck; do
+    step "${tool}_kvi8r" 150 compute-sanitizer --tool $tool --error-exitcode 9 $bin/h3s_tests_gpu \
+      --gtest_filter='GpuKvi8r.ChunksAndBlocksGiveTheSinglePassBits'
+  done
+fi
+if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ]; then
   step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
   [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
   # Every other attention kernel (the variants, the cp.async wgmma kernel, the
@@ -129,7 +156,8 @@ if [ "$mode" = attention ]; then
     failed+=("torch anchor (.ext/torch_h3_block.py not carried)")
   fi
 fi
-if [ "$mode" != tests ] && [ "$mode" != placement ] && [ "$mode" != attention ]; then
+if [ "$mode" != tests ] && [ "$mode" != placement ] && [ "$mode" != attention ] &&
+  [ "$mode" != tiers ]; then
   for f in ${formats//,/ }; do
     step "bench_$f" 300 $bin/h3s bench --backend cuda --preset h3 --format "$f" \
       --token-list "$tokens" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384

@@ -164,4 +164,52 @@ void rms_norm_mod_args(const Tensor& x, const Tensor& gamma, const ModTable* mod
   expect_runs(runs, rows, mod->shift.rows(), op);
 }
 
+namespace {
+constexpr int64_t kKvi8rDim = 128;  // kvi8r::kDim: the rotation's length
+}  // namespace
+
+int64_t kvi8r_quantize_args(const Tensor& src, const Tensor& code, const Tensor& scale, Device d) {
+  const char* op = "kvi8r_quantize";
+  expect_dtype(src, DType::bf16, d, op, "src");
+  expect_dtype(code, DType::i8, d, op, "code");
+  expect_dtype(scale, DType::f16, d, op, "scale");
+  expect_unit_col_stride(src, op, "src");
+  if (src.cols() % kKvi8rDim != 0)
+    fail(ErrorKind::invalid_argument, "{}: src has {} columns, not whole {}-dim heads", op,
+         src.cols(), kKvi8rDim);
+  const int64_t rows = src.rows(), heads = src.cols() / kKvi8rDim;
+  expect_rows(code, rows, op, "code");
+  expect_cols(code, heads * kKvi8rDim, op, "code");
+  expect_unit_col_stride(code, op, "code");
+  expect_rows(scale, rows, op, "scale");
+  expect_cols(scale, heads, op, "scale");
+  expect_unit_col_stride(scale, op, "scale");
+  return heads;
+}
+
+void kvi8r_attention_args(const Tensor& q, int64_t rows, int64_t heads, const Tensor& k_code,
+                          const Tensor& k_scale, const Tensor& v_code, const Tensor& v_scale,
+                          RowRange keys, int64_t tile, Device d) {
+  const char* op = "attention_kvi8r";
+  expect_dtype(q, DType::bf16, d, op, "q");
+  expect_dtype(k_code, DType::i8, d, op, "k codes");
+  expect_dtype(v_code, DType::i8, d, op, "v codes");
+  expect_dtype(k_scale, DType::f16, d, op, "k scales");
+  expect_dtype(v_scale, DType::f16, d, op, "v scales");
+  expect_rows(q, rows, op, "q");
+  expect_cols(q, heads * kKvi8rDim, op, "q");
+  expect_unit_col_stride(q, op, "q");
+  for (const Tensor* t : {&k_code, &v_code}) expect_cols(*t, heads * kKvi8rDim, op, "codes");
+  for (const Tensor* t : {&k_scale, &v_scale}) expect_cols(*t, heads, op, "scales");
+  for (const Tensor* t : {&k_code, &v_code, &k_scale, &v_scale})
+    expect_unit_col_stride(*t, op, "K/V arrays");
+  if (v_code.row_stride() != k_code.row_stride() || v_scale.row_stride() != k_scale.row_stride())
+    fail(ErrorKind::invalid_argument, "{}: K and V codes (and scales) must share a row stride", op);
+  const int64_t seq = k_code.rows();
+  if (v_code.rows() != seq || k_scale.rows() != seq || v_scale.rows() != seq)
+    fail(ErrorKind::invalid_argument, "{}: codes and scales of K and V must have one row count",
+         op);
+  expect_attention_keys(keys, seq, tile, op);
+}
+
 }  // namespace h3s::checks

@@ -39,5 +39,15 @@ RowRange linear_args(const Tensor& x, const QuantLinear& w, const Tensor& y, Row
                      Device d);
 void rms_norm_mod_args(const Tensor& x, const Tensor& gamma, const ModTable* mod,
                        std::span<const ModRun> runs, const Tensor& out, Device d);
+// kvi8r (kv/kvi8r.hpp): src [rows, heads * 128] bf16 -> code (i8, same
+// shape) and scale [rows, heads] f16, every row with adjacent columns.
+// Returns heads.
+int64_t kvi8r_quantize_args(const Tensor& src, const Tensor& code, const Tensor& scale, Device d);
+// The kvi8r store (codes [seq, heads * 128] i8, scales [seq, heads] f16, K
+// and V sharing row strides and row counts) attended by q [rows, heads *
+// 128] bf16 over `keys`.
+void kvi8r_attention_args(const Tensor& q, int64_t rows, int64_t heads, const Tensor& k_code,
+                          const Tensor& k_scale, const Tensor& v_code, const Tensor& v_scale,
+                          RowRange keys, int64_t tile, Device d);
 
 }  // namespace h3s::checks

@@ -354,4 +354,22 @@ TEST(Cli, KvbenchMeasuresEachTierAgainstExactAndItsBaseline) {
   EXPECT_EQ(bad.code, 2) << bad.out;
 }
 
+// --no-baseline (the GPU runs at 217k, where the host baseline would take
+// hours): the tier's error is still measured, the baseline is null, and the
+// inputs do not depend on the thread count (seeded 256-token blocks).
+TEST(Cli, KvbenchWithoutBaselineAndThreadIndependentInputs) {
+  const std::string cmd = "kvbench --json --tokens 300 --heads 2 --kv-store kvi8r --inputs outlier";
+  const Result one = run_cli(cmd + " --no-baseline --threads 1", /*merge_stderr=*/false);
+  const Result many = run_cli(cmd + " --threads 3", /*merge_stderr=*/false);
+  ASSERT_EQ(one.code, 0) << one.out;
+  ASSERT_EQ(many.code, 0) << many.out;
+  const nlohmann::json a = nlohmann::json::parse(one.out).at("inputs").at(0),
+                       b = nlohmann::json::parse(many.out).at("inputs").at(0);
+  EXPECT_TRUE(a.at("baseline_rel_rms").is_null());
+  EXPECT_GT(b.at("baseline_rel_rms").get<double>(), 0.0);
+  EXPECT_EQ(a.at("rel_rms").get<double>(), b.at("rel_rms").get<double>());
+  EXPECT_GT(a.at("rel_rms").get<double>(), 0.0);
+  EXPECT_FALSE(a.contains("tops")) << "speed columns are GPU-only";
+}
+
 }  // namespace

@@ -3,10 +3,13 @@
 //   outlier   the same, then K channels {3, 17, 64, 100} x 20 and one offset
 //             vector per head (elements ~ N(0, 4)) added to every key, V
 //             channels {5, 77} x 10, each query row scaled by U[0.5, 2].
+// The rows come in seeded 256-token blocks (make_inputs), so a run at any
+// length and thread count sees the same values for the same tokens.
 // Baselines: kvi8r's is per-row int8 without the Hadamard basis; kvi8s' is
 // SageAttention-2's layout without it; kvfp4s' is rotated NVFP4 without the
-// K mean. kvfp4s has no engine store yet: its definition of record
-// (kv/kvfp4s.hpp) is measured directly, on the host.
+// K mean. kvfp4s is measured by its definition of record (kv/kvfp4s.hpp)
+// directly on the host, which is what the CPU backend's store runs; it has
+// no GPU kernel yet.
 #include "kvbench_cmd.hpp"
 
 #include <fmt/format.h>
@@ -37,40 +40,55 @@ struct Inputs {
   Rows q, k, v;
 };
 
-Inputs make_inputs(const std::string& kind, int64_t n, int64_t heads, uint64_t seed) {
+// Rows are generated in blocks of kRowsPerSeed tokens, each from its own
+// seeded stream, on the thread pool (217k tokens x 56 heads is 1.6 G values
+// per tensor): the same inputs whatever the thread count.
+Inputs make_inputs(const std::string& kind, int64_t n, int64_t heads, uint64_t seed,
+                   ThreadPool& pool) {
+  constexpr int64_t kRowsPerSeed = 256;
   const int64_t inner = heads * kHd;
-  Rng r(seed);
-  std::vector<float> q(size_t(n * inner)), k(q.size()), v(q.size());
-  for (std::vector<float>* t : {&q, &k, &v})
-    for (float& x : *t) x = r.normal();
-  if (kind == "outlier") {
-    std::vector<float> offset(static_cast<size_t>(inner));
-    for (float& x : offset) x = 2.0f * r.normal();  // N(0, 4)
-    for (int64_t t = 0; t < n; ++t) {
-      const float row_scale = 0.5f + 1.5f * r.uniform();
-      for (int64_t c = 0; c < inner; ++c) {
-        const int64_t d = c % kHd;
-        const size_t i = size_t(t * inner + c);
-        if (d == 3 || d == 17 || d == 64 || d == 100) k[i] *= 20.0f;
-        k[i] += offset[size_t(c)];
-        if (d == 5 || d == 77) v[i] *= 10.0f;
-        q[i] *= row_scale;
+  const bool outlier = kind == "outlier";
+  if (!outlier && kind != "gaussian")
+    fail(ErrorKind::invalid_argument, "kvbench: unknown input '{}' (gaussian, outlier)", kind);
+  std::vector<float> offset(static_cast<size_t>(inner));
+  Rng head_rng(seed);
+  for (float& x : offset) x = 2.0f * head_rng.normal();  // N(0, 4)
+  Inputs in;
+  for (Rows* t : {&in.q, &in.k, &in.v}) t->resize(size_t(n * inner));
+  const int64_t blocks = (n + kRowsPerSeed - 1) / kRowsPerSeed;
+  pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      Rng r(seed * 0x9e3779b97f4a7c15ull + uint64_t(b) + 1);
+      for (int64_t t = b * kRowsPerSeed; t < std::min(n, (b + 1) * kRowsPerSeed); ++t) {
+        const float row_scale = outlier ? 0.5f + 1.5f * r.uniform() : 1.0f;
+        for (int64_t c = 0; c < inner; ++c) {
+          const int64_t d = c % kHd;
+          const size_t i = size_t(t * inner + c);
+          float q = r.normal(), k = r.normal(), v = r.normal();
+          if (outlier) {
+            if (d == 3 || d == 17 || d == 64 || d == 100) k *= 20.0f;
+            k += offset[size_t(c)];
+            if (d == 5 || d == 77) v *= 10.0f;
+            q *= row_scale;
+          }
+          in.q[i] = f32_to_bf16(q).bits;
+          in.k[i] = f32_to_bf16(k).bits;
+          in.v[i] = f32_to_bf16(v).bits;
+        }
       }
     }
-  } else if (kind != "gaussian") {
-    fail(ErrorKind::invalid_argument, "kvbench: unknown input '{}' (gaussian, outlier)", kind);
-  }
-  Inputs in;
-  for (auto [src, dst] : {std::pair{&q, &in.q}, std::pair{&k, &in.k}, std::pair{&v, &in.v}}) {
-    dst->resize(src->size());
-    for (size_t i = 0; i < src->size(); ++i) (*dst)[i] = f32_to_bf16((*src)[i]).bits;
-  }
+  });
   return in;
 }
 
+struct Attended {
+  Rows out;
+  double seconds = 0.0;  // the store's attention and finish, as the backend times it
+};
+
 // Attention through the backend: the exact store's kernel, or `tier`'s store.
-Rows backend_attention(Backend& be, Arena& arena, const Inputs& in, int64_t n, int64_t heads,
-                       const std::string& tier) {
+Attended backend_attention(Backend& be, Arena& arena, const Inputs& in, int64_t n, int64_t heads,
+                           const std::string& tier) {
   const int64_t inner = heads * kHd;
   auto upload = [&](const Rows& host, const char* what) {
     OwnedTensor t = arena.tensor(DType::bf16, {n, inner}, what);
@@ -85,12 +103,15 @@ Rows backend_attention(Backend& be, Arena& arena, const Inputs& in, int64_t n, i
   std::unique_ptr<KvStore> store = make_resident_kv_store(be, arena, tier, n, heads, kHd, 0);
   store->write(be, {0, n}, k.view, v.view);
   const QueryChunk c{q.view, &s};
-  store->attend(be, {&c, 1});
-  store->finish(be, s, out.view);
-  Rows host(size_t(n * inner));
-  be.download(out.view, host.data());
+  Attended a;
+  a.seconds = be.device_seconds([&] {
+    store->attend(be, {&c, 1});
+    store->finish(be, s, out.view);
+  });
+  a.out.resize(size_t(n * inner));
+  be.download(out.view, a.out.data());
   be.synchronize();
-  return host;
+  return a;
 }
 
 // The tier's recipe without the Hadamard basis, on the host.
@@ -232,7 +253,7 @@ Error2 compare(const Rows& exact, const Rows& approx) {
 void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a) {
   cmd.add_option("--kv-store", a.kv_store,
                  "the approximate tier to measure: kvi8r, kvi8s or kvfp4s (kvfp4s: its "
-                 "definition of record on the host; no engine store yet)")
+                 "definition of record on the host; no GPU kernel yet)")
       ->check(CLI::IsMember({"kvi8r", "kvi8s", "kvfp4s"}))
       ->capture_default_str();
   cmd.add_option("--backend", a.backend,
@@ -253,13 +274,15 @@ void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a) {
       ->capture_default_str();
   cmd.add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
   cmd.add_option("--threads", a.threads, "CPU threads (0 = all)")->capture_default_str();
+  cmd.add_flag("--no-baseline{false}", a.baseline,
+               "skip the baseline recipe (computed on the host, O(tokens^2): hours at 217k)");
   cmd.add_flag("--json", a.json, "one JSON object on stdout");
 }
 
 int run_kvbench(const KvBenchArgs& a) {
   EngineBackend b(a.backend, 0, 0, a.threads);
   Backend& be = b.ops();
-  const bool by_definition = a.kv_store == "kvfp4s";  // no engine store yet
+  const bool by_definition = a.kv_store == "kvfp4s";  // the host definition (no GPU kernel)
   if (by_definition && a.backend != "cpu")
     fail(ErrorKind::invalid_argument,
          "kvbench: kvfp4s has no kernels yet; its definition of record runs with --backend cpu");
@@ -280,30 +303,53 @@ int run_kvbench(const KvBenchArgs& a) {
     if (!a.json)
       fmt::print(stderr, "h3s kvbench: {} inputs, {} tokens x {} heads...\n", kind, a.tokens,
                  a.heads);
-    const Inputs in = make_inputs(kind, a.tokens, a.heads, a.seed);
-    const Rows exact = backend_attention(be, b.arena(), in, a.tokens, a.heads, "bf16");
-    const Error2 tier = compare(
-        exact, by_definition ? fp4s_attention(in, a.tokens, a.heads, true, pool)
-                             : backend_attention(be, b.arena(), in, a.tokens, a.heads, a.kv_store));
-    const Error2 base =
-        compare(exact, by_definition ? fp4s_attention(in, a.tokens, a.heads, false, pool)
-                                     : baseline_attention(a.kv_store, in, a.tokens, a.heads, pool));
+    const Inputs in = make_inputs(kind, a.tokens, a.heads, a.seed, pool);
+    const Attended exact = backend_attention(be, b.arena(), in, a.tokens, a.heads, "bf16");
+    Attended tier_run;
+    if (by_definition)
+      tier_run.out = fp4s_attention(in, a.tokens, a.heads, true, pool);
+    else
+      tier_run = backend_attention(be, b.arena(), in, a.tokens, a.heads, a.kv_store);
+    const Error2 tier = compare(exact.out, tier_run.out);
     const char* baseline = a.kv_store == "kvi8r"   ? "per-row int8 without rotation"
                            : a.kv_store == "kvi8s" ? "SageAttention-2 layout without rotation"
                                                    : "rotated NVFP4 without centring";
-    results.push_back({{"name", kind},
-                       {"rel_rms", tier.rel_rms},
-                       {"cosine", tier.cosine},
-                       {"baseline", baseline},
-                       {"baseline_rel_rms", base.rel_rms},
-                       {"baseline_cosine", base.cosine}});
+    nlohmann::json r = {
+        {"name", kind}, {"rel_rms", tier.rel_rms}, {"cosine", tier.cosine}, {"baseline", baseline}};
+    std::string base_text = "not computed (--no-baseline)";
+    if (a.baseline) {
+      const Error2 base = compare(
+          exact.out, by_definition ? fp4s_attention(in, a.tokens, a.heads, false, pool)
+                                   : baseline_attention(a.kv_store, in, a.tokens, a.heads, pool));
+      r["baseline_rel_rms"] = base.rel_rms;
+      r["baseline_cosine"] = base.cosine;
+      base_text = fmt::format("{:.4g}", base.rel_rms);
+    } else {
+      r["baseline_rel_rms"] = nullptr;
+    }
+    std::string speed;
+    if (a.backend == "cuda" && !by_definition) {
+      // 4 N^2 (heads x 128) multiply-adds x 2: QK^T and PV over every pair.
+      const double ops = 4.0 * double(a.tokens) * double(a.tokens) * double(a.heads * kHd);
+      r["seconds"] = tier_run.seconds;
+      r["exact_seconds"] = exact.seconds;
+      r["tops"] = ops / tier_run.seconds / 1e12;
+      r["exact_tops"] = ops / exact.seconds / 1e12;
+      r["speed_vs_exact"] = exact.seconds / tier_run.seconds;
+      r["time_vs_exact"] = tier_run.seconds / exact.seconds;
+      speed = fmt::format(" | {:.3f} s ({:.0f} TOPS), exact {:.3f} s: {:.3f}x the exact time",
+                          tier_run.seconds, ops / tier_run.seconds / 1e12, exact.seconds,
+                          tier_run.seconds / exact.seconds);
+    }
+    results.push_back(r);
     if (!a.json)
-      fmt::print("{:>9}: rel-rms {:.4g} (cosine {:.6f}) | baseline ({}) rel-rms {:.4g}\n", kind,
-                 tier.rel_rms, tier.cosine, baseline, base.rel_rms);
+      fmt::print("{:>9}: rel-rms {:.4g} (cosine {:.6f}) | baseline ({}) rel-rms {}{}\n", kind,
+                 tier.rel_rms, tier.cosine, baseline, base_text, speed);
   }
   if (a.json) {
     const nlohmann::json j = {
         {"command", "kvbench"},
+        {"exact_kernel", std::string(be.attention_kernel())},
         {"kv_store", a.kv_store},
         {"approximate", true},
         {"backend", a.backend},

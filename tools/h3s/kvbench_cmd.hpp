@@ -2,7 +2,8 @@
 // attention on fixed synthetic inputs (issue 12's accuracy harness), beside
 // the plain recipe the tier improves on (its baseline, computed here on the
 // host from the same definitions with the rotation turned off): relative
-// rms and cosine over all outputs, and the store's bytes per element.
+// rms and cosine over all outputs, and the store's bytes per element; on
+// the GPU also the attention's time against the exact kernel's.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,6 +20,7 @@ struct KvBenchArgs {
   std::vector<std::string> inputs{"gaussian", "outlier"};
   uint64_t seed = 1;
   int threads = 0;
+  bool baseline = true;  // --no-baseline: skip the host baseline (O(tokens^2) on the CPU)
   bool json = false;
 };
 void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a);

@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/math.hpp"
+#include "backend/op_checks.hpp"
 #include "kv/kvi8r.hpp"
 
 namespace h3s::cpu {
@@ -28,18 +29,8 @@ void expect_heads(const Tensor& t, const char* op, const char* operand) {
 }  // namespace
 
 void CpuBackend::kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) {
-  const char* op = "kvi8r_quantize";
-  expect_dtype(src, DType::bf16, op, "src");
-  expect_dtype(code, DType::i8, op, "code");
-  expect_dtype(scale, DType::f16, op, "scale");
-  expect_heads(src, op, "src");
-  const int64_t rows = src.rows(), heads = src.cols() / kHd;
-  expect_rows(code, rows, op, "code");
-  expect_cols(code, heads * kHd, op, "code");
-  expect_unit_col_stride(code, op, "code");
-  expect_rows(scale, rows, op, "scale");
-  expect_cols(scale, heads, op, "scale");
-  expect_unit_col_stride(scale, op, "scale");
+  const int64_t rows = src.rows(),
+                heads = checks::kvi8r_quantize_args(src, code, scale, Device::host);
   pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t h = 0; h < heads; ++h)
@@ -67,30 +58,12 @@ void CpuBackend::rotate_heads(const Tensor& t) {
 
 void CpuBackend::attention_kvi8r(const Tensor& q, const KvI8View& kv, RowRange keys, AttnState& s) {
   const char* op = "attention_kvi8r";
-  expect_dtype(q, DType::bf16, op, "q");
-  expect_dtype(kv.k_code, DType::i8, op, "k codes");
-  expect_dtype(kv.v_code, DType::i8, op, "v codes");
-  expect_dtype(kv.k_scale, DType::f16, op, "k scales");
-  expect_dtype(kv.v_scale, DType::f16, op, "v scales");
   const int64_t heads = s.heads, rows = q.rows();
   if (s.head_dim != kHd)
     fail(ErrorKind::invalid_argument, "{}: head_dim {} (kvi8r rotates {}-dim heads)", op,
          s.head_dim, kHd);
-  expect_rows(q, s.rows, op, "q");
-  expect_cols(q, heads * kHd, op, "q");
-  expect_unit_col_stride(q, op, "q");
-  for (const Tensor* t : {&kv.k_code, &kv.v_code}) expect_cols(*t, heads * kHd, op, "codes");
-  for (const Tensor* t : {&kv.k_scale, &kv.v_scale}) expect_cols(*t, heads, op, "scales");
-  for (const Tensor* t : {&kv.k_code, &kv.v_code, &kv.k_scale, &kv.v_scale})
-    expect_unit_col_stride(*t, op, "K/V arrays");
-  if (kv.v_code.row_stride() != kv.k_code.row_stride() ||
-      kv.v_scale.row_stride() != kv.k_scale.row_stride())
-    fail(ErrorKind::invalid_argument, "{}: K and V codes (and scales) must share a row stride", op);
-  if (kv.v_code.rows() != kv.rows() || kv.k_scale.rows() != kv.rows() ||
-      kv.v_scale.rows() != kv.rows())
-    fail(ErrorKind::invalid_argument, "{}: codes and scales of K and V must have one row count",
-         op);
-  checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
+  checks::kvi8r_attention_args(q, s.rows, heads, kv.k_code, kv.k_scale, kv.v_code, kv.v_scale, keys,
+                               kAttnKvTile, Device::host);
   pool_.parallel_for(heads * rows, 1, [&](int64_t t0, int64_t t1) {
     auto scratch = std::make_unique<kvi8r::Scratch>();
     float qf[kHd];

@@ -7,6 +7,7 @@
 #include <array>
 #include <string_view>
 
+#include "backend/cuda/cuda_checks.hpp"
 #include "backend/cuda/elementwise/mod_rows.hpp"
 #include "backend/op_checks.hpp"
 #include "core/error.hpp"
@@ -278,9 +279,7 @@ void CudaBackend::swiglu_linear(const Tensor& f, const QuantLinear& w, const Ten
 
 // ---- attention ---------------------------------------------------------------------
 
-namespace {
-
-void expect_state(const AttnState& s, const char* op) {
+void expect_attn_state(const AttnState& s, const char* op) {
   constexpr int64_t kHeadDim = 128;  // the attention kernels' head size (kernels.hpp)
   if (s.head_dim != kHeadDim)
     fail(ErrorKind::invalid_argument, "{}: head_dim {} is not supported (the kernels need {})", op,
@@ -296,10 +295,8 @@ void expect_state(const AttnState& s, const char* op) {
          op);
 }
 
-}  // namespace
-
 void CudaBackend::attn_state_reset(AttnState& s) {
-  expect_state(s, "attn_state_reset");
+  expect_attn_state(s, "attn_state_reset");
   attention_reset(s.m.view.ptr<float>(), s.l.view.ptr<float>(), s.acc.view.ptr<float>(), s.rows,
                   s.heads, stream_);
 }
@@ -307,7 +304,7 @@ void CudaBackend::attn_state_reset(AttnState& s) {
 void CudaBackend::attention_with_ends(const Tensor& q, const KvView& kv, RowRange keys,
                                       AttnState& s, AttnEnds ends) {
   const char* op = "attention";
-  expect_state(s, op);
+  expect_attn_state(s, op);
   expect_dtype(q, DType::bf16, op, "q");
   expect_dtype(kv.k, DType::bf16, op, "k");
   expect_dtype(kv.v, DType::bf16, op, "v");
@@ -355,7 +352,7 @@ void CudaBackend::attention(const Tensor& q, const KvView& kv, RowRange keys, At
 
 void CudaBackend::attn_state_finish(const AttnState& s, const Tensor& out) {
   const char* op = "attn_state_finish";
-  expect_state(s, op);
+  expect_attn_state(s, op);
   expect_dtype(out, DType::bf16, op, "out");
   expect_rows(out, s.rows, op, "out");
   expect_cols(out, s.heads * s.head_dim, op, "out");

@@ -91,6 +91,25 @@ void attention_finish(const float* l, const float* acc, uint16_t* out, int64_t l
                       int64_t heads, cudaStream_t s);
 void attention_reset(float* m, float* l, float* acc, int64_t rows, int64_t heads, cudaStream_t s);
 
+// ---- the kvi8r K/V tier (kv/, attention/) -------------------------------------
+// Bit-exact with kv/kvi8r.hpp per (row, head): src [rows, heads * 128] bf16
+// -> codes (row stride ldc) and fp16 scale bits [rows, ld_scale]. Rows
+// 8-byte aligned (lds, ldc multiples of 4).
+void kvi8r_quantize(const uint16_t* src, int64_t lds, int8_t* code, int64_t ldc, uint16_t* scale,
+                    int64_t ld_scale, int64_t rows, int64_t heads, cudaStream_t s);
+// In place: t = bf16(rotate(t)) per 128-dim head.
+void kvi8r_rotate_heads(uint16_t* t, int64_t ldt, int64_t rows, int64_t heads, cudaStream_t s);
+// out = bf16(rotate(acc / l)) per (row, head).
+void kvi8r_finish_rotated(const float* l, const float* acc, uint16_t* out, int64_t ldo,
+                          int64_t rows, int64_t heads, cudaStream_t s);
+// The tier's attention (attn::KvI8rFwdParams): continues the state, or
+// starts it when fresh; the state always ends stored. Hopper only:
+// attention_kvi8r_supported() says whether this device runs it.
+void attention_kvi8r(const attn::KvI8rFwdParams& p, bool fresh, cudaStream_t s);
+bool attention_kvi8r_supported();
+// The variant that runs (H3S_KVI8R_KERNEL overrides: codes2, codes1).
+const char* attention_kvi8r_kernel_name();
+
 // ---- elementwise (elementwise/) ---------------------------------------------
 // Per run row r (mod_row[r] >= 0): x = bf16(x + y * gate[mod_row[r]]); the
 // product rounds to fp32, then the sum, then one bf16 rounding.

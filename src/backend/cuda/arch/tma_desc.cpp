@@ -25,14 +25,8 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
   return fn;
 }
 
-}  // namespace
-
-CUtensorMap encode_bf16_swizzle128(const Bf16Tensor3d& t, const uint32_t (&box)[3],
-                                   const char* what) {
-  constexpr uint32_t kSwizzleRowBytes = 128;
-  if (box[0] * 2 != kSwizzleRowBytes)
-    fail(ErrorKind::internal, "{}: a 128-byte-swizzled box row must be 64 bf16 (got {})", what,
-         box[0]);
+CUtensorMap encode(const Tensor3d& t, const uint32_t (&box)[3], CUtensorMapDataType type,
+                   CUtensorMapSwizzle swizzle, const char* what) {
   if (reinterpret_cast<uintptr_t>(t.base) % 16 != 0 || t.stride_bytes[0] % 16 != 0 ||
       t.stride_bytes[1] % 16 != 0)
     fail(ErrorKind::invalid_argument,
@@ -44,15 +38,32 @@ CUtensorMap encode_bf16_swizzle128(const Bf16Tensor3d& t, const uint32_t (&box)[
   const cuuint64_t strides[2] = {t.stride_bytes[0], t.stride_bytes[1]};
   const cuuint32_t unit[3] = {1, 1, 1};
   const CUresult r =
-      encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(t.base), dims, strides,
-                box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      encoder()(&map, type, 3, const_cast<void*>(t.base), dims, strides, box, unit,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     fail(ErrorKind::internal,
          "{}: cuTensorMapEncodeTiled failed (CUresult {}) for extents {} x {} x {}, strides {} "
          "and {} bytes",
          what, int(r), t.extent[0], t.extent[1], t.extent[2], t.stride_bytes[0], t.stride_bytes[1]);
   return map;
+}
+
+}  // namespace
+
+CUtensorMap encode_bf16_swizzle128(const Tensor3d& t, const uint32_t (&box)[3], const char* what) {
+  constexpr uint32_t kSwizzleRowBytes = 128;
+  if (box[0] * 2 != kSwizzleRowBytes)
+    fail(ErrorKind::internal, "{}: a 128-byte-swizzled box row must be 64 bf16 (got {})", what,
+         box[0]);
+  return encode(t, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, what);
+}
+
+CUtensorMap encode_u8(const Tensor3d& t, const uint32_t (&box)[3], const char* what) {
+  if (box[0] % 16 != 0)
+    fail(ErrorKind::internal, "{}: an unswizzled box row must be a multiple of 16 bytes (got {})",
+         what, box[0]);
+  return encode(t, box, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_NONE, what);
 }
 
 }  // namespace h3s::cuda::arch

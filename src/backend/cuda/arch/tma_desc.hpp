@@ -1,7 +1,7 @@
-// Host side of TMA: encodes CUtensorMap descriptors for the bf16 tensors the
-// kernels load. The driver entry point is looked up through the runtime
-// (cudaGetDriverEntryPointByVersion), so nothing links libcuda directly and
-// a machine without a driver still loads the library.
+// Host side of TMA: encodes CUtensorMap descriptors for the tensors the
+// kernels load (bf16 tiles, 128-byte swizzled; int8 code tiles, unswizzled). The driver entry point
+// is looked up through the runtime (cudaGetDriverEntryPointByVersion), so nothing links libcuda
+// directly and a machine without a driver still loads the library.
 #pragma once
 
 #include <cuda.h>
@@ -10,9 +10,9 @@
 
 namespace h3s::cuda::arch {
 
-// A rank-3 bf16 tensor: extents (innermost first) and the byte strides of
+// A rank-3 tensor: extents (innermost first) and the byte strides of
 // dimensions 1 and 2 (dimension 0 is contiguous).
-struct Bf16Tensor3d {
+struct Tensor3d {
   const void* base;
   uint64_t extent[3];
   uint64_t stride_bytes[2];
@@ -22,7 +22,11 @@ struct Bf16Tensor3d {
 // (box[0] * 2 bytes must be 128: one swizzle row per box row). Throws
 // h3s::Error naming the field that the hardware rejects (alignment, stride
 // or extent limits) instead of a bare CUresult.
-CUtensorMap encode_bf16_swizzle128(const Bf16Tensor3d& t, const uint32_t (&box)[3],
-                                   const char* what);
+CUtensorMap encode_bf16_swizzle128(const Tensor3d& t, const uint32_t (&box)[3], const char* what);
+
+// The same tensor shape over bytes (int8 or fp8 codes), unswizzled: a box
+// lands as box[2] rows of box[0] * box[1] contiguous bytes (box[0] a
+// multiple of 16).
+CUtensorMap encode_u8(const Tensor3d& t, const uint32_t (&box)[3], const char* what);
 
 }  // namespace h3s::cuda::arch

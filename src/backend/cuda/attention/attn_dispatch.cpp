@@ -124,4 +124,61 @@ void attention_fwd(const attn::FwdParams& p, const attn::FwdEnds& ends, cudaStre
   if (ends.out != nullptr) attention_finish(p.l, p.acc, ends.out, ends.ldo, p.rows, p.heads, s);
 }
 
+// ---- kvi8r ------------------------------------------------------------------
+
+namespace {
+
+struct I8rChoice {
+  attn::AttnI8rVariant variant;
+  const char* name;
+};
+// The variant measured fastest on the H200 (docs/PERFORMANCE.md).
+constexpr I8rChoice kI8rChoices[] = {{attn::AttnI8rVariant::codes2, "codes2"},
+                                     {attn::AttnI8rVariant::codes1, "codes1"}};
+
+I8rChoice i8r_choice() {
+  const char* env = std::getenv("H3S_KVI8R_KERNEL");
+  const std::string_view want = env != nullptr ? env : "";
+  if (want.empty()) return kI8rChoices[0];
+  for (const I8rChoice& c : kI8rChoices)
+    if (want == c.name) return c;
+  fail(ErrorKind::invalid_argument,
+       "H3S_KVI8R_KERNEL={} is not a kvi8r kernel; choose codes2 or codes1", want);
+}
+
+}  // namespace
+
+bool attention_kvi8r_supported() {
+  static const bool sm90 = device_is_sm90();
+  return sm90;
+}
+
+const char* attention_kvi8r_kernel_name() {
+  return i8r_choice().name;
+}
+
+void attention_kvi8r(const attn::KvI8rFwdParams& p, bool fresh, cudaStream_t s) {
+  const char* op = "attention_kvi8r";
+  if (!attention_kvi8r_supported())
+    fail(ErrorKind::invalid_argument,
+         "{}: the kvi8r kernel needs an sm_90 GPU (Hopper); use kv_store 'bf16' here", op);
+  if (p.key_begin < 0 || p.key_end < p.key_begin || p.key_begin % attn::kEngineKvTile != 0)
+    fail(ErrorKind::internal, "{}: keys [{}, {}) must start on a {}-key tile", op, p.key_begin,
+         p.key_end, attn::kEngineKvTile);
+  if (p.rows <= 0 || p.heads <= 0) return;
+  if (p.heads > 65535)
+    fail(ErrorKind::invalid_argument, "{}: {} heads exceed grid.y (65535)", op, p.heads);
+  if (!aligned_to(p.q, 16) || p.ldq % 8 != 0 || !aligned_to(p.k_code, 16) ||
+      !aligned_to(p.v_code, 16) || p.code_stride % 16 != 0)
+    fail(ErrorKind::invalid_argument,
+         "{}: TMA needs q and the codes 16-byte aligned, ldq a multiple of 8 and the code row "
+         "stride of 16 (ldq {}, code stride {})",
+         op, p.ldq, p.code_stride);
+  if (p.key_end == p.key_begin) {
+    if (fresh) attention_reset(p.m, p.l, p.acc, p.rows, p.heads, s);
+    return;
+  }
+  attn::attention_fwd_kvi8r_sm90(p, fresh, i8r_choice().variant, s);
+}
+
 }  // namespace h3s::cuda

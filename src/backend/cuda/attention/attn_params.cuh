@@ -61,10 +61,36 @@ struct FwdEnds {
 // ping-pong between the consumer warpgroups); attn_dispatch.cpp picks one.
 enum class AttnWsVariant { stages2_pingpong, stages3_pingpong, stages2, stages3 };
 
+// The kvi8r tier's attention (kv/kvi8r.hpp): q rotated bf16 as FwdParams';
+// K and V int8 codes [keys, heads * 128] (row stride code_stride bytes) and
+// fp16 scales [keys, scale_stride] (head h in column h). The state always
+// ends stored (the tier's finish un-rotates it: kvi8r_finish_rotated).
+struct KvI8rFwdParams {
+  const uint16_t* q;
+  int64_t ldq;
+  int64_t rows;
+  int64_t heads;
+  const int8_t* k_code;
+  const int8_t* v_code;
+  int64_t code_stride;
+  const uint16_t* k_scale;
+  const uint16_t* v_scale;
+  int64_t scale_stride;
+  int64_t key_begin;
+  int64_t key_end;
+  float* m;
+  float* l;
+  float* acc;
+};
+// Its variants: code-ring depth (the bf16 ring has 2 stages in both).
+enum class AttnI8rVariant { codes2, codes1 };
+
 // Launchers; callers (attn_dispatch.cpp) validate and check the device first.
 void attention_fwd_sm80(const FwdParams& p, cudaStream_t s);  // mma.sync, any sm_80+
 void attention_fwd_sm90(const FwdParams& p, cudaStream_t s);  // wgmma, cp.async (sm_90a)
 void attention_fwd_ws_sm90(const FwdParams& p, const FwdEnds& ends, AttnWsVariant v,
                            cudaStream_t s);  // warp-specialised, TMA (sm_90a)
+void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh, AttnI8rVariant v,
+                              cudaStream_t s);  // the same with int8 K/V (sm_90a)
 
 }  // namespace h3s::cuda::attn

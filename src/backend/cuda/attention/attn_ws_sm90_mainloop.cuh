@@ -15,6 +15,8 @@
 // 1/sqrt(d) in fp32 and folded into (m, l) once per tile (attn_state.cuh).
 #pragma once
 
+#include <cuda_fp16.h>
+
 #include <cstdint>
 
 #include "backend/cuda/arch/mbarrier.cuh"
@@ -89,12 +91,32 @@ struct AttnWsConsumer {
     for (int i = 0; i < T::kAccRegs; ++i) wgmma::fence_operand(acc[i]);
   }
 
-  // Scales the tile's scores like the reference, masks keys past key_end
+  // fp16 scales of keys 8n + col and 8n + col + 1 (one shared 32-bit load).
+  __device__ static float2 scale_pair(uint32_t scales, int key) {
+    uint32_t bits;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(bits) : "r"(scales + uint32_t(key) * 2));
+    return __half22float2(*reinterpret_cast<const __half2*>(&bits));
+  }
+
+  // Scales the tile's scores like the reference (with per-key scales first:
+  // s = (dot * scale_k) * 1/sqrt(d), kv/kvi8r.hpp), masks keys past key_end
   // (uniform per tile: only a call's last tile is partial) and folds the
   // tile into the state; s then holds the probabilities.
   __device__ void softmax(Scores& s, int64_t key0, int64_t key_end, OnlineSoftmax& st,
-                          float (&alpha)[OnlineSoftmax::kRows]) const {
+                          float (&alpha)[OnlineSoftmax::kRows], uint32_t k_scales) const {
     float(&sc)[T::kSBlocks][4] = *reinterpret_cast<float(*)[T::kSBlocks][4]>(&s);
+    if constexpr (T::kKeyScales) {
+#pragma unroll
+      for (int n = 0; n < T::kSBlocks; ++n) {
+        const float2 ks = scale_pair(k_scales, n * 8 + col);
+        sc[n][0] = __fmul_rn(sc[n][0], ks.x);
+        sc[n][1] = __fmul_rn(sc[n][1], ks.y);
+        sc[n][2] = __fmul_rn(sc[n][2], ks.x);
+        sc[n][3] = __fmul_rn(sc[n][3], ks.y);
+      }
+    } else {
+      (void)k_scales;
+    }
 #pragma unroll
     for (int n = 0; n < T::kSBlocks; ++n)
 #pragma unroll
@@ -111,16 +133,42 @@ struct AttnWsConsumer {
   }
 
   // P's k16 step kk is score blocks 2kk and 2kk + 1 rounded to bf16 (the
-  // accumulator layout of S is the A-fragment layout of P).
-  __device__ static void pack_probs(const Scores& s, Probs& pa) {
+  // accumulator layout of S is the A-fragment layout of P); with per-key
+  // scales, each probability is first multiplied by its key's V scale in
+  // fp32 (kvi8r: o += (p * scale_v) * code_v).
+  __device__ void pack_probs(const Scores& s, Probs& pa, uint32_t v_scales) const {
 #pragma unroll
     for (int kk = 0; kk < T::kPvSteps; ++kk) {
       const float* b0 = s + 8 * kk;  // score block 2kk: 4 registers, then block 2kk + 1
-      pa[kk][0] = arch::pack_bf16x2(b0[0], b0[1]);
-      pa[kk][1] = arch::pack_bf16x2(b0[2], b0[3]);
-      pa[kk][2] = arch::pack_bf16x2(b0[4], b0[5]);
-      pa[kk][3] = arch::pack_bf16x2(b0[6], b0[7]);
+      float2 s0 = make_float2(1.0f, 1.0f), s1 = s0;
+      if constexpr (T::kKeyScales) {
+        s0 = scale_pair(v_scales, 16 * kk + col);
+        s1 = scale_pair(v_scales, 16 * kk + 8 + col);
+      } else {
+        (void)v_scales;
+      }
+      auto w = [&](float p, float sv) { return T::kKeyScales ? __fmul_rn(p, sv) : p; };
+      pa[kk][0] = arch::pack_bf16x2(w(b0[0], s0.x), w(b0[1], s0.y));
+      pa[kk][1] = arch::pack_bf16x2(w(b0[2], s0.x), w(b0[3], s0.y));
+      pa[kk][2] = arch::pack_bf16x2(w(b0[4], s1.x), w(b0[5], s1.y));
+      pa[kk][3] = arch::pack_bf16x2(w(b0[6], s1.x), w(b0[7], s1.y));
     }
+  }
+
+  // The stage's per-key scales (0 without kKeyScales: never read).
+  template <class Smem>
+  __device__ static uint32_t k_scales_of(const Smem& smem, int stage) {
+    if constexpr (T::kKeyScales)
+      return smem.k_scales(stage);
+    else
+      return (void)smem, (void)stage, 0u;
+  }
+  template <class Smem>
+  __device__ static uint32_t v_scales_of(const Smem& smem, int stage) {
+    if constexpr (T::kKeyScales)
+      return smem.v_scales(stage);
+    else
+      return (void)smem, (void)stage, 0u;
   }
 
   // After a wgmma wait: keeps the compiler from reading the registers an
@@ -136,8 +184,10 @@ struct AttnWsConsumer {
     for (int i = 0; i < T::kAccRegs; ++i) acc[i] = __fmul_rn(acc[i], alpha[(i % 4) / 2]);
   }
 
-  __device__ void run(const AttnWsParams& p, const AttnWsSmem<T>& smem, AttnWsTile tile,
-                      int n_tiles) const {
+  // Smem: AttnWsSmem<T>, or any layout with the same K/V ring accessors (and
+  // k_scales / v_scales with kKeyScales).
+  template <class Smem>
+  __device__ void run(const AttnWsParams& p, const Smem& smem, AttnWsTile tile, int n_tiles) const {
     const int tid = int(threadIdx.x) % arch::kWarpGroupThreads;
     const int warp = tid / 32, lane = tid % 32;
     const AttnWsEpilogue<T> ends{tile.row0 + consumer * T::kGroupRows + warp * 16 + lane / 4,
@@ -160,9 +210,11 @@ struct AttnWsConsumer {
     pass_tensor_cores();
     wgmma::wait<0>();
     settle(s);
-    arch::mbar_arrive(smem.k_empty(0));
-    softmax(s, p.key_begin, p.key_end, st, alpha);
-    pack_probs(s, pa);
+    // With per-key scales K's stage also holds the V scales pack_probs reads.
+    if constexpr (!T::kKeyScales) arch::mbar_arrive(smem.k_empty(0));
+    softmax(s, p.key_begin, p.key_end, st, alpha, k_scales_of(smem, 0));
+    pack_probs(s, pa, v_scales_of(smem, 0));
+    if constexpr (T::kKeyScales) arch::mbar_arrive(smem.k_empty(0));
 
     for (int t = 1; t < n_tiles; ++t) {
       const int stage = t % T::kStages, prev = (t - 1) % T::kStages;
@@ -177,12 +229,14 @@ struct AttnWsConsumer {
       pass_tensor_cores();
       wgmma::wait<1>();  // S_t (committed first) is done
       settle(s);
-      arch::mbar_arrive(smem.k_empty(stage));
-      softmax(s, p.key_begin + int64_t(t) * T::kBlockN, p.key_end, st, alpha);
+      if constexpr (!T::kKeyScales) arch::mbar_arrive(smem.k_empty(stage));
+      softmax(s, p.key_begin + int64_t(t) * T::kBlockN, p.key_end, st, alpha,
+              k_scales_of(smem, stage));
       wgmma::wait<0>();  // P_{t-1} V_{t-1} is done: pa and V's stage are free
       settle(acc);
       arch::mbar_arrive(smem.v_empty(prev));
-      pack_probs(s, pa);
+      pack_probs(s, pa, v_scales_of(smem, stage));
+      if constexpr (T::kKeyScales) arch::mbar_arrive(smem.k_empty(stage));
     }
 
     // The last tile's P V.

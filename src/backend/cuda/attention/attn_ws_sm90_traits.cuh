@@ -32,6 +32,9 @@ struct AttnWsTraits {
   static constexpr int kHeadDim = AttnScale::kHeadDim;
   static constexpr int kStages = kStages_;
   static constexpr bool kPingPong = kPingPong_;
+  // Per-key scales on S and P (the kvi8r tier's traits set it; the smem then
+  // has k_scales / v_scales and the consumer keeps K's stage until P is packed).
+  static constexpr bool kKeyScales = false;
 
   // Warp roles.
   static constexpr int kProducerWarpGroups = 1;
@@ -44,10 +47,15 @@ struct AttnWsTraits {
   // per thread plus the softmax state. Both must fit the SM's file at one CTA.
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
+  // setmaxnreg moves registers between warpgroups of the CTA's launch
+  // allocation (the file divided by the threads, in steps of 8): the
+  // consumers' increase blocks until the producer's decrease has freed them,
+  // so the split must fit that allocation, not the whole file.
+  static constexpr int kLaunchRegs = (arch::kSmRegisters / kThreads) / 8 * 8;  // 168
   static_assert((kProducerWarpGroups * kProducerRegs + kConsumerWarpGroups * kConsumerRegs) *
                         arch::kWarpGroupThreads <=
-                    arch::kSmRegisters,
-                "the register split exceeds the SM's register file");
+                    kLaunchRegs * kThreads,
+                "the register split exceeds the CTA's launch allocation");
 
   // Tiles: a consumer's rows are one wgmma M; a key tile is one wgmma N.
   static constexpr int kGroupRows = 64;  // wgmma m64

@@ -1,0 +1,99 @@
+// The kvi8r Hopper attention (sm_90a): the warp-specialised exact kernel's
+// consumers (attn_ws_sm90_mainloop.cuh, with per-key scales) fed by a
+// producer warpgroup that loads int8 K/V codes with TMA and converts them to
+// bf16 in shared memory (attn_i8r_sm90_load.cuh), under AttnI8rTraits; and
+// its launcher. Both code-ring depths are built so one binary measures them.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/arch/tma_desc.hpp"
+#include "backend/cuda/arch/warpgroup.cuh"
+#include "backend/cuda/attention/attn_i8r_sm90_load.cuh"
+#include "backend/cuda/attention/attn_i8r_sm90_params.cuh"
+#include "backend/cuda/attention/attn_i8r_sm90_smem.cuh"
+#include "backend/cuda/attention/attn_i8r_sm90_traits.cuh"
+#include "backend/cuda/attention/attn_params.cuh"
+#include "backend/cuda/attention/attn_ws_sm90_mainloop.cuh"
+#include "backend/cuda/attention/attn_ws_sm90_scheduler.cuh"
+#include "backend/cuda/common.cuh"
+
+namespace h3s::cuda::attn {
+namespace i8r {
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1)
+    attn_fwd_i8r_sm90(const __grid_constant__ AttnI8rParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const AttnI8rSmem<T> smem = AttnI8rSmem<T>::from(smem_raw);
+  const AttnWsTile tile = AttnWsStaticScheduler<T>::tile();
+  const int n_tiles = int((p.base.key_end - p.base.key_begin + T::kBlockN - 1) / T::kBlockN);
+  if (threadIdx.x == 0) smem.init_barriers();
+  __syncthreads();
+  const int wg = arch::warpgroup_index();
+  if (wg < T::kProducerWarpGroups) {
+    arch::setmaxnreg_dec<T::kProducerRegs>();
+    AttnI8rLoad<T>::run(p, smem, tile, n_tiles, int(threadIdx.x));
+  } else {
+    arch::setmaxnreg_inc<T::kConsumerRegs>();
+    const AttnWsConsumer<T> consumer{wg - T::kProducerWarpGroups, 2 * (int(threadIdx.x) % 4)};
+    consumer.run(p.base, smem, tile, n_tiles);
+  }
+#else
+  (void)p;
+  __trap();  // never launched: the dispatcher selects this kernel on sm_90 only
+#endif
+}
+
+template <class T>
+void launch(const KvI8rFwdParams& f, bool fresh, cudaStream_t s) {
+  AttnI8rParams p{};
+  const uint64_t kRowBytes = uint64_t(T::kHeadDim) * T::kElemBytes;
+  const uint32_t q_box[3] = {uint32_t(T::kHalfDims), 1, uint32_t(T::kBlockM)};
+  const uint32_t code_box[3] = {uint32_t(T::kCodeRowBytes), 1, uint32_t(T::kBlockN)};
+  p.base.q_map =
+      arch::encode_bf16_swizzle128({f.q,
+                                    {uint64_t(T::kHeadDim), uint64_t(f.heads), uint64_t(f.rows)},
+                                    {kRowBytes, uint64_t(f.ldq) * T::kElemBytes}},
+                                   q_box, "kvi8r attention q");
+  const uint64_t extent[3] = {uint64_t(T::kHeadDim), uint64_t(f.heads), uint64_t(f.key_end)};
+  const uint64_t strides[2] = {uint64_t(T::kCodeRowBytes), uint64_t(f.code_stride)};
+  p.base.k_map =
+      arch::encode_u8({f.k_code, {extent[0], extent[1], extent[2]}, {strides[0], strides[1]}},
+                      code_box, "kvi8r attention K codes");
+  p.base.v_map =
+      arch::encode_u8({f.v_code, {extent[0], extent[1], extent[2]}, {strides[0], strides[1]}},
+                      code_box, "kvi8r attention V codes");
+  p.base.rows = f.rows;
+  p.base.heads = f.heads;
+  p.base.key_begin = f.key_begin;
+  p.base.key_end = f.key_end;
+  p.base.m = f.m;
+  p.base.l = f.l;
+  p.base.acc = f.acc;
+  p.base.out = nullptr;
+  p.base.fresh = fresh;
+  p.k_scale = f.k_scale;
+  p.v_scale = f.v_scale;
+  p.scale_stride = f.scale_stride;
+  const auto kernel = attn_fwd_i8r_sm90<T>;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmemBytes));
+  kernel<<<AttnWsStaticScheduler<T>::grid(f.rows, f.heads), T::kThreads, T::kSmemBytes, s>>>(p);
+  check_launch("attn_fwd_i8r_sm90");
+}
+
+}  // namespace i8r
+
+void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh, AttnI8rVariant v,
+                              cudaStream_t s) {
+  switch (v) {
+    case AttnI8rVariant::codes2:
+      return i8r::launch<AttnI8rTraits<2, 2>>(p, fresh, s);
+    case AttnI8rVariant::codes1:
+      return i8r::launch<AttnI8rTraits<2, 1>>(p, fresh, s);
+  }
+  fail_internal("attention_fwd_kvi8r_sm90: unknown variant");
+}
+
+}  // namespace h3s::cuda::attn

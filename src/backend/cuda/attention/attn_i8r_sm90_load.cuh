@@ -1,0 +1,153 @@
+// The producer warpgroup of the kvi8r attention. Thread 0 issues the TMA
+// loads (Q once; the int8 code tiles of K and V in key order into the code
+// ring, kI8Stages tiles ahead). All 128 threads then, per key tile t:
+//
+//   wait K codes[t] and the bf16 stage's release; convert the codes into
+//   the stage (the exact kernel's swizzled bf16 layout) and write the tile's
+//   K and V scales beside it; fence (wgmma reads through the async proxy);
+//   arrive K full; release the codes.            Then the same for V.
+//
+// A code c in [-127, 127] becomes bf16 exactly without a conversion
+// instruction: with lo = c & 0x7f and sign = c & 0x80, the bf16 bit patterns
+// 0x43|lo (= 128 + lo) minus 0x43|sign (= 128, or 256 for negative c) give c
+// (two's complement: lo = c + 128 when c < 0). Two byte permutes build both
+// operands of a pair, one sub.bf16x2 finishes it.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/arch/mbarrier.cuh"
+#include "backend/cuda/arch/tma.cuh"
+#include "backend/cuda/arch/wgmma.cuh"
+#include "backend/cuda/attention/attn_i8r_sm90_params.cuh"
+#include "backend/cuda/attention/attn_i8r_sm90_smem.cuh"
+#include "backend/cuda/attention/attn_ws_sm90_scheduler.cuh"
+
+namespace h3s::cuda::attn {
+
+namespace i8r {
+
+// Four int8 codes (a 32-bit word, code 0 in the low byte) -> two bf16x2.
+__device__ __forceinline__ void codes_to_bf16(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  constexpr uint32_t kBias = 0x43434343u;  // bf16 exponent byte of 128
+  const uint32_t mag = w & 0x7f7f7f7fu, sign = w & 0x80808080u;
+  // Selector 0x4140: bytes {src0, bias, src1, bias}; 0x4342: {src2, bias, src3, bias}.
+  const uint32_t a01 = __byte_perm(mag, kBias, 0x4140), a23 = __byte_perm(mag, kBias, 0x4342);
+  const uint32_t b01 = __byte_perm(sign, kBias, 0x4140), b23 = __byte_perm(sign, kBias, 0x4342);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(lo) : "r"(a01), "r"(b01));
+  asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(hi) : "r"(a23), "r"(b23));
+#else
+  (void)a01, (void)a23, (void)b01, (void)b23;
+  lo = hi = 0;
+#endif
+}
+
+__device__ __forceinline__ uint2 ld_shared_u64(uint32_t a) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ void st_shared_u128(uint32_t a, uint32_t x, uint32_t y, uint32_t z,
+                                               uint32_t w) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(x), "r"(y), "r"(z), "r"(w)
+               : "memory");
+}
+__device__ __forceinline__ void st_shared_u16(uint32_t a, uint16_t v) {
+  asm volatile("st.shared.u16 [%0], %1;" ::"r"(a), "h"(v) : "memory");
+}
+
+}  // namespace i8r
+
+template <class T>
+struct AttnI8rLoad {
+  // One code tile -> one bf16 tile. Item i of the thread: key row r, codes
+  // [8c, 8c + 8) -> the 16-byte chunk c % 8 of 64-dim half c / 8, at swizzle
+  // position (c % 8) ^ (r % 8). A half-warp reads one 128-byte code row and
+  // a quarter-warp writes 8 distinct chunks: no bank conflicts either way.
+  __device__ static void convert(uint32_t codes, uint32_t tile, int tid) {
+#pragma unroll 2  // the producer runs on kProducerRegs (32) registers
+    for (int i = 0; i < T::kItemsPerThread; ++i) {
+      const int item = i * T::kConverterThreads + tid;
+      const int r = item / T::kItemsPerRow, c = item % T::kItemsPerRow;
+      const uint2 w =
+          i8r::ld_shared_u64(codes + uint32_t(r * T::kCodeRowBytes + c * T::kItemCodes));
+      uint32_t o[4];
+      i8r::codes_to_bf16(w.x, o[0], o[1]);
+      i8r::codes_to_bf16(w.y, o[2], o[3]);
+      const int half = c / T::kItemsPerHalf, chunk = c % T::kItemsPerHalf;
+      const uint32_t dst = tile + uint32_t(half) * T::kKvHalfBytes +
+                           uint32_t(r) * wgmma::kSwizzleBytes + uint32_t((chunk ^ (r % 8)) * 16);
+      i8r::st_shared_u128(dst, o[0], o[1], o[2], o[3]);
+    }
+  }
+
+  __device__ static void issue_codes(const AttnI8rParams& p, const AttnI8rSmem<T>& s, int32_t head,
+                                     int t) {
+    const int s8 = t % T::kI8Stages;
+    const uint32_t free_parity = uint32_t((t / T::kI8Stages) & 1) ^ 1u;
+    const int32_t key0 = int32_t(p.base.key_begin + int64_t(t) * T::kBlockN);
+    arch::mbar_wait(s.k_codes_empty(s8), free_parity);
+    arch::mbar_arrive_expect_tx(s.k_codes_full(s8), T::kI8TileBytes);
+    arch::tma_load_3d(s.k_codes(s8), &p.base.k_map, s.k_codes_full(s8), 0, head, key0);
+    arch::mbar_wait(s.v_codes_empty(s8), free_parity);
+    arch::mbar_arrive_expect_tx(s.v_codes_full(s8), T::kI8TileBytes);
+    arch::tma_load_3d(s.v_codes(s8), &p.base.v_map, s.v_codes_full(s8), 0, head, key0);
+  }
+
+  __device__ static void run(const AttnI8rParams& p, const AttnI8rSmem<T>& s, AttnWsTile tile,
+                             int n_tiles, int tid) {
+    const int32_t head = int32_t(tile.head);
+    const bool issuer = tid == 0;
+    if (issuer) {
+      arch::tma_prefetch_desc(&p.base.q_map);
+      arch::tma_prefetch_desc(&p.base.k_map);
+      arch::tma_prefetch_desc(&p.base.v_map);
+      arch::mbar_arrive_expect_tx(s.q_full(), T::kQBytes);
+#pragma unroll
+      for (int h = 0; h < T::kHalves; ++h)
+        arch::tma_load_3d(s.q() + uint32_t(h) * T::kQHalfBytes, &p.base.q_map, s.q_full(),
+                          h * T::kHalfDims, head, int32_t(tile.row0));
+      for (int t = 0; t < T::kI8Stages && t < n_tiles; ++t) issue_codes(p, s, head, t);
+    }
+    // This thread's key of each tile: its scales are read one tile ahead.
+    auto scales_of = [&](int t, uint16_t& ks, uint16_t& vs) {
+      const int64_t key = p.base.key_begin + int64_t(t) * T::kBlockN + tid;
+      const bool live = t < n_tiles && key < p.base.key_end;
+      const int64_t at = key * p.scale_stride + tile.head;
+      ks = live ? p.k_scale[at] : uint16_t(0);  // past the keys: 0 (and masked)
+      vs = live ? p.v_scale[at] : uint16_t(0);
+    };
+    uint16_t ks, vs;
+    scales_of(0, ks, vs);
+    for (int t = 0; t < n_tiles; ++t) {
+      const int s8 = t % T::kI8Stages, stage = t % T::kStages;
+      const uint32_t parity8 = uint32_t((t / T::kI8Stages) & 1);
+      const uint32_t free_parity = uint32_t((t / T::kStages) & 1) ^ 1u;
+      uint16_t ks_next, vs_next;
+      scales_of(t + 1, ks_next, vs_next);
+
+      arch::mbar_wait(s.k_codes_full(s8), parity8);
+      arch::mbar_wait(s.k_empty(stage), free_parity);
+      convert(s.k_codes(s8), s.k(stage), tid);
+      i8r::st_shared_u16(s.k_scales(stage) + uint32_t(tid) * 2, ks);
+      i8r::st_shared_u16(s.v_scales(stage) + uint32_t(tid) * 2, vs);
+      wgmma::fence_proxy_async_smem();
+      arch::mbar_arrive(s.k_full(stage));
+      arch::mbar_arrive(s.k_codes_empty(s8));
+
+      arch::mbar_wait(s.v_codes_full(s8), parity8);
+      arch::mbar_wait(s.v_empty(stage), free_parity);
+      convert(s.v_codes(s8), s.v(stage), tid);
+      wgmma::fence_proxy_async_smem();
+      arch::mbar_arrive(s.v_full(stage));
+      arch::mbar_arrive(s.v_codes_empty(s8));
+
+      if (issuer && t + T::kI8Stages < n_tiles) issue_codes(p, s, head, t + T::kI8Stages);
+      ks = ks_next;
+      vs = vs_next;
+    }
+  }
+};
+
+}  // namespace h3s::cuda::attn

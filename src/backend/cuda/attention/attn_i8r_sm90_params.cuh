@@ -1,0 +1,19 @@
+// What the kvi8r Hopper attention takes: the exact kernel's parameters
+// (TMA maps: Q bf16, K and V int8 codes; key range; state) plus the per-key
+// fp16 scales of K and V, [keys, scale_stride] with head h in column h.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/attention/attn_ws_sm90_params.cuh"
+
+namespace h3s::cuda::attn {
+
+struct AttnI8rParams {
+  AttnWsParams base;  // out is always null: the tier's finish un-rotates (kvi8r_finish_rotated)
+  const uint16_t* k_scale;
+  const uint16_t* v_scale;
+  int64_t scale_stride;
+};
+
+}  // namespace h3s::cuda::attn

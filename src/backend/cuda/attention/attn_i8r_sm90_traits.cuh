@@ -1,0 +1,77 @@
+// Traits of the kvi8r Hopper attention (attn_fwd_i8r_sm90.cu): the
+// warp-specialised exact kernel (AttnWsTraits: the same tiles, consumers,
+// ping-pong and arithmetic after the dequantisation) with K and V arriving
+// as int8 codes and one fp16 scale per key:
+//
+//   warpgroup 0  producer. Thread 0 issues the TMA loads of Q and of the int8
+//                K and V tiles into a kI8Stages-deep code ring; all 128
+//                threads convert each code tile to bf16 (exact: |code| <=
+//                127) in the exact kernel's swizzled layout, in the bf16
+//                ring the consumers read, and gather the tile's per-key
+//                scales beside it.
+//   warpgroups 1, 2  the exact kernel's consumers, with S scaled per key by
+//                K's scale and P by V's (kKeyScales), as kv/kvi8r.hpp does.
+//
+// The codes cross the memory system at half the bf16 bytes; the conversion
+// costs shared-memory bandwidth and issue slots on the producer's warps.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cuda/attention/attn_ws_sm90_traits.cuh"
+
+namespace h3s::cuda::attn {
+
+template <int kStages_, int kI8Stages_>
+struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
+  using Base = AttnWsTraits<kStages_, true>;
+  static constexpr int kI8Stages = kI8Stages_;
+  static constexpr bool kKeyScales = true;
+
+  // The converters need 32 registers (at 24 ptxas spills them); the
+  // consumers give up 8 of the exact kernel's 240 to fit the launch
+  // allocation (attn_ws_sm90_traits.cuh), and must not spill at 232.
+  static constexpr int kProducerRegs = 32;
+  static constexpr int kConsumerRegs = 232;
+  static_assert((Base::kProducerWarpGroups * kProducerRegs +
+                 Base::kConsumerWarpGroups * kConsumerRegs) *
+                        arch::kWarpGroupThreads <=
+                    Base::kLaunchRegs * Base::kThreads,
+                "the register split exceeds the CTA's launch allocation");
+  static constexpr int kConverterThreads = arch::kWarpGroupThreads;
+
+  // A code tile: kBlockN keys x 128 one-byte codes, unswizzled (TMA box
+  // 128 x 1 x kBlockN); the converter reads it in 8-code items.
+  static constexpr int kCodeRowBytes = Base::kHeadDim;
+  static constexpr uint32_t kI8TileBytes = uint32_t(Base::kBlockN) * kCodeRowBytes;  // 16 KiB
+  static constexpr int kItemCodes = 8;  // one 16-byte bf16 swizzle chunk
+  static constexpr int kItemsPerRow = Base::kHeadDim / kItemCodes;
+  static constexpr int kItemsPerThread = Base::kBlockN * kItemsPerRow / kConverterThreads;
+  static constexpr int kItemsPerHalf = Base::kHalfDims / kItemCodes;  // 8
+  // Per bf16 stage: the tile's K and V scales (fp16, one per key).
+  static constexpr uint32_t kScaleBytes = 2u * Base::kBlockN * 2u;
+
+  static constexpr uint32_t kQOffset = 0;
+  static constexpr uint32_t kKOffset = kQOffset + Base::kQBytes;
+  static constexpr uint32_t kVOffset = kKOffset + kStages_ * Base::kKvTileBytes;
+  static constexpr uint32_t kI8KOffset = kVOffset + kStages_ * Base::kKvTileBytes;
+  static constexpr uint32_t kI8VOffset = kI8KOffset + kI8Stages * kI8TileBytes;
+  static constexpr uint32_t kScaleOffset = kI8VOffset + kI8Stages * kI8TileBytes;
+  static constexpr uint32_t kBarOffset = kScaleOffset + kStages_ * kScaleBytes;
+  // Q full; per bf16 stage K/V full and empty; per code stage K/V full and empty.
+  static constexpr int kBarriers = 1 + 4 * kStages_ + 4 * kI8Stages;
+  static constexpr uint32_t kBarBytes = kBarriers * 8;
+  static constexpr size_t kSmemBytes = size_t(kBarOffset) + kBarBytes + wgmma::kAtomBytes;
+
+  static_assert(kConverterThreads == Base::kBlockN,
+                "converter thread i gathers key i's scales of each tile");
+  static_assert(Base::kBlockN * kItemsPerRow % kConverterThreads == 0,
+                "every converter thread converts the same number of items");
+  static_assert(kI8KOffset % 128 == 0 && kI8VOffset % 128 == 0 && kBarOffset % 8 == 0,
+                "TMA destinations 128-byte aligned, mbarriers 8-byte aligned");
+  static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 per-block shared memory opt-in");
+  static_assert(kI8Stages >= 1, "at least one code stage");
+};
+
+}  // namespace h3s::cuda::attn

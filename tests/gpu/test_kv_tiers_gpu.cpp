@@ -1,0 +1,238 @@
+// The kvi8r K/V tier on the GPU (Hopper). Its row ops (the quantiser, the
+// queries' rotation, the un-rotating finish) are bit-equal to the definition
+// of record the CPU backend runs (kv/kvi8r.hpp). Its attention (int8 codes
+// converted to bf16 in shared memory, wgmma) differs from the definition
+// only in the order of the q.k dot and in rounding p * scale_v to bf16 for
+// the tensor cores: bounded against the CPU, and its error against the
+// exact attention measured beside the CPU's. Inside the tier, query-row
+// chunks and chained K/V blocks give the single pass's bits; the streamed
+// block equals the tier's stock block bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "core/dtype.hpp"
+#include "core/rng.hpp"
+#include "deviation.hpp"
+#include "gpu_fixture.hpp"
+
+namespace h3s::test {
+namespace {
+
+constexpr int64_t kHd = 128;
+using Bits = std::vector<uint16_t>;
+
+Bits random_bf16(int64_t n, uint64_t seed, float scale = 1.0f) {
+  Rng r(seed);
+  Bits v(static_cast<size_t>(n));
+  for (uint16_t& x : v) x = f32_to_bf16(scale * r.normal()).bits;
+  return v;
+}
+
+template <class T>
+bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// q, k, v [rows or seq, heads * 128] and what the tier makes of them.
+struct Problem {
+  int64_t rows, seq, heads;
+  Bits q, k, v;
+  Problem(int64_t r, int64_t s, int64_t h, uint64_t seed)
+      : rows(r),
+        seq(s),
+        heads(h),
+        q(random_bf16(r * h * kHd, seed)),
+        k(random_bf16(s * h * kHd, seed + 1)),
+        v(random_bf16(s * h * kHd, seed + 2)) {}
+  int64_t width() const { return heads * kHd; }
+  std::string label() const {
+    return std::to_string(rows) + " rows x " + std::to_string(seq) + " keys x " +
+           std::to_string(heads) + " heads";
+  }
+};
+
+class GpuKvi8r : public GpuBackendTest {
+ protected:
+  void SetUp() override {
+    GpuBackendTest::SetUp();
+    if (!gpu_) return;  // skipped
+    if (!gpu_->has_kv_tier("kvi8r"))
+      GTEST_FAIL() << "this GPU has no kvi8r kernel (Hopper only); the device runs are on H200";
+  }
+
+  // The tier on `be` over `arena`: quantise K/V, rotate q, attend in query
+  // chunks of `row_chunk` (0: all) and K/V blocks of `kv_block` (0: one
+  // pass), finish. `exact`: the exact bf16 attention instead.
+  Bits run(Backend& be, Arena& arena, const Problem& p, int64_t row_chunk, int64_t kv_block,
+           bool exact = false) {
+    auto put = [&](const Bits& host, int64_t n, const char* what) {
+      OwnedTensor t = arena.tensor(DType::bf16, {n, p.width()}, what);
+      be.upload(host.data(), t.view);
+      return t;
+    };
+    OwnedTensor q = put(p.q, p.rows, "q"), k = put(p.k, p.seq, "k"), v = put(p.v, p.seq, "v");
+    OwnedTensor out = arena.tensor(DType::bf16, {p.rows, p.width()}, "out");
+    OwnedTensor kc = arena.tensor(DType::i8, {p.seq, p.width()}, "K codes");
+    OwnedTensor vc = arena.tensor(DType::i8, {p.seq, p.width()}, "V codes");
+    OwnedTensor ks = arena.tensor(DType::f16, {p.seq, p.heads}, "K scales");
+    OwnedTensor vs = arena.tensor(DType::f16, {p.seq, p.heads}, "V scales");
+    if (!exact) {
+      be.kvi8r_quantize(k.view, kc.view, ks.view);
+      be.kvi8r_quantize(v.view, vc.view, vs.view);
+      be.rotate_heads(q.view);
+    }
+    const int64_t step = row_chunk == 0 ? p.rows : row_chunk;
+    const int64_t block = kv_block == 0 ? p.seq : kv_block;
+    for (int64_t r0 = 0; r0 < p.rows; r0 += step) {
+      const int64_t r1 = std::min(p.rows, r0 + step);
+      AttnState s = AttnState::allocate(arena, r1 - r0, p.heads, kHd);
+      be.attn_state_reset(s);
+      const Tensor qc = q.view.rows_view(r0, r1);
+      for (int64_t b = 0; b < p.seq; b += block) {
+        const RowRange keys{b, std::min(p.seq, b + block)};
+        if (exact) {
+          Tensor k3 = k.view, v3 = v.view;
+          for (Tensor* t : {&k3, &v3}) {
+            t->rank = 3;
+            t->shape = {p.seq, p.heads, kHd};
+            t->stride = {p.width(), kHd, 1};
+          }
+          be.attention(qc, KvView{k3, v3}, keys, s);
+        } else {
+          be.attention_kvi8r(qc, KvI8View{kc.view, ks.view, vc.view, vs.view}, keys, s);
+        }
+      }
+      if (exact)
+        be.attn_state_finish(s, out.view.rows_view(r0, r1));
+      else
+        be.attn_state_finish_rotated(s, out.view.rows_view(r0, r1));
+    }
+    Bits host(static_cast<size_t>(p.rows * p.width()));
+    be.download(out.view, host.data());
+    be.synchronize();
+    return host;
+  }
+  Bits on_gpu(const Problem& p, int64_t row_chunk = 0, int64_t kv_block = 0, bool exact = false) {
+    return run(*gpu_, *arena_, p, row_chunk, kv_block, exact);
+  }
+  Bits on_cpu(const Problem& p, bool exact = false) {
+    HostMemory memory;
+    Arena arena(memory, 0);
+    return run(*cpu_, arena, p, 0, 0, exact);
+  }
+};
+
+double value(uint16_t bits) {
+  return bf16_to_f32(bf16{bits});
+}
+
+Deviation deviation(const Problem& p, const Bits& got, const Bits& want) {
+  const int64_t w = p.width();
+  return measure_deviation(
+      p.rows, w, [&](int64_t r, int64_t c) { return value(got[size_t(r * w + c)]); },
+      [&](int64_t r, int64_t c) { return value(want[size_t(r * w + c)]); });
+}
+
+// Quantiser, rotation and finish: the definition's bits, including rows the
+// rounding finds hard (zeros, huge values, one outlier channel).
+TEST_F(GpuKvi8r, RowOpsAreTheDefinitionsBits) {
+  HostMemory memory;
+  Arena host(memory, 0);
+  for (const auto& [rows, heads] : {std::pair<int64_t, int64_t>{1, 1}, {37, 3}, {130, 56}}) {
+    const int64_t w = heads * kHd;
+    Bits src = random_bf16(rows * w, uint64_t(rows * 100 + heads));
+    for (int64_t c = 0; c < w && rows > 2; ++c) {
+      src[size_t(w + c)] = 0;                                                    // row 1: zeros
+      src[size_t(2 * w + c)] = f32_to_bf16(3e4f * (c % 2 ? 1.0f : -1.0f)).bits;  // row 2: huge
+    }
+    src[5] = f32_to_bf16(900.0f).bits;  // an outlier channel in row 0
+    auto quantise = [&](Backend& be, Arena& arena) {
+      OwnedTensor s = arena.tensor(DType::bf16, {rows, w}, "src");
+      OwnedTensor code = arena.tensor(DType::i8, {rows, w}, "code");
+      OwnedTensor scale = arena.tensor(DType::f16, {rows, heads}, "scale");
+      be.upload(src.data(), s.view);
+      be.kvi8r_quantize(s.view, code.view, scale.view);
+      be.rotate_heads(s.view);
+      std::vector<int8_t> c(size_t(rows * w));
+      Bits sc(size_t(rows * heads)), rot(src.size());
+      be.download(code.view, c.data());
+      be.download(scale.view, sc.data());
+      be.download(s.view, rot.data());
+      be.synchronize();
+      return std::tuple{c, sc, rot};
+    };
+    const auto [gc, gs, grot] = quantise(*gpu_, *arena_);
+    const auto [cc, cs, crot] = quantise(*cpu_, host);
+    EXPECT_TRUE(same_bytes(gc, cc)) << rows << " x " << heads << ": codes";
+    EXPECT_TRUE(same_bytes(gs, cs)) << rows << " x " << heads << ": scales";
+    EXPECT_TRUE(same_bytes(grot, crot)) << rows << " x " << heads << ": rotate_heads";
+
+    // The finish from one random state on both backends.
+    Rng r(uint64_t(rows + heads));
+    std::vector<float> m(size_t(rows * heads)), l(m.size()), acc(size_t(rows * w));
+    for (size_t i = 0; i < l.size(); ++i) l[i] = 0.5f + 3.0f * r.uniform();
+    for (float& a : acc) a = 2.0f * r.normal();
+    auto finish = [&](Backend& be, Arena& arena) {
+      AttnState s = AttnState::allocate(arena, rows, heads, kHd);
+      be.upload(m.data(), s.m.view);
+      be.upload(l.data(), s.l.view);
+      be.upload(acc.data(), s.acc.view);
+      OwnedTensor out = arena.tensor(DType::bf16, {rows, w}, "out");
+      be.attn_state_finish_rotated(s, out.view);
+      Bits o(size_t(rows * w));
+      be.download(out.view, o.data());
+      be.synchronize();
+      return o;
+    };
+    EXPECT_TRUE(same_bytes(finish(*gpu_, *arena_), finish(*cpu_, host)))
+        << rows << " x " << heads << ": finish_rotated";
+  }
+}
+
+// The attention against the definition (CPU), and both against the exact
+// attention: the GPU's tier error must be the definition's. Lengths: one
+// key, a partial tile, tiles plus a tail.
+TEST_F(GpuKvi8r, AttentionMatchesTheDefinition) {
+  uint64_t seed = 7100;
+  for (const auto& [rows, seq, heads] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {67, 100, 2}, {300, 1000, 3}}) {
+    const Problem p(rows, seq, heads, ++seed);
+    const Bits gpu = on_gpu(p), cpu = on_cpu(p), exact = on_gpu(p, 0, 0, /*exact=*/true);
+    const Deviation vs_cpu = deviation(p, gpu, cpu);
+    const Deviation gpu_err = deviation(p, gpu, exact), cpu_err = deviation(p, cpu, exact);
+    std::printf("[ deviation ] kvi8r attention vs its definition | %s | %s\n", p.label().c_str(),
+                vs_cpu.describe().c_str());
+    std::printf("[ deviation ] kvi8r vs exact | %s | GPU rel-rms %.4g, CPU rel-rms %.4g\n",
+                p.label().c_str(), gpu_err.rel_rms, cpu_err.rel_rms);
+    // Predicted: bf16(p * scale_v) adds ~2^-9 / sqrt(keys) relative error;
+    // the dot order ~1e-6. Bound 3e-3 rel-rms, 2e-2 worst row, 0.1 of the
+    // RMS for one element (a bf16 output ulp is 2^-8 of the value).
+    expect_within(vs_cpu, DeviationBound{3e-3, 2e-2, 0.1}, p.label() + " vs the definition");
+    EXPECT_NEAR(gpu_err.rel_rms, cpu_err.rel_rms, 0.05 * cpu_err.rel_rms + 1e-4) << p.label();
+    if (seq > 1) {
+      EXPECT_GT(gpu_err.rel_rms, 1e-3) << p.label() << ": the tier is not the exact store";
+    }
+  }
+}
+
+// Inside the tier: row chunks (down to 1 row) and chained K/V blocks give
+// the single pass's bits; so does a second run.
+TEST_F(GpuKvi8r, ChunksAndBlocksGiveTheSinglePassBits) {
+  const Problem p(259, 1000, 3, 7200);
+  const Bits single = on_gpu(p);
+  EXPECT_TRUE(same_bytes(on_gpu(p), single)) << "repeated run";
+  for (const auto& [chunk, block] :
+       {std::pair<int64_t, int64_t>{1, 0}, {64, 0}, {131, 0}, {0, 128}, {0, 384}, {7, 256}})
+    EXPECT_TRUE(same_bytes(on_gpu(p, chunk, block), single))
+        << "row chunk " << chunk << ", kv_block " << block;
+}
+
+}  // namespace
+}  // namespace h3s::test
