@@ -64,7 +64,7 @@ if ! nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,nohead
 fi
 attn_variants="ws-s3 ws-s2-nopp ws-s3-nopp wgmma sm80"
 if [ "$mode" = tiers ]; then
-  for v in codes2 codes1; do
+  for v in codes2 codes1 codes1-item16; do
     step "gpu_tests_kvi8r_$v" 120 env H3S_KVI8R_KERNEL=$v $bin/h3s_tests_gpu \
       --gtest_filter='GpuKvi8r.*:*Kvi8r*' --gtest_output=json:"$OUT/gpu_tests_kvi8r_$v.json"
     [ -f "$OUT/gpu_tests_kvi8r_$v.json" ] && no_skips "gpu_tests_kvi8r_$v" "$OUT/gpu_tests_kvi8r_$v.json"
@@ -77,8 +77,10 @@ if [ "$mode" = tiers ]; then
         --token-list "$t" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384 \
         --kv-store $kv --skip-attention
     done
-    step "kvbench_kvi8r_codes1_$t" 200 env H3S_KVI8R_KERNEL=codes1 $bin/h3s kvbench \
-      --kv-store kvi8r --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
+    for v in codes1 codes1-item16; do
+      step "kvbench_kvi8r_${v}_$t" 200 env H3S_KVI8R_KERNEL=$v $bin/h3s kvbench \
+        --kv-store kvi8r --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
+    done
   done
   for tool in racecheck synccheck; do
     step "${tool}_kvi8r" 150 compute-sanitizer --tool $tool --error-exitcode 9 $bin/h3s_tests_gpu \

@@ -134,7 +134,8 @@ struct I8rChoice {
 };
 // The variant measured fastest on the H200 (docs/PERFORMANCE.md).
 constexpr I8rChoice kI8rChoices[] = {{attn::AttnI8rVariant::codes2, "codes2"},
-                                     {attn::AttnI8rVariant::codes1, "codes1"}};
+                                     {attn::AttnI8rVariant::codes1, "codes1"},
+                                     {attn::AttnI8rVariant::codes1_item16, "codes1-item16"}};
 
 I8rChoice i8r_choice() {
   const char* env = std::getenv("H3S_KVI8R_KERNEL");
@@ -143,7 +144,7 @@ I8rChoice i8r_choice() {
   for (const I8rChoice& c : kI8rChoices)
     if (want == c.name) return c;
   fail(ErrorKind::invalid_argument,
-       "H3S_KVI8R_KERNEL={} is not a kvi8r kernel; choose codes2 or codes1", want);
+       "H3S_KVI8R_KERNEL={} is not a kvi8r kernel; choose codes2, codes1 or codes1-item16", want);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // consumers (attn_ws_sm90_mainloop.cuh, with per-key scales) fed by a
 // producer warpgroup that loads int8 K/V codes with TMA and converts them to
 // bf16 in shared memory (attn_i8r_sm90_load.cuh), under AttnI8rTraits; and
-// its launcher. Both code-ring depths are built so one binary measures them.
+// its launcher. The variants (code-ring depth, converter item size) are built side by side
+// so one binary measures them.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -89,9 +90,11 @@ void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh, AttnI8rVarian
                               cudaStream_t s) {
   switch (v) {
     case AttnI8rVariant::codes2:
-      return i8r::launch<AttnI8rTraits<2, 2>>(p, fresh, s);
+      return i8r::launch<AttnI8rTraits<2, 2, 8>>(p, fresh, s);
     case AttnI8rVariant::codes1:
-      return i8r::launch<AttnI8rTraits<2, 1>>(p, fresh, s);
+      return i8r::launch<AttnI8rTraits<2, 1, 8>>(p, fresh, s);
+    case AttnI8rVariant::codes1_item16:
+      return i8r::launch<AttnI8rTraits<2, 1, 16>>(p, fresh, s);
   }
   fail_internal("attention_fwd_kvi8r_sm90: unknown variant");
 }

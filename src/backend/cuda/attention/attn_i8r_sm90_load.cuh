@@ -48,6 +48,13 @@ __device__ __forceinline__ uint2 ld_shared_u64(uint32_t a) {
   asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(a));
   return v;
 }
+__device__ __forceinline__ uint4 ld_shared_u128(uint32_t a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(a));
+  return v;
+}
 __device__ __forceinline__ void st_shared_u128(uint32_t a, uint32_t x, uint32_t y, uint32_t z,
                                                uint32_t w) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(x), "r"(y), "r"(z), "r"(w)
@@ -62,23 +69,45 @@ __device__ __forceinline__ void st_shared_u16(uint32_t a, uint16_t v) {
 template <class T>
 struct AttnI8rLoad {
   // One code tile -> one bf16 tile. Item i of the thread: key row r, codes
-  // [8c, 8c + 8) -> the 16-byte chunk c % 8 of 64-dim half c / 8, at swizzle
-  // position (c % 8) ^ (r % 8). A half-warp reads one 128-byte code row and
-  // a quarter-warp writes 8 distinct chunks: no bank conflicts either way.
+  // [kItemCodes c, kItemCodes (c + 1)) -> 16-byte chunks of 64-dim half
+  // (dim / 64), chunk j at swizzle position j ^ (r % 8). A quarter-warp
+  // reads one 128-byte code row (16-code items; a half-warp for 8-code
+  // items) and writes 8 distinct chunk positions: 16-code items in the
+  // upper half store their two chunks in the other order, so no two lanes of
+  // a quarter-warp hit one bank.
   __device__ static void convert(uint32_t codes, uint32_t tile, int tid) {
-#pragma unroll 2  // the producer runs on kProducerRegs (32) registers
+    // The producer runs on kProducerRegs (32) registers: two 8-code items or
+    // one 16-code item in flight.
+#pragma unroll(T::kItemCodes == 8 ? 2 : 1)
     for (int i = 0; i < T::kItemsPerThread; ++i) {
       const int item = i * T::kConverterThreads + tid;
       const int r = item / T::kItemsPerRow, c = item % T::kItemsPerRow;
-      const uint2 w =
-          i8r::ld_shared_u64(codes + uint32_t(r * T::kCodeRowBytes + c * T::kItemCodes));
-      uint32_t o[4];
-      i8r::codes_to_bf16(w.x, o[0], o[1]);
-      i8r::codes_to_bf16(w.y, o[2], o[3]);
-      const int half = c / T::kItemsPerHalf, chunk = c % T::kItemsPerHalf;
-      const uint32_t dst = tile + uint32_t(half) * T::kKvHalfBytes +
-                           uint32_t(r) * wgmma::kSwizzleBytes + uint32_t((chunk ^ (r % 8)) * 16);
-      i8r::st_shared_u128(dst, o[0], o[1], o[2], o[3]);
+      const uint32_t src = codes + uint32_t(r * T::kCodeRowBytes + c * T::kItemCodes);
+      const int half = c / T::kItemsPerHalf;
+      const uint32_t row =
+          tile + uint32_t(half) * T::kKvHalfBytes + uint32_t(r) * wgmma::kSwizzleBytes;
+      auto at = [&](int chunk) { return row + uint32_t((chunk ^ (r % 8)) * 16); };
+      if constexpr (T::kItemCodes == 8) {
+        const uint2 w = i8r::ld_shared_u64(src);
+        uint32_t o[4];
+        i8r::codes_to_bf16(w.x, o[0], o[1]);
+        i8r::codes_to_bf16(w.y, o[2], o[3]);
+        i8r::st_shared_u128(at(c % T::kItemsPerHalf), o[0], o[1], o[2], o[3]);
+      } else {
+        const uint4 w = i8r::ld_shared_u128(src);
+        const int j0 = 2 * (c % T::kItemsPerHalf);
+        const bool swap = half != 0;
+        // The chunk stored first: codes 0-7 (dims j0), or 8-15 in the upper half.
+        const uint32_t first[2] = {swap ? w.z : w.x, swap ? w.w : w.y};
+        const uint32_t second[2] = {swap ? w.x : w.z, swap ? w.y : w.w};
+        uint32_t o[4];
+        i8r::codes_to_bf16(first[0], o[0], o[1]);
+        i8r::codes_to_bf16(first[1], o[2], o[3]);
+        i8r::st_shared_u128(at(swap ? j0 + 1 : j0), o[0], o[1], o[2], o[3]);
+        i8r::codes_to_bf16(second[0], o[0], o[1]);
+        i8r::codes_to_bf16(second[1], o[2], o[3]);
+        i8r::st_shared_u128(at(swap ? j0 : j0 + 1), o[0], o[1], o[2], o[3]);
+      }
     }
   }
 

@@ -23,7 +23,7 @@
 
 namespace h3s::cuda::attn {
 
-template <int kStages_, int kI8Stages_>
+template <int kStages_, int kI8Stages_, int kItemCodes_>
 struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   using Base = AttnWsTraits<kStages_, true>;
   static constexpr int kI8Stages = kI8Stages_;
@@ -45,10 +45,13 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   // 128 x 1 x kBlockN); the converter reads it in 8-code items.
   static constexpr int kCodeRowBytes = Base::kHeadDim;
   static constexpr uint32_t kI8TileBytes = uint32_t(Base::kBlockN) * kCodeRowBytes;  // 16 KiB
-  static constexpr int kItemCodes = 8;  // one 16-byte bf16 swizzle chunk
+  // Codes per converter item: 8 (one 16-byte bf16 swizzle chunk) or 16 (two
+  // adjacent chunks from one 16-byte load: half the shared-memory loads).
+  static constexpr int kItemCodes = kItemCodes_;
+  static_assert(kItemCodes == 8 || kItemCodes == 16, "an item is one or two swizzle chunks");
   static constexpr int kItemsPerRow = Base::kHeadDim / kItemCodes;
   static constexpr int kItemsPerThread = Base::kBlockN * kItemsPerRow / kConverterThreads;
-  static constexpr int kItemsPerHalf = Base::kHalfDims / kItemCodes;  // 8
+  static constexpr int kItemsPerHalf = Base::kHalfDims / kItemCodes;
   // Per bf16 stage: the tile's K and V scales (fp16, one per key).
   static constexpr uint32_t kScaleBytes = 2u * Base::kBlockN * 2u;
 

@@ -82,8 +82,10 @@ struct KvI8rFwdParams {
   float* l;
   float* acc;
 };
-// Its variants: code-ring depth (the bf16 ring has 2 stages in both).
-enum class AttnI8rVariant { codes2, codes1 };
+// Its variants: code-ring depth (the bf16 ring has 2 stages in all) and
+// codes per converter item (8: one bf16 chunk; 16: two from one load, which
+// spills at 32 producer registers with two code stages).
+enum class AttnI8rVariant { codes2, codes1, codes1_item16 };
 
 // Launchers; callers (attn_dispatch.cpp) validate and check the device first.
 void attention_fwd_sm80(const FwdParams& p, cudaStream_t s);  // mma.sync, any sm_80+
