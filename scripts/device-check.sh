@@ -7,7 +7,7 @@
 #   usage: bash scripts/device-check.sh [tests|bench|placement|attention|tiers|all] [token list] [formats]
 # tiers: the K/V tier GPU tests on each kvi8r kernel variant (H3S_KVI8R_KERNEL),
 # racecheck/synccheck on the kvi8r kernel, kvbench (error and speed against the exact
-# kernel) at the token list (default 217088) per variant, and the int8 block with the
+# kernel) at the token list (default 217088) for the default and three other variants, and the int8 block with the
 # kvi8r store beside the exact store's (streamed and stock, bit-equality within the tier).
 # attention: the GPU tests (every test on the default kernel, the attention and block
 # tests again on each other kernel variant), sanitizers, then attention alone for every
@@ -64,20 +64,21 @@ if ! nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,nohead
 fi
 attn_variants="ws-s3 ws-s2-nopp ws-s3-nopp wgmma sm80"
 if [ "$mode" = tiers ]; then
-  for v in codes2 codes1 codes1-item16; do
+  for v in codes1-item16-vscales-f16 codes2-vscales-f16 codes2 codes2-vscales codes1 codes1-item16 \
+    codes1-item16-vscales; do
     step "gpu_tests_kvi8r_$v" 120 env H3S_KVI8R_KERNEL=$v $bin/h3s_tests_gpu \
       --gtest_filter='GpuKvi8r.*:*Kvi8r*' --gtest_output=json:"$OUT/gpu_tests_kvi8r_$v.json"
     [ -f "$OUT/gpu_tests_kvi8r_$v.json" ] && no_skips "gpu_tests_kvi8r_$v" "$OUT/gpu_tests_kvi8r_$v.json"
   done
   for t in ${tokens//,/ }; do
-    step "kvbench_kvi8r_codes2_$t" 300 env H3S_KVI8R_KERNEL=codes2 $bin/h3s kvbench \
+    step "kvbench_kvi8r_default_$t" 300 $bin/h3s kvbench \
       --kv-store kvi8r --backend cuda --tokens "$t" --no-baseline --json
     for kv in bf16 kvi8r; do
       step "bench_int8_${kv}_$t" 240 $bin/h3s bench --backend cuda --preset h3 --format int8 \
         --token-list "$t" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384 \
         --kv-store $kv --skip-attention
     done
-    for v in codes1 codes1-item16; do
+    for v in codes2-vscales-f16 codes2 codes1-item16-vscales; do
       step "kvbench_kvi8r_${v}_$t" 200 env H3S_KVI8R_KERNEL=$v $bin/h3s kvbench \
         --kv-store kvi8r --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done

@@ -107,8 +107,8 @@ void kvi8r_finish_rotated(const float* l, const float* acc, uint16_t* out, int64
 // attention_kvi8r_supported() says whether this device runs it.
 void attention_kvi8r(const attn::KvI8rFwdParams& p, bool fresh, cudaStream_t s);
 bool attention_kvi8r_supported();
-// The variant that runs (H3S_KVI8R_KERNEL overrides: codes2, codes1,
-// codes1-item16).
+// The variant that runs (H3S_KVI8R_KERNEL overrides: attn_dispatch.cpp
+// lists them).
 const char* attention_kvi8r_kernel_name();
 
 // ---- elementwise (elementwise/) ---------------------------------------------

@@ -1,7 +1,7 @@
 // Hopper warpgroup MMA (wgmma) building blocks for the sm90 attention
 // forward: shared-memory matrix descriptors for 128-byte-swizzled tiles and
 // the two m64n128k16 bf16 -> fp32 forms it issues (both operands in shared
-// memory; A in registers). PTX ISA 8.0+, sm_90a only: every body is guarded
+// memory; A in registers), in bf16 or f16. PTX ISA 8.0+, sm_90a only: every body is guarded
 // by __CUDA_ARCH_FEAT_SM90_ALL so the portable compute_90 PTX still builds
 // (the launcher never selects this kernel there).
 //
@@ -60,42 +60,66 @@ __device__ __forceinline__ void fence_operand(float& r) {
   asm volatile("" : "+f"(r)::"memory");
 }
 
+// The operand type of the 16-bit forms: bf16 (the exact kernels) or f16
+// (the kvi8r kernel's fp16 operand variant).
+enum class Operand16 { bf16, f16 };
+
+#define H3S_WGMMA_M64N128K16_SS(TYPE)                                                           \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                  \
+  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE                                  \
+  " "                                                                                           \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
+  "%56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+#define H3S_WGMMA_M64N128K16_RS_TNSPB(TYPE)                                                     \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                  \
+  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE                                  \
+  " "                                                                                           \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
+  "%56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+
 // d (+)= A B for m64n128k16, A and B in shared memory, both K-major.
 // accumulate = false overwrites d (scale-d 0).
+template <Operand16 kType = Operand16::bf16>
 __device__ __forceinline__ void mma_m64n128k16_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
                                                   bool accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
-      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "
-      "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "
-      "%56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : H3S_WGMMA_ACC64(d)
-      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
+  if constexpr (kType == Operand16::bf16)
+    asm volatile(H3S_WGMMA_M64N128K16_SS("bf16")
+                 : H3S_WGMMA_ACC64(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
+  else
+    asm volatile(H3S_WGMMA_M64N128K16_SS("f16")
+                 : H3S_WGMMA_ACC64(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
 #else
   (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
 #endif
 }
 
-// d += A B for m64n128k16, A (bf16, mma.sync A-fragment layout per warp) in
+// d += A B for m64n128k16, A (mma.sync A-fragment layout per warp) in
 // registers, B in shared memory MN-major (transposed: N contiguous).
+template <Operand16 kType = Operand16::bf16>
 __device__ __forceinline__ void mma_m64n128k16_rs_tnspb(float (&d)[64], const uint32_t (&a)[4],
                                                         uint64_t desc_b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
-      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "
-      "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "
-      "%56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-      : H3S_WGMMA_ACC64(d)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  if constexpr (kType == Operand16::bf16)
+    asm volatile(H3S_WGMMA_M64N128K16_RS_TNSPB("bf16")
+                 : H3S_WGMMA_ACC64(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  else
+    asm volatile(H3S_WGMMA_M64N128K16_RS_TNSPB("f16")
+                 : H3S_WGMMA_ACC64(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 #else
   (void)d, (void)a, (void)desc_b;
 #endif
 }
+
+#undef H3S_WGMMA_M64N128K16_SS
+#undef H3S_WGMMA_M64N128K16_RS_TNSPB
 
 }  // namespace h3s::cuda::wgmma

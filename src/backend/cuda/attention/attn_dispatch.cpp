@@ -132,10 +132,16 @@ struct I8rChoice {
   attn::AttnI8rVariant variant;
   const char* name;
 };
-// The variant measured fastest on the H200 (docs/PERFORMANCE.md).
-constexpr I8rChoice kI8rChoices[] = {{attn::AttnI8rVariant::codes2, "codes2"},
-                                     {attn::AttnI8rVariant::codes1, "codes1"},
-                                     {attn::AttnI8rVariant::codes1_item16, "codes1-item16"}};
+// The first is the default: the variant measured fastest on the H200 (and
+// closest to the definition: fp16 P), docs/PERFORMANCE.md.
+constexpr I8rChoice kI8rChoices[] = {
+    {attn::AttnI8rVariant::codes1_item16_vscales_f16, "codes1-item16-vscales-f16"},
+    {attn::AttnI8rVariant::codes2_vscales_f16, "codes2-vscales-f16"},
+    {attn::AttnI8rVariant::codes2, "codes2"},
+    {attn::AttnI8rVariant::codes2_vscales, "codes2-vscales"},
+    {attn::AttnI8rVariant::codes1, "codes1"},
+    {attn::AttnI8rVariant::codes1_item16, "codes1-item16"},
+    {attn::AttnI8rVariant::codes1_item16_vscales, "codes1-item16-vscales"}};
 
 I8rChoice i8r_choice() {
   const char* env = std::getenv("H3S_KVI8R_KERNEL");
@@ -143,8 +149,11 @@ I8rChoice i8r_choice() {
   if (want.empty()) return kI8rChoices[0];
   for (const I8rChoice& c : kI8rChoices)
     if (want == c.name) return c;
-  fail(ErrorKind::invalid_argument,
-       "H3S_KVI8R_KERNEL={} is not a kvi8r kernel; choose codes2, codes1 or codes1-item16", want);
+  std::string names;
+  for (const I8rChoice& c : kI8rChoices)
+    names += names.empty() ? c.name : std::string(", ") + c.name;
+  fail(ErrorKind::invalid_argument, "H3S_KVI8R_KERNEL={} is not a kvi8r kernel; choose one of {}",
+       want, names);
 }
 
 }  // namespace

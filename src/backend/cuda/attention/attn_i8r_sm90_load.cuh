@@ -7,7 +7,7 @@
 //   K and V scales beside it; fence (wgmma reads through the async proxy);
 //   arrive K full; release the codes.            Then the same for V.
 //
-// A code c in [-127, 127] becomes bf16 exactly without a conversion
+// A code c in [-127, 127] becomes bf16 (or fp16) exactly without a conversion
 // instruction: with lo = c & 0x7f and sign = c & 0x80, the bf16 bit patterns
 // 0x43|lo (= 128 + lo) minus 0x43|sign (= 128, or 256 for negative c) give c
 // (two's complement: lo = c + 128 when c < 0). Two byte permutes build both
@@ -41,6 +41,31 @@ __device__ __forceinline__ void codes_to_bf16(uint32_t w, uint32_t& lo, uint32_t
   (void)a01, (void)a23, (void)b01, (void)b23;
   lo = hi = 0;
 #endif
+}
+
+// The same into f16x2 (the fp16 operand variant): with u = c ^ 0x80 (c + 128
+// as an unsigned byte), fp16 0x64|u is 1024 + c + 128 exactly (10 mantissa
+// bits); subtracting 1152 (0x6480) gives c. One permute and one sub per pair.
+__device__ __forceinline__ void codes_to_f16(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  constexpr uint32_t kExp = 0x64646464u;     // fp16 exponent byte of 1024
+  constexpr uint32_t kOffset = 0x64806480u;  // fp16 1152 = 1024 + 128, twice
+  const uint32_t u = w ^ 0x80808080u;
+  const uint32_t a01 = __byte_perm(u, kExp, 0x4140), a23 = __byte_perm(u, kExp, 0x4342);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(lo) : "r"(a01), "r"(kOffset));
+  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(hi) : "r"(a23), "r"(kOffset));
+#else
+  (void)a01, (void)a23, (void)kOffset;
+  lo = hi = 0;
+#endif
+}
+
+template <wgmma::Operand16 kType>
+__device__ __forceinline__ void codes_to_16(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  if constexpr (kType == wgmma::Operand16::f16)
+    codes_to_f16(w, lo, hi);
+  else
+    codes_to_bf16(w, lo, hi);
 }
 
 __device__ __forceinline__ uint2 ld_shared_u64(uint32_t a) {
@@ -90,8 +115,8 @@ struct AttnI8rLoad {
       if constexpr (T::kItemCodes == 8) {
         const uint2 w = i8r::ld_shared_u64(src);
         uint32_t o[4];
-        i8r::codes_to_bf16(w.x, o[0], o[1]);
-        i8r::codes_to_bf16(w.y, o[2], o[3]);
+        i8r::codes_to_16<T::kOperand>(w.x, o[0], o[1]);
+        i8r::codes_to_16<T::kOperand>(w.y, o[2], o[3]);
         i8r::st_shared_u128(at(c % T::kItemsPerHalf), o[0], o[1], o[2], o[3]);
       } else {
         const uint4 w = i8r::ld_shared_u128(src);
@@ -101,11 +126,11 @@ struct AttnI8rLoad {
         const uint32_t first[2] = {swap ? w.z : w.x, swap ? w.w : w.y};
         const uint32_t second[2] = {swap ? w.x : w.z, swap ? w.y : w.w};
         uint32_t o[4];
-        i8r::codes_to_bf16(first[0], o[0], o[1]);
-        i8r::codes_to_bf16(first[1], o[2], o[3]);
+        i8r::codes_to_16<T::kOperand>(first[0], o[0], o[1]);
+        i8r::codes_to_16<T::kOperand>(first[1], o[2], o[3]);
         i8r::st_shared_u128(at(swap ? j0 + 1 : j0), o[0], o[1], o[2], o[3]);
-        i8r::codes_to_bf16(second[0], o[0], o[1]);
-        i8r::codes_to_bf16(second[1], o[2], o[3]);
+        i8r::codes_to_16<T::kOperand>(second[0], o[0], o[1]);
+        i8r::codes_to_16<T::kOperand>(second[1], o[2], o[3]);
         i8r::st_shared_u128(at(swap ? j0 : j0 + 1), o[0], o[1], o[2], o[3]);
       }
     }
@@ -147,20 +172,21 @@ struct AttnI8rLoad {
       ks = live ? p.k_scale[at] : uint16_t(0);  // past the keys: 0 (and masked)
       vs = live ? p.v_scale[at] : uint16_t(0);
     };
-    uint16_t ks, vs;
-    scales_of(0, ks, vs);
-    for (int t = 0; t < n_tiles; ++t) {
+    // Tile t stores the scales loaded during tile t - 1 and loads tile
+    // t + 1's into the other pair of registers; with one code stage, two
+    // tiles per loop trip, so no register move waits on a load in flight.
+    auto tile_step = [&](int t, uint16_t ks, uint16_t vs, uint16_t& ks_next, uint16_t& vs_next) {
       const int s8 = t % T::kI8Stages, stage = t % T::kStages;
       const uint32_t parity8 = uint32_t((t / T::kI8Stages) & 1);
       const uint32_t free_parity = uint32_t((t / T::kStages) & 1) ^ 1u;
-      uint16_t ks_next, vs_next;
       scales_of(t + 1, ks_next, vs_next);
 
       arch::mbar_wait(s.k_codes_full(s8), parity8);
       arch::mbar_wait(s.k_empty(stage), free_parity);
       convert(s.k_codes(s8), s.k(stage), tid);
       i8r::st_shared_u16(s.k_scales(stage) + uint32_t(tid) * 2, ks);
-      i8r::st_shared_u16(s.v_scales(stage) + uint32_t(tid) * 2, vs);
+      if constexpr (!T::kVScalesWithV)
+        i8r::st_shared_u16(s.v_scales(stage) + uint32_t(tid) * 2, vs);
       wgmma::fence_proxy_async_smem();
       arch::mbar_arrive(s.k_full(stage));
       arch::mbar_arrive(s.k_codes_empty(s8));
@@ -168,13 +194,26 @@ struct AttnI8rLoad {
       arch::mbar_wait(s.v_codes_full(s8), parity8);
       arch::mbar_wait(s.v_empty(stage), free_parity);
       convert(s.v_codes(s8), s.v(stage), tid);
+      if constexpr (T::kVScalesWithV) i8r::st_shared_u16(s.v_scales(stage) + uint32_t(tid) * 2, vs);
       wgmma::fence_proxy_async_smem();
       arch::mbar_arrive(s.v_full(stage));
       arch::mbar_arrive(s.v_codes_empty(s8));
 
       if (issuer && t + T::kI8Stages < n_tiles) issue_codes(p, s, head, t + T::kI8Stages);
-      ks = ks_next;
-      vs = vs_next;
+    };
+    uint16_t ks[2], vs[2];
+    scales_of(0, ks[0], vs[0]);
+    if constexpr (T::kI8Stages == 1) {
+      for (int t = 0; t < n_tiles; t += 2) {
+        tile_step(t, ks[0], vs[0], ks[1], vs[1]);
+        if (t + 1 < n_tiles) tile_step(t + 1, ks[1], vs[1], ks[0], vs[0]);
+      }
+    } else {  // (two trips a loop spill at 32 registers beside two code stages)
+      for (int t = 0; t < n_tiles; ++t) {
+        tile_step(t, ks[0], vs[0], ks[1], vs[1]);
+        ks[0] = ks[1];
+        vs[0] = vs[1];
+      }
     }
   }
 };

@@ -23,11 +23,19 @@
 
 namespace h3s::cuda::attn {
 
-template <int kStages_, int kI8Stages_, int kItemCodes_>
+template <int kStages_, int kI8Stages_, int kItemCodes_, bool kVScalesWithV_,
+          wgmma::Operand16 kOperand_ = wgmma::Operand16::bf16>
 struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   using Base = AttnWsTraits<kStages_, true>;
   static constexpr int kI8Stages = kI8Stages_;
   static constexpr bool kKeyScales = true;
+  static constexpr bool kVScalesWithV = kVScalesWithV_;
+  // f16: the codes become fp16 (one byte permute and one sub.f16x2 per pair:
+  // 0x64|(c ^ 0x80) is 1024 + 128 + c), q' is converted to fp16 (exact for
+  // |q'| in fp16's normal range: H3's queries are RMS-normed) and P is
+  // rounded to fp16 (3 more mantissa bits than bf16: closer to the
+  // definition's fp32 p * scale_v).
+  static constexpr wgmma::Operand16 kOperand = kOperand_;
 
   // The converters need 32 registers (at 24 ptxas spills them); the
   // consumers give up 8 of the exact kernel's 240 to fit the launch

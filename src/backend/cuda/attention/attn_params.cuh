@@ -82,10 +82,21 @@ struct KvI8rFwdParams {
   float* l;
   float* acc;
 };
-// Its variants: code-ring depth (the bf16 ring has 2 stages in all) and
-// codes per converter item (8: one bf16 chunk; 16: two from one load, which
-// spills at 32 producer registers with two code stages).
-enum class AttnI8rVariant { codes2, codes1, codes1_item16 };
+// Its variants: code-ring depth (the bf16 ring has 2 stages in all), codes
+// per converter item (8: one chunk; 16: two from one load, which spills at
+// 32 producer registers with two code stages), whether V's scales travel
+// with V's tile (K's stage released after the softmax) or with K's
+// (released after P is packed), and the MMA operands (bf16, or f16:
+// attn_i8r_sm90_traits.cuh).
+enum class AttnI8rVariant {
+  codes2_vscales,
+  codes2,
+  codes1,
+  codes1_item16,
+  codes1_item16_vscales,
+  codes2_vscales_f16,
+  codes1_item16_vscales_f16
+};
 
 // Launchers; callers (attn_dispatch.cpp) validate and check the device first.
 void attention_fwd_sm80(const FwdParams& p, cudaStream_t s);  // mma.sync, any sm_80+

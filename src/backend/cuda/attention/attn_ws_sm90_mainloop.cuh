@@ -37,6 +37,10 @@ struct AttnWsConsumer {
   using Acc = float[T::kAccRegs];
   using Probs = uint32_t[T::kPvSteps][4];  // P as bf16x2 A fragments per k16 step
 
+  // Where V's per-key scales live (traits: kVScalesWithV).
+  static constexpr bool kScalesWithV = T::kKeyScales && T::kVScalesWithV;
+  static constexpr bool kScalesWithK = T::kKeyScales && !T::kVScalesWithV;
+
   int consumer;  // 0 or 1: which 64 rows of the CTA's block
   int col;       // 2 * (lane % 4)
 
@@ -66,7 +70,7 @@ struct AttnWsConsumer {
           wgmma::make_desc(q_rows + half * T::kQHalfBytes + step, 0, wgmma::kAtomBytes);
       const uint64_t db =
           wgmma::make_desc(k_tile + half * T::kKvHalfBytes + step, 0, wgmma::kAtomBytes);
-      wgmma::mma_m64n128k16_ss(s, da, db, kk > 0);
+      wgmma::mma_m64n128k16_ss<T::kOperand>(s, da, db, kk > 0);
     }
     wgmma::commit();
 #pragma unroll
@@ -84,7 +88,7 @@ struct AttnWsConsumer {
     for (int kk = 0; kk < T::kPvSteps; ++kk) {
       const uint64_t db = wgmma::make_desc(v_tile + uint32_t(kk) * 2 * wgmma::kAtomBytes,
                                            T::kKvHalfBytes, wgmma::kAtomBytes);
-      wgmma::mma_m64n128k16_rs_tnspb(acc, pa[kk], db);
+      wgmma::mma_m64n128k16_rs_tnspb<T::kOperand>(acc, pa[kk], db);
     }
     wgmma::commit();
 #pragma unroll
@@ -148,10 +152,19 @@ struct AttnWsConsumer {
         (void)v_scales;
       }
       auto w = [&](float p, float sv) { return T::kKeyScales ? __fmul_rn(p, sv) : p; };
-      pa[kk][0] = arch::pack_bf16x2(w(b0[0], s0.x), w(b0[1], s0.y));
-      pa[kk][1] = arch::pack_bf16x2(w(b0[2], s0.x), w(b0[3], s0.y));
-      pa[kk][2] = arch::pack_bf16x2(w(b0[4], s1.x), w(b0[5], s1.y));
-      pa[kk][3] = arch::pack_bf16x2(w(b0[6], s1.x), w(b0[7], s1.y));
+      auto pack = [](float lo, float hi) {
+        if constexpr (T::kOperand == wgmma::Operand16::f16) {
+          uint32_t r;
+          asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+          return r;
+        } else {
+          return arch::pack_bf16x2(lo, hi);
+        }
+      };
+      pa[kk][0] = pack(w(b0[0], s0.x), w(b0[1], s0.y));
+      pa[kk][1] = pack(w(b0[2], s0.x), w(b0[3], s0.y));
+      pa[kk][2] = pack(w(b0[4], s1.x), w(b0[5], s1.y));
+      pa[kk][3] = pack(w(b0[6], s1.x), w(b0[7], s1.y));
     }
   }
 
@@ -169,6 +182,26 @@ struct AttnWsConsumer {
       return smem.v_scales(stage);
     else
       return (void)smem, (void)stage, 0u;
+  }
+
+  // f16 operands: this warpgroup's 64 Q rows (both 64-dim halves) from bf16
+  // to fp16 in place, made visible to wgmma (async proxy) and to the whole
+  // warpgroup before its first MMA.
+  __device__ void q_to_f16(uint32_t q_rows, int tid) const {
+    constexpr int kWords = T::kGroupRows * wgmma::kSwizzleBytes / 4;  // per half
+#pragma unroll
+    for (int h = 0; h < T::kHalves; ++h)
+#pragma unroll 4
+      for (int i = tid; i < kWords; i += arch::kWarpGroupThreads) {
+        const uint32_t a = q_rows + uint32_t(h) * T::kQHalfBytes + uint32_t(i) * 4;
+        uint32_t v;
+        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
+        const float lo = __uint_as_float(v << 16), hi = __uint_as_float(v & 0xffff0000u);
+        asm("cvt.rn.satfinite.f16x2.f32 %0, %1, %2;" : "=r"(v) : "f"(hi), "f"(lo));
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
+      }
+    wgmma::fence_proxy_async_smem();
+    arch::named_bar_sync(T::kQConvertBarrierBase + consumer, arch::kWarpGroupThreads);
   }
 
   // After a wgmma wait: keeps the compiler from reading the registers an
@@ -202,6 +235,7 @@ struct AttnWsConsumer {
     Probs pa;
     float alpha[OnlineSoftmax::kRows];
     arch::mbar_wait(smem.q_full(), 0);
+    if constexpr (T::kOperand == wgmma::Operand16::f16) q_to_f16(q_rows, tid);
 
     // Tile 0: S only.
     arch::mbar_wait(smem.k_full(0), 0);
@@ -210,11 +244,16 @@ struct AttnWsConsumer {
     pass_tensor_cores();
     wgmma::wait<0>();
     settle(s);
-    // With per-key scales K's stage also holds the V scales pack_probs reads.
+    // Per-key scales: K's stage is released once the softmax has read its
+    // scales, or after the packing when it also holds V's (kVScalesWithV).
     if constexpr (!T::kKeyScales) arch::mbar_arrive(smem.k_empty(0));
     softmax(s, p.key_begin, p.key_end, st, alpha, k_scales_of(smem, 0));
+    if constexpr (kScalesWithV) {
+      arch::mbar_arrive(smem.k_empty(0));
+      arch::mbar_wait(smem.v_full(0), 0);
+    }
     pack_probs(s, pa, v_scales_of(smem, 0));
-    if constexpr (T::kKeyScales) arch::mbar_arrive(smem.k_empty(0));
+    if constexpr (kScalesWithK) arch::mbar_arrive(smem.k_empty(0));
 
     for (int t = 1; t < n_tiles; ++t) {
       const int stage = t % T::kStages, prev = (t - 1) % T::kStages;
@@ -232,11 +271,13 @@ struct AttnWsConsumer {
       if constexpr (!T::kKeyScales) arch::mbar_arrive(smem.k_empty(stage));
       softmax(s, p.key_begin + int64_t(t) * T::kBlockN, p.key_end, st, alpha,
               k_scales_of(smem, stage));
+      if constexpr (kScalesWithV) arch::mbar_arrive(smem.k_empty(stage));
       wgmma::wait<0>();  // P_{t-1} V_{t-1} is done: pa and V's stage are free
       settle(acc);
       arch::mbar_arrive(smem.v_empty(prev));
+      if constexpr (kScalesWithV) arch::mbar_wait(smem.v_full(stage), parity);
       pack_probs(s, pa, v_scales_of(smem, stage));
-      if constexpr (T::kKeyScales) arch::mbar_arrive(smem.k_empty(stage));
+      if constexpr (kScalesWithK) arch::mbar_arrive(smem.k_empty(stage));
     }
 
     // The last tile's P V.

@@ -35,6 +35,14 @@ struct AttnWsTraits {
   // Per-key scales on S and P (the kvi8r tier's traits set it; the smem then
   // has k_scales / v_scales and the consumer keeps K's stage until P is packed).
   static constexpr bool kKeyScales = false;
+  // With kKeyScales: V's scales arrive with V's tile (the consumer waits for
+  // V before packing P and releases K's stage after the softmax), or with
+  // K's (K's stage is held until P is packed).
+  static constexpr bool kVScalesWithV = false;
+  // The 16-bit operand type of both MMAs. f16 (kvi8r's fp16 variant): Q
+  // lands bf16 and each consumer converts its rows in place before the first
+  // MMA; P is packed to f16.
+  static constexpr wgmma::Operand16 kOperand = wgmma::Operand16::bf16;
 
   // Warp roles.
   static constexpr int kProducerWarpGroups = 1;
@@ -95,6 +103,8 @@ struct AttnWsTraits {
   // MMAs and arrives on the other's when they are issued.
   static constexpr int kSchedBarrierBase = 1;
   static constexpr int kSchedBarrierThreads = 2 * arch::kWarpGroupThreads;
+  // Named barriers 3 and 4: consumer c's warpgroup after converting its Q rows (f16).
+  static constexpr int kQConvertBarrierBase = kSchedBarrierBase + kConsumerWarpGroups;
 
   static_assert(kBlockN == 128 && kHeadDim == 128, "the wgmma shapes are m64n128k16");
   static_assert(kEngineKvTile % kBlockN == 0,
