@@ -93,11 +93,14 @@ CONTROLS = (
         "full-span fp32 buffer; cuBLAS picks kernels by M, so the output can differ from "
         "stock by ~1e-6 relative."),
     Control(
-        "kv_store", "COMBO", "bf16", choices=("bf16",),
+        "kv_store", "COMBO", "bf16", choices=("bf16", "kvi8r", "kvi8s", "kvfp4s"),
         tooltip="K/V storage tier. bf16 = the exact resident store (2 bytes per element). "
-        "The approximate tiers kvi8r, kvi8s and kvfp4s exist on h3stream's CPU backend only "
-        "(no CUDA kernels yet, so the node, which runs on the GPU, does not offer them); "
-        "kvmix is not built yet."),
+        "The others are APPROXIMATE (never equal to the exact store; streamed == their own "
+        "stock block bit for bit): kvi8r = int8 per row after a Hadamard rotation (1.02 "
+        "bytes/element, attention rel-rms ~1e-2; a Hopper kernel: on an H100/H200 it halves "
+        "the K/V memory but takes ~1.7x the exact attention's time); kvi8s (SageAttention-2 "
+        "layout) and kvfp4s (NVFP4) have no GPU kernels yet. On a GPU without the tier's "
+        "kernel the engine logs one line and runs the exact store. kvmix is not built yet."),
     Control(
         "trim_forward", "BOOLEAN", True,
         tooltip="Release the patch embeds once the packed sequence exists (the video embed "
@@ -113,7 +116,8 @@ CONTROLS = (
         "exact_av_rows", "BOOLEAN", False,
         tooltip="With an approximate K/V store: attend text+audio query rows exactly over a "
         "retained bf16 K/V (h3stream's full forward and CLI have it: --exact-av-rows). This "
-        "node offers only the exact bf16 store, where every row is already exact: no effect."),
+        "node runs one block at a time, where h3stream does not know which rows are text and "
+        "audio: no effect here yet."),
 )
 
 # Placement (issue 13), beyond FEATURES.md's table: where h3stream's own memory
@@ -152,7 +156,7 @@ def checked(values):
 
 def engine_options_kwargs(values):
     """The keyword arguments of h3stream.Options for these control values (the
-    control exact_av_rows is dropped: with the node's only store, bf16, it has no effect)."""
+    control exact_av_rows is dropped: single-block calls have no segment layout)."""
     v = checked(values)
     out = {k: v[k] for k in ("q_chunk", "kv_chunk", "mlp_chunk", "min_tokens", "kv_block",
                              "final_layer_chunk", "final_layer_gemm", "kv_store",

@@ -32,6 +32,20 @@ def test_streamed_equals_stock(engine, fmt, seq, q, kv, mlp, kv_block):
     assert torch.equal(bits(streamed), bits(stock))
 
 
+@pytest.mark.parametrize("tier", ["kvi8r", "kvi8s", "kvfp4s"])
+def test_kv_tiers_streamed_equal_their_stock(engine, tier):
+    """Each approximate K/V store through Options(kv_store=...): the streamed block equals
+    the same tier's stock block bit for bit, and differs from the exact store's block."""
+    eng = engine("int8")
+    inputs = block_inputs(eng.config, 300, seed=11)
+    exact = run(eng, 0, inputs, "stock")
+    stock = run(eng, 0, inputs, "stock", h3stream.Options(kv_store=tier))
+    opts = streamed_options(kv_store=tier, q_chunk=29, kv_chunk=37, mlp_chunk=41)
+    streamed = run(eng, 0, inputs, "streamed", opts)
+    assert torch.equal(bits(streamed), bits(stock)), tier
+    assert not torch.equal(bits(stock), bits(exact)), f"{tier} gave the exact store's bits"
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_host_staged_kv_equals_stock(engine, fmt):
     """kv_placement='host', or a vram_budget the resident store does not fit: the K/V

@@ -61,6 +61,22 @@ def test_cuda_engine_streamed_equals_stock_and_stays_near_the_cpu(fmt, engine, c
     assert rel < b[0] and row < b[1] and mx < b[2], (fmt, (rel, row, mx), b)
 
 
+@needs_cuda
+def test_cuda_kvi8r_streamed_equals_its_stock(engine, checkpoint):
+    """kv_store='kvi8r' on the GPU through the Python module (Hopper: its kernel; another
+    GPU logs one line and keeps the exact store): streamed == the tier's stock bit for bit."""
+    gpu = h3stream.Engine.from_checkpoint(checkpoint("int8"), backend="cuda")
+    x, t_emb, runs, rope = block_inputs(engine("int8").config, 301, seed=23)
+    xg, tg, rg = x.cuda(), t_emb.cuda(), rope.cuda()
+    stock = xg.clone()
+    gpu.run_block(0, stock, tg, runs, rg, mode="stock", options=h3stream.Options(kv_store="kvi8r"))
+    got = xg.clone()
+    opts = streamed_options(kv_store="kvi8r", q_chunk=13, kv_chunk=37, mlp_chunk=101, kv_block=128)
+    assert gpu.run_block(0, got, tg, runs, rg, options=opts) == "streamed"
+    torch.cuda.synchronize()
+    assert torch.equal(bits(got.cpu()), bits(stock.cpu()))
+
+
 def test_a_skip_fails_when_a_gpu_is_required(tmp_path):
     """The require_gpu plugin on a throwaway suite with one skipping test: it passes
     (skipped) normally and fails under H3S_REQUIRE_GPU=1."""

@@ -66,9 +66,12 @@ def test_placement_controls_become_engine_options():
         ctl.checked({"kv_placement": "gpu"})
 
 
-def test_only_implemented_kv_tiers_are_offered():
+def test_every_built_kv_tier_is_offered_and_labelled_approximate():
     ctl = _controls()
-    assert ctl.BY_NAME["kv_store"].choices == ("bf16",)
+    assert ctl.BY_NAME["kv_store"].choices == ("bf16", "kvi8r", "kvi8s", "kvfp4s")
+    tip = ctl.BY_NAME["kv_store"].tooltip
+    assert "APPROXIMATE" in tip and "logs one line and runs the exact store" in tip
+    assert ctl.engine_options_kwargs({"kv_store": "kvi8r"})["kv_store"] == "kvi8r"
 
 
 def test_tooltips_are_there_and_say_where_a_control_does_nothing_here():
@@ -90,7 +93,7 @@ def test_comfy_inputs_and_checks():
     assert ctl.checked({})["mlp_chunk"] == 16384
     for bad, msg in (({"q_chunk": 512}, "q_chunk = 512 is outside 1024..262144"),
                      ({"kv_block": 100}, "multiple of 128"),
-                     ({"kv_store": "kvi8r"}, "not one of bf16"),
+                     ({"kv_store": "kvmix"}, "not one of bf16"),
                      ({"self_check": 1}, "not a boolean"),
                      ({"qchunk": 1}, "unknown control")):
         with pytest.raises(ValueError, match=msg):
