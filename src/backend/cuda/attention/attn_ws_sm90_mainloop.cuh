@@ -13,6 +13,13 @@
 // The arithmetic per row is the single-pass kernel's: O is rescaled by
 // alpha_t after P_{t-1} V_{t-1} and before P_t V_t, S is scaled by
 // 1/sqrt(d) in fp32 and folded into (m, l) once per tile (attn_state.cuh).
+//
+// The kvi8r kernel (attn_fwd_i8r_sm90.cu) runs this consumer over its own
+// shared-memory layout with traits that add per-key scales (S *= scale_k
+// before 1/sqrt(d), P *= scale_v before rounding; K's stage is then held
+// until its scales are read) and, optionally, fp16 operands (Q converted in
+// place once, P rounded to fp16). The exact kernel's traits leave both off:
+// its arithmetic and release order are unchanged.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -35,7 +42,7 @@ template <class T>
 struct AttnWsConsumer {
   using Scores = float[T::kSRegs];
   using Acc = float[T::kAccRegs];
-  using Probs = uint32_t[T::kPvSteps][4];  // P as bf16x2 A fragments per k16 step
+  using Probs = uint32_t[T::kPvSteps][4];  // P as 16-bit pairs, A fragments per k16 step
 
   // Where V's per-key scales live (traits: kVScalesWithV).
   static constexpr bool kScalesWithV = T::kKeyScales && T::kVScalesWithV;
