@@ -5,14 +5,14 @@
 //
 //   warpgroup 0  producer. Thread 0 issues the TMA loads of Q and of the int8
 //                K and V tiles into a kI8Stages-deep code ring; all 128
-//                threads convert each code tile to bf16 (exact: |code| <=
-//                127) in the exact kernel's swizzled layout, in the bf16
-//                ring the consumers read, and gather the tile's per-key
-//                scales beside it.
+//                threads convert each code tile to bf16 or fp16 (kOperand;
+//                exact either way: |code| <= 127) in the exact kernel's
+//                swizzled layout, in the 16-bit ring the consumers read, and
+//                gather the tile's per-key scales beside it.
 //   warpgroups 1, 2  the exact kernel's consumers, with S scaled per key by
 //                K's scale and P by V's (kKeyScales), as kv/kvi8r.hpp does.
 //
-// The codes cross the memory system at half the bf16 bytes; the conversion
+// The codes cross the memory system at half the 16-bit bytes; the conversion
 // costs shared-memory bandwidth and issue slots on the producer's warps.
 #pragma once
 
@@ -50,7 +50,7 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   static constexpr int kConverterThreads = arch::kWarpGroupThreads;
 
   // A code tile: kBlockN keys x 128 one-byte codes, unswizzled (TMA box
-  // 128 x 1 x kBlockN); the converter reads it in 8-code items.
+  // 128 x 1 x kBlockN); the converter reads it in items of kItemCodes codes.
   static constexpr int kCodeRowBytes = Base::kHeadDim;
   static constexpr uint32_t kI8TileBytes = uint32_t(Base::kBlockN) * kCodeRowBytes;  // 16 KiB
   // Codes per converter item: 8 (one 16-byte bf16 swizzle chunk) or 16 (two
