@@ -5,10 +5,11 @@
 # compute-sanitizer, the Python tests on the CUDA wheel, block benchmark and the PyTorch
 # reference; JSON and logs under $OUT.
 #   usage: bash scripts/device-check.sh [tests|bench|placement|attention|tiers|all] [token list] [formats]
-# tiers: the K/V tier GPU tests on each kvi8r kernel variant (H3S_KVI8R_KERNEL),
-# racecheck/synccheck on the kvi8r kernel, kvbench (error and speed against the exact
-# kernel) at the token list (default 217088) for the default and three other variants, and the int8 block with the
-# kvi8r store beside the exact store's (streamed and stock, bit-equality within the tier).
+# tiers: the K/V tier GPU tests on each kvi8r kernel variant (H3S_KVI8R_KERNEL;
+# KVI8R_VARIANTS), racecheck/synccheck on the kvi8r kernel, kvbench (error and speed
+# against the exact kernel) at the token list (default 217088) for the default and the
+# other variants (KVI8R_BENCH_VARIANTS), the int8 block with the kvi8r store beside the
+# exact store's (streamed and stock, bit-equality within the tier) and the PyTorch anchor.
 # attention: the GPU tests (every test on the default kernel, the attention and block
 # tests again on each other kernel variant), sanitizers, then attention alone for every
 # variant at the token list (default 217088), the int8 block, and the PyTorch anchor with
@@ -64,8 +65,10 @@ if ! nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,nohead
 fi
 attn_variants="ws-s3 ws-s2-nopp ws-s3-nopp wgmma sm80"
 if [ "$mode" = tiers ]; then
-  for v in codes1-item16-vscales-f16 codes2-vscales-f16 codes2 codes2-vscales codes1 codes1-item16 \
-    codes1-item16-vscales; do
+  # KVI8R_VARIANTS: the variants tested (the first is the default kernel);
+  # KVI8R_BENCH_VARIANTS: the others timed beside the default.
+  kvi8r_variants=${KVI8R_VARIANTS:-codes2-item8-f16 codes1-item16-f16 codes2-item16-f16 codes1-item16-bf16}
+  for v in $kvi8r_variants; do
     step "gpu_tests_kvi8r_$v" 120 env H3S_KVI8R_KERNEL=$v $bin/h3s_tests_gpu \
       --gtest_filter='GpuKvi8r.*:*Kvi8r*' --gtest_output=json:"$OUT/gpu_tests_kvi8r_$v.json"
     [ -f "$OUT/gpu_tests_kvi8r_$v.json" ] && no_skips "gpu_tests_kvi8r_$v" "$OUT/gpu_tests_kvi8r_$v.json"
@@ -78,7 +81,14 @@ if [ "$mode" = tiers ]; then
         --token-list "$t" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384 \
         --kv-store $kv --skip-attention
     done
-    for v in codes2-vscales-f16 codes2 codes1-item16-vscales; do
+    # The PyTorch anchor beside those blocks (flash: what ComfyUI runs; cuDNN: the bar).
+    if [ -f .ext/torch_h3_block.py ]; then
+      step "torch_block_flash_$t" 300 env ATTN=FLASH_ATTENTION python3 .ext/torch_h3_block.py "$t"
+      step "torch_block_cudnn_$t" 300 env ATTN=CUDNN_ATTENTION python3 .ext/torch_h3_block.py "$t"
+    else
+      failed+=("torch anchor (.ext/torch_h3_block.py not carried)")
+    fi
+    for v in ${KVI8R_BENCH_VARIANTS-codes1-item16-f16 codes2-item16-f16 codes1-item16-bf16}; do
       step "kvbench_kvi8r_${v}_$t" 200 env H3S_KVI8R_KERNEL=$v $bin/h3s kvbench \
         --kv-store kvi8r --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done

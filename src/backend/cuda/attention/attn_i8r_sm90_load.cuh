@@ -91,49 +91,84 @@ __device__ __forceinline__ void st_shared_u16(uint32_t a, uint16_t v) {
 
 }  // namespace i8r
 
+// Where one converter thread's items sit, in the code tile (unswizzled
+// 128-byte rows) and in the 16-bit tile (two halves of 128-byte swizzled
+// rows), in a tile's first pass of kRowsPerPass rows; pass i adds
+// i * kPassBytes to each. Fixed per thread, so a tile's addresses are one add
+// and immediate offsets (the first version derived them per item with signed
+// division and spent more issue slots on addresses than on conversion).
+struct ConvertPlan {
+  uint32_t src;   // the item's codes
+  uint32_t dst0;  // its first 16-byte chunk of 16-bit values
+  uint32_t dst1;  // its second (16-code items)
+};
+
 template <class T>
 struct AttnI8rLoad {
-  // One code tile -> one bf16 tile. Item i of the thread: key row r, codes
-  // [kItemCodes c, kItemCodes (c + 1)) -> 16-byte chunks of 64-dim half
-  // (dim / 64), chunk j at swizzle position j ^ (r % 8). A quarter-warp
-  // reads one 128-byte code row (16-code items; a half-warp for 8-code
-  // items) and writes 8 distinct chunk positions: 16-code items in the
-  // upper half store their two chunks in the other order, so no two lanes of
-  // a quarter-warp hit one bank.
-  __device__ static void convert(uint32_t codes, uint32_t tile, int tid) {
-    // The producer runs on kProducerRegs (32) registers: two 8-code items or
-    // one 16-code item in flight.
-#pragma unroll(T::kItemCodes == 8 ? 2 : 1)
-    for (int i = 0; i < T::kItemsPerThread; ++i) {
-      const int item = i * T::kConverterThreads + tid;
-      const int r = item / T::kItemsPerRow, c = item % T::kItemsPerRow;
-      const uint32_t src = codes + uint32_t(r * T::kCodeRowBytes + c * T::kItemCodes);
-      const int half = c / T::kItemsPerHalf;
-      const uint32_t row =
-          tile + uint32_t(half) * T::kKvHalfBytes + uint32_t(r) * wgmma::kSwizzleBytes;
-      auto at = [&](int chunk) { return row + uint32_t((chunk ^ (r % 8)) * 16); };
+  // 16-code items: 16 threads cover a row pair (2 rows x 8 items). A
+  // quarter-warp takes the lower half of one row and the upper half of the
+  // other, so its 16-byte loads cover 128 distinct bytes of banks and its
+  // stores land on positions of both parities (j ^ (row % 8) with rows of
+  // different parity): no bank conflict on either side. 8-code items: a
+  // quarter-warp converts one row half, chunk c to position c ^ (row % 8).
+  __device__ static ConvertPlan plan(int tid) {
+    constexpr uint32_t kRowBytes = wgmma::kSwizzleBytes, kChunk = 16;
+    const uint32_t u = uint32_t(tid);
+    if constexpr (T::kItemCodes == 16) {
+      const uint32_t pair = u / 16, quarter = (u / 8) % 2, half = (u / 4) % 2, pos = u % 4;
+      const uint32_t row = 2 * pair + (quarter ^ half), chunk = 2 * pos;
+      const uint32_t line = half * T::kKvHalfBytes + row * kRowBytes;
+      return {row * T::kCodeRowBytes + half * T::kHalfDims + pos * T::kItemCodes,
+              line + (chunk ^ (row % 8)) * kChunk, line + ((chunk + 1) ^ (row % 8)) * kChunk};
+    } else {
+      const uint32_t row = u / 16, half = (u / 8) % 2, chunk = u % 8;
+      const uint32_t line = half * T::kKvHalfBytes + row * kRowBytes;
+      return {row * T::kCodeRowBytes + half * T::kHalfDims + chunk * T::kItemCodes,
+              line + (chunk ^ (row % 8)) * kChunk, 0};
+    }
+  }
+
+  // One code tile -> one 16-bit tile: kPasses passes of one item per thread,
+  // kBatch items loaded before the first is converted (the loads are ordered
+  // asm, so batching is what overlaps their latency).
+  __device__ static void convert(uint32_t codes, uint32_t tile, const ConvertPlan& plan) {
+    const uint32_t src = codes + plan.src, dst0 = tile + plan.dst0, dst1 = tile + plan.dst1;
+#pragma unroll
+    for (int i = 0; i < T::kPasses; i += T::kBatch) {
       if constexpr (T::kItemCodes == 8) {
-        const uint2 w = i8r::ld_shared_u64(src);
-        uint32_t o[4];
-        i8r::codes_to_16<T::kOperand>(w.x, o[0], o[1]);
-        i8r::codes_to_16<T::kOperand>(w.y, o[2], o[3]);
-        i8r::st_shared_u128(at(c % T::kItemsPerHalf), o[0], o[1], o[2], o[3]);
+        uint2 w[T::kBatch];
+#pragma unroll
+        for (int b = 0; b < T::kBatch; ++b)
+          w[b] = i8r::ld_shared_u64(src + (i + b) * T::kPassBytes);
+#pragma unroll
+        for (int b = 0; b < T::kBatch; ++b) {
+          uint32_t o[4];
+          i8r::codes_to_16<T::kOperand>(w[b].x, o[0], o[1]);
+          i8r::codes_to_16<T::kOperand>(w[b].y, o[2], o[3]);
+          i8r::st_shared_u128(dst0 + (i + b) * T::kPassBytes, o[0], o[1], o[2], o[3]);
+        }
       } else {
-        const uint4 w = i8r::ld_shared_u128(src);
-        const int j0 = 2 * (c % T::kItemsPerHalf);
-        const bool swap = half != 0;
-        // The chunk stored first: codes 0-7 (dims j0), or 8-15 in the upper half.
-        const uint32_t first[2] = {swap ? w.z : w.x, swap ? w.w : w.y};
-        const uint32_t second[2] = {swap ? w.x : w.z, swap ? w.y : w.w};
-        uint32_t o[4];
-        i8r::codes_to_16<T::kOperand>(first[0], o[0], o[1]);
-        i8r::codes_to_16<T::kOperand>(first[1], o[2], o[3]);
-        i8r::st_shared_u128(at(swap ? j0 + 1 : j0), o[0], o[1], o[2], o[3]);
-        i8r::codes_to_16<T::kOperand>(second[0], o[0], o[1]);
-        i8r::codes_to_16<T::kOperand>(second[1], o[2], o[3]);
-        i8r::st_shared_u128(at(swap ? j0 : j0 + 1), o[0], o[1], o[2], o[3]);
+        uint4 w[T::kBatch];
+#pragma unroll
+        for (int b = 0; b < T::kBatch; ++b)
+          w[b] = i8r::ld_shared_u128(src + (i + b) * T::kPassBytes);
+#pragma unroll
+        for (int b = 0; b < T::kBatch; ++b) {
+          uint32_t o[4];
+          i8r::codes_to_16<T::kOperand>(w[b].x, o[0], o[1]);
+          i8r::codes_to_16<T::kOperand>(w[b].y, o[2], o[3]);
+          i8r::st_shared_u128(dst0 + (i + b) * T::kPassBytes, o[0], o[1], o[2], o[3]);
+          i8r::codes_to_16<T::kOperand>(w[b].z, o[0], o[1]);
+          i8r::codes_to_16<T::kOperand>(w[b].w, o[2], o[3]);
+          i8r::st_shared_u128(dst1 + (i + b) * T::kPassBytes, o[0], o[1], o[2], o[3]);
+        }
       }
     }
+  }
+
+  // Key `tid`'s fp16 scale into the stage's scales.
+  __device__ static void store_scale(uint32_t scales, int tid, uint16_t bits) {
+    i8r::st_shared_u16(scales + uint32_t(tid) * T::kScaleItemBytes, bits);
   }
 
   __device__ static void issue_codes(const AttnI8rParams& p, const AttnI8rSmem<T>& s, int32_t head,
@@ -153,6 +188,7 @@ struct AttnI8rLoad {
                              int n_tiles, int tid) {
     const int32_t head = int32_t(tile.head);
     const bool issuer = tid == 0;
+    const ConvertPlan items = plan(tid);
     if (issuer) {
       arch::tma_prefetch_desc(&p.base.q_map);
       arch::tma_prefetch_desc(&p.base.k_map);
@@ -183,18 +219,17 @@ struct AttnI8rLoad {
 
       arch::mbar_wait(s.k_codes_full(s8), parity8);
       arch::mbar_wait(s.k_empty(stage), free_parity);
-      convert(s.k_codes(s8), s.k(stage), tid);
-      i8r::st_shared_u16(s.k_scales(stage) + uint32_t(tid) * 2, ks);
-      if constexpr (!T::kVScalesWithV)
-        i8r::st_shared_u16(s.v_scales(stage) + uint32_t(tid) * 2, vs);
+      convert(s.k_codes(s8), s.k(stage), items);
+      store_scale(s.k_scales(stage), tid, ks);
+      if constexpr (!T::kVScalesWithV) store_scale(s.v_scales(stage), tid, vs);
       wgmma::fence_proxy_async_smem();
       arch::mbar_arrive(s.k_full(stage));
       arch::mbar_arrive(s.k_codes_empty(s8));
 
       arch::mbar_wait(s.v_codes_full(s8), parity8);
       arch::mbar_wait(s.v_empty(stage), free_parity);
-      convert(s.v_codes(s8), s.v(stage), tid);
-      if constexpr (T::kVScalesWithV) i8r::st_shared_u16(s.v_scales(stage) + uint32_t(tid) * 2, vs);
+      convert(s.v_codes(s8), s.v(stage), items);
+      if constexpr (T::kVScalesWithV) store_scale(s.v_scales(stage), tid, vs);
       wgmma::fence_proxy_async_smem();
       arch::mbar_arrive(s.v_full(stage));
       arch::mbar_arrive(s.v_codes_empty(s8));

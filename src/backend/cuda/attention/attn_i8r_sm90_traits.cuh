@@ -37,17 +37,20 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   // definition's fp32 p * scale_v).
   static constexpr wgmma::Operand16 kOperand = kOperand_;
 
-  // The converters need 32 registers (at 24 ptxas spills them); the
-  // consumers give up 8 of the exact kernel's 240 to fit the launch
-  // allocation (attn_ws_sm90_traits.cuh), and must not spill at 232.
-  static constexpr int kProducerRegs = 32;
-  static constexpr int kConsumerRegs = 232;
+  // The converters hold a batch of codes (8 registers), its 16-bit results
+  // and their addresses: 40 registers (at 32 ptxas spills the batched
+  // loop); the consumers give up 16 of the exact kernel's 240 to fit the
+  // launch allocation (attn_ws_sm90_traits.cuh), and do not spill at 224.
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 224;
   static_assert((Base::kProducerWarpGroups * kProducerRegs +
                  Base::kConsumerWarpGroups * kConsumerRegs) *
                         arch::kWarpGroupThreads <=
                     Base::kLaunchRegs * Base::kThreads,
                 "the register split exceeds the CTA's launch allocation");
   static constexpr int kConverterThreads = arch::kWarpGroupThreads;
+  // A 16-bit K/V stage is full once every converter thread has written its part.
+  static constexpr int kKvFullArrivals = kConverterThreads;
 
   // A code tile: kBlockN keys x 128 one-byte codes, unswizzled (TMA box
   // 128 x 1 x kBlockN); the converter reads it in items of kItemCodes codes.
@@ -58,10 +61,18 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   static constexpr int kItemCodes = kItemCodes_;
   static_assert(kItemCodes == 8 || kItemCodes == 16, "an item is one or two swizzle chunks");
   static constexpr int kItemsPerRow = Base::kHeadDim / kItemCodes;
-  static constexpr int kItemsPerThread = Base::kBlockN * kItemsPerRow / kConverterThreads;
-  static constexpr int kItemsPerHalf = Base::kHalfDims / kItemCodes;
-  // Per bf16 stage: the tile's K and V scales (fp16, one per key).
-  static constexpr uint32_t kScaleBytes = 2u * Base::kBlockN * 2u;
+  // Each pass converts kRowsPerPass code rows, one item per thread; a
+  // thread's items in successive passes sit kPassBytes apart in both tiles
+  // (code rows and swizzled rows are both 128 bytes), at the same row % 8, so
+  // the swizzle is fixed per thread (AttnI8rLoad::plan).
+  static constexpr int kRowsPerPass = kConverterThreads / kItemsPerRow;  // 16 or 8
+  static constexpr int kPasses = Base::kBlockN / kRowsPerPass;           // 8 or 16
+  static constexpr uint32_t kPassBytes = uint32_t(kRowsPerPass) * wgmma::kSwizzleBytes;
+  // Items loaded before the first is converted: 8 registers of codes.
+  static constexpr int kBatch = kItemCodes == 16 ? 2 : 4;
+  // Per 16-bit stage: the tile's K and V scales (fp16, one per key).
+  static constexpr uint32_t kScaleItemBytes = 2u;
+  static constexpr uint32_t kScaleBytes = 2u * Base::kBlockN * kScaleItemBytes;
 
   static constexpr uint32_t kQOffset = 0;
   static constexpr uint32_t kKOffset = kQOffset + Base::kQBytes;
@@ -77,8 +88,12 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
 
   static_assert(kConverterThreads == Base::kBlockN,
                 "converter thread i gathers key i's scales of each tile");
-  static_assert(Base::kBlockN * kItemsPerRow % kConverterThreads == 0,
-                "every converter thread converts the same number of items");
+  static_assert(kConverterThreads % kItemsPerRow == 0 && kRowsPerPass % 8 == 0 &&
+                    Base::kBlockN % kRowsPerPass == 0 && kPasses % kBatch == 0,
+                "every converter thread converts the same items of every tile, at a fixed "
+                "row % 8");
+  static_assert(kCodeRowBytes == wgmma::kSwizzleBytes,
+                "a code row and a swizzled 16-bit half row are both 128 bytes: one pass stride");
   static_assert(kI8KOffset % 128 == 0 && kI8VOffset % 128 == 0 && kBarOffset % 8 == 0,
                 "TMA destinations 128-byte aligned, mbarriers 8-byte aligned");
   static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 per-block shared memory opt-in");

@@ -82,20 +82,14 @@ struct KvI8rFwdParams {
   float* l;
   float* acc;
 };
-// Its variants: code-ring depth (the bf16 ring has 2 stages in all), codes
-// per converter item (8: one chunk; 16: two from one load, which spills at
-// 32 producer registers with two code stages), whether V's scales travel
-// with V's tile (K's stage released after the softmax) or with K's
-// (released after P is packed), and the MMA operands (bf16, or f16:
-// attn_i8r_sm90_traits.cuh).
+// Its variants: code-ring depth (the 16-bit ring has 2 stages in all), codes
+// per converter item (8: one 16-byte chunk; 16: two from one load) and the
+// MMA operands (fp16, or bf16: attn_i8r_sm90_traits.cuh).
 enum class AttnI8rVariant {
-  codes2_vscales,
-  codes2,
-  codes1,
-  codes1_item16,
-  codes1_item16_vscales,
-  codes2_vscales_f16,
-  codes1_item16_vscales_f16
+  codes2_item8_f16,
+  codes1_item16_f16,
+  codes2_item16_f16,
+  codes1_item16_bf16,
 };
 
 // Launchers; callers (attn_dispatch.cpp) validate and check the device first.

@@ -31,14 +31,20 @@ struct AttnWsSmem {
   // One thread: every barrier's arrival count, then the fence that shows
   // them to the TMA unit (the caller follows with __syncthreads).
   __device__ void init_barriers() const {
+    init_ring_barriers();
+    arch::mbar_fence_init();
+  }
+  // Q's and the K/V ring's barriers. A stage is full after kKvFullArrivals
+  // arrivals: the producer's arrive.expect_tx (TMA), or every converter
+  // thread's arrive after its writes (kvi8r).
+  __device__ void init_ring_barriers() const {
     arch::mbar_init(q_full(), 1);
     for (int s = 0; s < T::kStages; ++s) {
-      arch::mbar_init(k_full(s), 1);  // the producer's arrive.expect_tx
-      arch::mbar_init(v_full(s), 1);
+      arch::mbar_init(k_full(s), T::kKvFullArrivals);
+      arch::mbar_init(v_full(s), T::kKvFullArrivals);
       arch::mbar_init(k_empty(s), T::kConsumerThreads);  // every consumer thread releases
       arch::mbar_init(v_empty(s), T::kConsumerThreads);
     }
-    arch::mbar_fence_init();
   }
 };
 

@@ -94,6 +94,8 @@ struct AttnWsTraits {
   static constexpr uint32_t kVOffset = kKOffset + kStages * kKvTileBytes;
   static constexpr uint32_t kBarOffset = kVOffset + kStages * kKvTileBytes;
   // Barriers: Q full; per stage K full, V full, K empty, V empty (8 bytes each).
+  // A K/V stage is full after the producer's one arrive.expect_tx.
+  static constexpr int kKvFullArrivals = 1;
   static constexpr int kBarriers = 1 + 4 * kStages;
   static constexpr uint32_t kBarBytes = kBarriers * 8;
   // + one atom of slack to align the dynamic buffer to 1024 bytes.
