@@ -67,7 +67,7 @@ attn_variants="ws-s3 ws-s2-nopp ws-s3-nopp wgmma sm80"
 if [ "$mode" = tiers ]; then
   # KVI8R_VARIANTS: the variants tested (the first is the default kernel);
   # KVI8R_BENCH_VARIANTS: the others timed beside the default.
-  kvi8r_variants=${KVI8R_VARIANTS:-codes2-item8-f16 codes1-item16-f16 codes2-item16-f16 codes1-item16-bf16}
+  kvi8r_variants=${KVI8R_VARIANTS:-codes2-item8 codes1-item16 codes2-item16}
   for v in $kvi8r_variants; do
     step "gpu_tests_kvi8r_$v" 120 env H3S_KVI8R_KERNEL=$v $bin/h3s_tests_gpu \
       --gtest_filter='GpuKvi8r.*:*Kvi8r*' --gtest_output=json:"$OUT/gpu_tests_kvi8r_$v.json"
@@ -88,7 +88,7 @@ if [ "$mode" = tiers ]; then
     else
       failed+=("torch anchor (.ext/torch_h3_block.py not carried)")
     fi
-    for v in ${KVI8R_BENCH_VARIANTS-codes1-item16-f16 codes2-item16-f16 codes1-item16-bf16}; do
+    for v in ${KVI8R_BENCH_VARIANTS-codes1-item16 codes2-item16}; do
       step "kvbench_kvi8r_${v}_$t" 200 env H3S_KVI8R_KERNEL=$v $bin/h3s kvbench \
         --kv-store kvi8r --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done

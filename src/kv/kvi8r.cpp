@@ -49,6 +49,10 @@ void quantise_row(const uint16_t* bf16_row, int8_t* code, uint16_t* scale_f16, b
   }
 }
 
+float dequantise(int8_t code, uint16_t scale_f16) {
+  return f16_to_f32(f32_to_f16(float(code) * f16_to_f32(scale_f16)));
+}
+
 void attend_row(const float* q, const HeadRows& kv, int64_t begin, int64_t end, float& m, float& l,
                 float* acc, Scratch& w) {
   constexpr int64_t kTile = 128;  // the exact path's key tile (kAttnKvTile)
@@ -58,19 +62,19 @@ void attend_row(const float* q, const HeadRows& kv, int64_t begin, int64_t end, 
     for (int64_t j = 0; j < n; ++j) {
       const int8_t* kc = kv.k_code + (k0 + j) * kv.code_stride;
       const int8_t* vc = kv.v_code + (k0 + j) * kv.code_stride;
+      const uint16_t ks = kv.k_scale[(k0 + j) * kv.scale_stride];
+      const uint16_t vs = kv.v_scale[(k0 + j) * kv.scale_stride];
       for (int d = 0; d < kDim; ++d) {
-        w.kt[j * kDim + d] = float(kc[d]);
-        w.vt[j * kDim + d] = float(vc[d]);
+        w.kt[j * kDim + d] = dequantise(kc[d], ks);
+        w.vt[j * kDim + d] = dequantise(vc[d], vs);
       }
-      w.ks[j] = f16_to_f32(kv.k_scale[(k0 + j) * kv.scale_stride]);
-      w.vs[j] = f16_to_f32(kv.v_scale[(k0 + j) * kv.scale_stride]);
     }
     float mt = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < n; ++j) {
-      w.p[j] = (cpu::dot_f32(q, w.kt + j * kDim, kDim) * w.ks[j]) * scale;
+      w.p[j] = cpu::dot_f32(q, w.kt + j * kDim, kDim) * scale;
       mt = std::max(mt, w.p[j]);
     }
-    cpu::fold_key_tile(w.p, n, mt, w.vt, w.vs, kDim, m, l, acc, w.o);
+    cpu::fold_key_tile(w.p, n, mt, w.vt, nullptr, kDim, m, l, acc, w.o);
   }
 }
 

@@ -13,11 +13,14 @@
 //                 max|x'| / 127 * (1 + 2^-7) (so no code saturates); code =
 //                 round-half-even(x' / scale), |code| <= 127. An all-zero row
 //                 has scale 0 and codes 0.
+//   dequantise    k~ = fp16(code_k * scale_k), v~ = fp16(code_v * scale_v): the
+//                 product is exact in fp32, then rounded once to fp16 (round to
+//                 nearest even), which is what the Hopper kernel's converters
+//                 write for its fp16 tensor-core operands.
 //   attention     q' = bf16(rotate(q)) per head; per key tile of 128 from key 0
-//                 (the exact path's schedule): s = ((q' . code_k) * scale_k) *
-//                 1/sqrt(128), all fp32, the dot in the CPU backend's fixed order
-//                 (cpu/math.hpp dot_f32); the
-//                 online softmax of the exact path; o += (p * scale_v) * code_v.
+//                 (the exact path's schedule): s = (q' . k~) * 1/sqrt(128),
+//                 fp32, the dot in the CPU backend's fixed order (cpu/math.hpp
+//                 dot_f32); the online softmax of the exact path; o += p * v~.
 //   finish        out = bf16(rotate(acc / l)): the output un-rotated once.
 //
 // Every step is per row (token, head) or per (query row, key tile from key
@@ -55,9 +58,12 @@ struct HeadRows {
   int64_t code_stride, scale_stride;
 };
 
+// fp32 of fp16(code * scale): one dequantised element (scale_f16: fp16 bits).
+float dequantise(int8_t code, uint16_t scale_f16);
+
 // Scratch of attend_row, kept by the caller (one per thread).
 struct Scratch {
-  float kt[128 * kDim], vt[128 * kDim], ks[128], vs[128], p[128], o[kDim];
+  float kt[128 * kDim], vt[128 * kDim], p[128], o[kDim];
 };
 
 // The attention of one (query row, head) over keys [begin, end) (begin on a

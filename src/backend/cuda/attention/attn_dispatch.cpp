@@ -132,13 +132,11 @@ struct I8rChoice {
   attn::AttnI8rVariant variant;
   const char* name;
 };
-// The first is the default: the variant measured fastest on the H200 (and
-// closest to the definition: fp16 P), docs/PERFORMANCE.md.
-constexpr I8rChoice kI8rChoices[] = {
-    {attn::AttnI8rVariant::codes2_item8_f16, "codes2-item8-f16"},
-    {attn::AttnI8rVariant::codes1_item16_f16, "codes1-item16-f16"},
-    {attn::AttnI8rVariant::codes2_item16_f16, "codes2-item16-f16"},
-    {attn::AttnI8rVariant::codes1_item16_bf16, "codes1-item16-bf16"}};
+// The first is the default: the variant measured fastest on the H200
+// (docs/PERFORMANCE.md).
+constexpr I8rChoice kI8rChoices[] = {{attn::AttnI8rVariant::codes2_item8, "codes2-item8"},
+                                     {attn::AttnI8rVariant::codes1_item16, "codes1-item16"},
+                                     {attn::AttnI8rVariant::codes2_item16, "codes2-item16"}};
 
 I8rChoice i8r_choice() {
   const char* env = std::getenv("H3S_KVI8R_KERNEL");

@@ -88,17 +88,13 @@ void launch(const KvI8rFwdParams& f, bool fresh, cudaStream_t s) {
 
 void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh, AttnI8rVariant v,
                               cudaStream_t s) {
-  // Every variant carries V's scales with V's tile (measured faster in session 14).
-  using enum wgmma::Operand16;
   switch (v) {
-    case AttnI8rVariant::codes1_item16_f16:
-      return i8r::launch<AttnI8rTraits<2, 1, 16, true, f16>>(p, fresh, s);
-    case AttnI8rVariant::codes2_item16_f16:
-      return i8r::launch<AttnI8rTraits<2, 2, 16, true, f16>>(p, fresh, s);
-    case AttnI8rVariant::codes2_item8_f16:
-      return i8r::launch<AttnI8rTraits<2, 2, 8, true, f16>>(p, fresh, s);
-    case AttnI8rVariant::codes1_item16_bf16:
-      return i8r::launch<AttnI8rTraits<2, 1, 16, true, bf16>>(p, fresh, s);
+    case AttnI8rVariant::codes2_item8:
+      return i8r::launch<AttnI8rTraits<2, 2, 8>>(p, fresh, s);
+    case AttnI8rVariant::codes1_item16:
+      return i8r::launch<AttnI8rTraits<2, 1, 16>>(p, fresh, s);
+    case AttnI8rVariant::codes2_item16:
+      return i8r::launch<AttnI8rTraits<2, 2, 16>>(p, fresh, s);
   }
   fail_internal("attention_fwd_kvi8r_sm90: unknown variant");
 }

@@ -2,22 +2,26 @@
 // loads (Q once; the int8 code tiles of K and V in key order into the code
 // ring, kI8Stages tiles ahead). All 128 threads then, per key tile t:
 //
-//   wait K codes[t] and the bf16 stage's release; convert the codes into
-//   the stage (the exact kernel's swizzled bf16 layout) and write the tile's
-//   K and V scales beside it; fence (wgmma reads through the async proxy);
-//   arrive K full; release the codes.            Then the same for V.
+//   thread i writes key i's K and V scales (loaded from global memory one
+//   tile ahead) to the stage's scale slots; the warpgroup meets at a named
+//   barrier; wait K codes[t] and the 16-bit stage's release; dequantise the
+//   codes into the stage (fp16 of code x scale, the exact kernel's swizzled
+//   layout); fence (wgmma reads through the async proxy); arrive K full;
+//   release the codes.                          Then the same for V.
 //
-// A code c in [-127, 127] becomes bf16 (or fp16) exactly without a conversion
-// instruction: with lo = c & 0x7f and sign = c & 0x80, the bf16 bit patterns
-// 0x43|lo (= 128 + lo) minus 0x43|sign (= 128, or 256 for negative c) give c
-// (two's complement: lo = c + 128 when c < 0). Two byte permutes build both
-// operands of a pair, one sub.bf16x2 finishes it.
+// So the consumers are the exact kernel's (fp16 operands) and never see a
+// scale. A code c in [-127, 127] becomes fp16 exactly without a conversion
+// instruction: with u = c ^ 0x80 (c + 128 as an unsigned byte), fp16 0x64|u
+// is 1024 + 128 + c; one byte permute builds a pair, one sub.f16x2 of 1152
+// finishes it, one mul.rn.f16x2 applies the key's scale (the definition's
+// single rounding: code x scale is exact in fp32).
 #pragma once
 
 #include <cstdint>
 
 #include "backend/cuda/arch/mbarrier.cuh"
 #include "backend/cuda/arch/tma.cuh"
+#include "backend/cuda/arch/warpgroup.cuh"
 #include "backend/cuda/arch/wgmma.cuh"
 #include "backend/cuda/attention/attn_i8r_sm90_params.cuh"
 #include "backend/cuda/attention/attn_i8r_sm90_smem.cuh"
@@ -27,45 +31,35 @@ namespace h3s::cuda::attn {
 
 namespace i8r {
 
-// Four int8 codes (a 32-bit word, code 0 in the low byte) -> two bf16x2.
-__device__ __forceinline__ void codes_to_bf16(uint32_t w, uint32_t& lo, uint32_t& hi) {
-  constexpr uint32_t kBias = 0x43434343u;  // bf16 exponent byte of 128
-  const uint32_t mag = w & 0x7f7f7f7fu, sign = w & 0x80808080u;
-  // Selector 0x4140: bytes {src0, bias, src1, bias}; 0x4342: {src2, bias, src3, bias}.
-  const uint32_t a01 = __byte_perm(mag, kBias, 0x4140), a23 = __byte_perm(mag, kBias, 0x4342);
-  const uint32_t b01 = __byte_perm(sign, kBias, 0x4140), b23 = __byte_perm(sign, kBias, 0x4342);
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(lo) : "r"(a01), "r"(b01));
-  asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(hi) : "r"(a23), "r"(b23));
-#else
-  (void)a01, (void)a23, (void)b01, (void)b23;
-  lo = hi = 0;
-#endif
-}
-
-// The same into f16x2 (the fp16 operand variant): with u = c ^ 0x80 (c + 128
-// as an unsigned byte), fp16 0x64|u is 1024 + c + 128 exactly (10 mantissa
-// bits); subtracting 1152 (0x6480) gives c. One permute and one sub per pair.
-__device__ __forceinline__ void codes_to_f16(uint32_t w, uint32_t& lo, uint32_t& hi) {
+// Four int8 codes (a 32-bit word, code 0 in the low byte) times the key's
+// scale (fp16, in both halves of `scale2`) -> two f16x2, code 0 in the low
+// half: 0x64|u is 1024 + c + 128 exactly (10 mantissa bits), minus 1152
+// (0x6480) is c, times the scale rounds once.
+__device__ __forceinline__ void dequant_f16(uint32_t w, uint32_t scale2, uint32_t& lo,
+                                            uint32_t& hi) {
   constexpr uint32_t kExp = 0x64646464u;     // fp16 exponent byte of 1024
   constexpr uint32_t kOffset = 0x64806480u;  // fp16 1152 = 1024 + 128, twice
   const uint32_t u = w ^ 0x80808080u;
   const uint32_t a01 = __byte_perm(u, kExp, 0x4140), a23 = __byte_perm(u, kExp, 0x4342);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(lo) : "r"(a01), "r"(kOffset));
-  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(hi) : "r"(a23), "r"(kOffset));
+  uint32_t c01, c23;
+  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(c01) : "r"(a01), "r"(kOffset));
+  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(c23) : "r"(a23), "r"(kOffset));
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(lo) : "r"(c01), "r"(scale2));
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(hi) : "r"(c23), "r"(scale2));
 #else
-  (void)a01, (void)a23, (void)kOffset;
+  (void)a01, (void)a23, (void)kOffset, (void)scale2;
   lo = hi = 0;
 #endif
 }
 
-template <wgmma::Operand16 kType>
-__device__ __forceinline__ void codes_to_16(uint32_t w, uint32_t& lo, uint32_t& hi) {
-  if constexpr (kType == wgmma::Operand16::f16)
-    codes_to_f16(w, lo, hi);
-  else
-    codes_to_bf16(w, lo, hi);
+// A key's fp16 scale from shared memory, in both halves of a 32-bit register.
+__device__ __forceinline__ uint32_t ld_shared_scale2(uint32_t a) {
+  uint32_t r;
+  asm volatile("{\n .reg .b16 s;\n ld.shared.b16 s, [%1];\n mov.b32 %0, {s, s};\n}"
+               : "=r"(r)
+               : "r"(a));
+  return r;
 }
 
 __device__ __forceinline__ uint2 ld_shared_u64(uint32_t a) {
@@ -98,9 +92,10 @@ __device__ __forceinline__ void st_shared_u16(uint32_t a, uint16_t v) {
 // and immediate offsets (the first version derived them per item with signed
 // division and spent more issue slots on addresses than on conversion).
 struct ConvertPlan {
-  uint32_t src;   // the item's codes
-  uint32_t dst0;  // its first 16-byte chunk of 16-bit values
-  uint32_t dst1;  // its second (16-code items)
+  uint32_t src;    // the item's codes
+  uint32_t dst0;   // its first 16-byte chunk of 16-bit values
+  uint32_t dst1;   // its second (16-code items)
+  uint32_t scale;  // its key's scale in the tile's scale slot (2 bytes a key)
 };
 
 template <class T>
@@ -119,22 +114,31 @@ struct AttnI8rLoad {
       const uint32_t row = 2 * pair + (quarter ^ half), chunk = 2 * pos;
       const uint32_t line = half * T::kKvHalfBytes + row * kRowBytes;
       return {row * T::kCodeRowBytes + half * T::kHalfDims + pos * T::kItemCodes,
-              line + (chunk ^ (row % 8)) * kChunk, line + ((chunk + 1) ^ (row % 8)) * kChunk};
+              line + (chunk ^ (row % 8)) * kChunk, line + ((chunk + 1) ^ (row % 8)) * kChunk,
+              row * T::kScaleItemBytes};
     } else {
       const uint32_t row = u / 16, half = (u / 8) % 2, chunk = u % 8;
       const uint32_t line = half * T::kKvHalfBytes + row * kRowBytes;
       return {row * T::kCodeRowBytes + half * T::kHalfDims + chunk * T::kItemCodes,
-              line + (chunk ^ (row % 8)) * kChunk, 0};
+              line + (chunk ^ (row % 8)) * kChunk, 0, row * T::kScaleItemBytes};
     }
   }
 
-  // One code tile -> one 16-bit tile: kPasses passes of one item per thread,
+  // One code tile -> one fp16 tile: kPasses passes of one item per thread,
   // kBatch items loaded before the first is converted (the loads are ordered
-  // asm, so batching is what overlaps their latency).
-  __device__ static void convert(uint32_t codes, uint32_t tile, const ConvertPlan& plan) {
+  // asm, so batching is what overlaps their latency). Pass i's rows are
+  // kRowsPerPass further on: kPassBytes in both tiles, kRowsPerPass scales.
+  __device__ static void convert(uint32_t codes, uint32_t tile, uint32_t scales,
+                                 const ConvertPlan& plan) {
+    constexpr uint32_t kPassScaleBytes = T::kRowsPerPass * T::kScaleItemBytes;
     const uint32_t src = codes + plan.src, dst0 = tile + plan.dst0, dst1 = tile + plan.dst1;
+    const uint32_t sc = scales + plan.scale;
 #pragma unroll
     for (int i = 0; i < T::kPasses; i += T::kBatch) {
+      uint32_t s2[T::kBatch];
+#pragma unroll
+      for (int b = 0; b < T::kBatch; ++b)
+        s2[b] = i8r::ld_shared_scale2(sc + (i + b) * kPassScaleBytes);
       if constexpr (T::kItemCodes == 8) {
         uint2 w[T::kBatch];
 #pragma unroll
@@ -143,8 +147,8 @@ struct AttnI8rLoad {
 #pragma unroll
         for (int b = 0; b < T::kBatch; ++b) {
           uint32_t o[4];
-          i8r::codes_to_16<T::kOperand>(w[b].x, o[0], o[1]);
-          i8r::codes_to_16<T::kOperand>(w[b].y, o[2], o[3]);
+          i8r::dequant_f16(w[b].x, s2[b], o[0], o[1]);
+          i8r::dequant_f16(w[b].y, s2[b], o[2], o[3]);
           i8r::st_shared_u128(dst0 + (i + b) * T::kPassBytes, o[0], o[1], o[2], o[3]);
         }
       } else {
@@ -155,18 +159,18 @@ struct AttnI8rLoad {
 #pragma unroll
         for (int b = 0; b < T::kBatch; ++b) {
           uint32_t o[4];
-          i8r::codes_to_16<T::kOperand>(w[b].x, o[0], o[1]);
-          i8r::codes_to_16<T::kOperand>(w[b].y, o[2], o[3]);
+          i8r::dequant_f16(w[b].x, s2[b], o[0], o[1]);
+          i8r::dequant_f16(w[b].y, s2[b], o[2], o[3]);
           i8r::st_shared_u128(dst0 + (i + b) * T::kPassBytes, o[0], o[1], o[2], o[3]);
-          i8r::codes_to_16<T::kOperand>(w[b].z, o[0], o[1]);
-          i8r::codes_to_16<T::kOperand>(w[b].w, o[2], o[3]);
+          i8r::dequant_f16(w[b].z, s2[b], o[0], o[1]);
+          i8r::dequant_f16(w[b].w, s2[b], o[2], o[3]);
           i8r::st_shared_u128(dst1 + (i + b) * T::kPassBytes, o[0], o[1], o[2], o[3]);
         }
       }
     }
   }
 
-  // Key `tid`'s fp16 scale into the stage's scales.
+  // Key `tid`'s fp16 scale into a tile's scale slot.
   __device__ static void store_scale(uint32_t scales, int tid, uint16_t bits) {
     i8r::st_shared_u16(scales + uint32_t(tid) * T::kScaleItemBytes, bits);
   }
@@ -216,20 +220,23 @@ struct AttnI8rLoad {
       const uint32_t parity8 = uint32_t((t / T::kI8Stages) & 1);
       const uint32_t free_parity = uint32_t((t / T::kStages) & 1) ^ 1u;
       scales_of(t + 1, ks_next, vs_next);
+      // The tile's scales to every converter. The slots alternate with the
+      // stage: a thread writes tile t + 1's only after this barrier of tile
+      // t, which every thread reaches after reading tile t - 1's.
+      store_scale(s.k_scales(stage), tid, ks);
+      store_scale(s.v_scales(stage), tid, vs);
+      arch::named_bar_sync(T::kScaleBarrier, T::kConverterThreads);
 
       arch::mbar_wait(s.k_codes_full(s8), parity8);
       arch::mbar_wait(s.k_empty(stage), free_parity);
-      convert(s.k_codes(s8), s.k(stage), items);
-      store_scale(s.k_scales(stage), tid, ks);
-      if constexpr (!T::kVScalesWithV) store_scale(s.v_scales(stage), tid, vs);
+      convert(s.k_codes(s8), s.k(stage), s.k_scales(stage), items);
       wgmma::fence_proxy_async_smem();
       arch::mbar_arrive(s.k_full(stage));
       arch::mbar_arrive(s.k_codes_empty(s8));
 
       arch::mbar_wait(s.v_codes_full(s8), parity8);
       arch::mbar_wait(s.v_empty(stage), free_parity);
-      convert(s.v_codes(s8), s.v(stage), items);
-      if constexpr (T::kVScalesWithV) store_scale(s.v_scales(stage), tid, vs);
+      convert(s.v_codes(s8), s.v(stage), s.v_scales(stage), items);
       wgmma::fence_proxy_async_smem();
       arch::mbar_arrive(s.v_full(stage));
       arch::mbar_arrive(s.v_codes_empty(s8));

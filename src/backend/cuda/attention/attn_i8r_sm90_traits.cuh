@@ -1,19 +1,20 @@
 // Traits of the kvi8r Hopper attention (attn_fwd_i8r_sm90.cu): the
 // warp-specialised exact kernel (AttnWsTraits: the same tiles, consumers,
-// ping-pong and arithmetic after the dequantisation) with K and V arriving
-// as int8 codes and one fp16 scale per key:
+// ping-pong and arithmetic) with K and V arriving as int8 codes and one fp16
+// scale per key, dequantised to fp16 in shared memory as kv/kvi8r.hpp
+// defines (fp16 of code x scale):
 //
 //   warpgroup 0  producer. Thread 0 issues the TMA loads of Q and of the int8
 //                K and V tiles into a kI8Stages-deep code ring; all 128
-//                threads convert each code tile to bf16 or fp16 (kOperand;
-//                exact either way: |code| <= 127) in the exact kernel's
-//                swizzled layout, in the 16-bit ring the consumers read, and
-//                gather the tile's per-key scales beside it.
-//   warpgroups 1, 2  the exact kernel's consumers, with S scaled per key by
-//                K's scale and P by V's (kKeyScales), as kv/kvi8r.hpp does.
+//                threads gather the tile's per-key scales into a slot and
+//                dequantise each code tile into the exact kernel's swizzled
+//                layout, in the fp16 ring the consumers read.
+//   warpgroups 1, 2  the exact kernel's consumers with fp16 operands (q'
+//                converted to fp16 once, P rounded to fp16): no per-key work.
 //
-// The codes cross the memory system at half the 16-bit bytes; the conversion
-// costs shared-memory bandwidth and issue slots on the producer's warps.
+// The codes cross the memory system at half the 16-bit bytes; the
+// dequantisation costs shared-memory bandwidth and issue slots on the
+// producer's warps, none on the consumers'.
 #pragma once
 
 #include <cstddef>
@@ -23,19 +24,14 @@
 
 namespace h3s::cuda::attn {
 
-template <int kStages_, int kI8Stages_, int kItemCodes_, bool kVScalesWithV_,
-          wgmma::Operand16 kOperand_ = wgmma::Operand16::bf16>
+template <int kStages_, int kI8Stages_, int kItemCodes_>
 struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   using Base = AttnWsTraits<kStages_, true>;
   static constexpr int kI8Stages = kI8Stages_;
-  static constexpr bool kKeyScales = true;
-  static constexpr bool kVScalesWithV = kVScalesWithV_;
-  // f16: the codes become fp16 (one byte permute and one sub.f16x2 per pair:
-  // 0x64|(c ^ 0x80) is 1024 + 128 + c), q' is converted to fp16 (exact for
-  // |q'| in fp16's normal range: H3's queries are RMS-normed) and P is
-  // rounded to fp16 (3 more mantissa bits than bf16: closer to the
-  // definition's fp32 p * scale_v).
-  static constexpr wgmma::Operand16 kOperand = kOperand_;
+  // fp16 operands: K and V as the definition dequantises them; q' converted
+  // to fp16 (exact for |q'| in fp16's normal range: H3's queries are
+  // RMS-normed; satfinite beyond), P rounded to fp16.
+  static constexpr wgmma::Operand16 kOperand = wgmma::Operand16::f16;
 
   // The converters hold a batch of codes (8 registers), its 16-bit results
   // and their addresses: 40 registers (at 32 ptxas spills the batched
@@ -70,7 +66,8 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   static constexpr uint32_t kPassBytes = uint32_t(kRowsPerPass) * wgmma::kSwizzleBytes;
   // Items loaded before the first is converted: 8 registers of codes.
   static constexpr int kBatch = kItemCodes == 16 ? 2 : 4;
-  // Per 16-bit stage: the tile's K and V scales (fp16, one per key).
+  // Per 16-bit stage: the tile's K and V scales (fp16, one per key), read
+  // by the converters only.
   static constexpr uint32_t kScaleItemBytes = 2u;
   static constexpr uint32_t kScaleBytes = 2u * Base::kBlockN * kScaleItemBytes;
 
@@ -85,6 +82,9 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   static constexpr int kBarriers = 1 + 4 * kStages_ + 4 * kI8Stages;
   static constexpr uint32_t kBarBytes = kBarriers * 8;
   static constexpr size_t kSmemBytes = size_t(kBarOffset) + kBarBytes + wgmma::kAtomBytes;
+  // Named barrier 5: the converters, after writing a tile's scales (1-4 are
+  // the consumers': attn_ws_sm90_traits.cuh).
+  static constexpr int kScaleBarrier = Base::kQConvertBarrierBase + Base::kConsumerWarpGroups;
 
   static_assert(kConverterThreads == Base::kBlockN,
                 "converter thread i gathers key i's scales of each tile");

@@ -83,13 +83,12 @@ struct KvI8rFwdParams {
   float* acc;
 };
 // Its variants: code-ring depth (the 16-bit ring has 2 stages in all), codes
-// per converter item (8: one 16-byte chunk; 16: two from one load) and the
-// MMA operands (fp16, or bf16: attn_i8r_sm90_traits.cuh).
+// per converter item (8: one 16-byte chunk; 16: two from one load):
+// attn_i8r_sm90_traits.cuh.
 enum class AttnI8rVariant {
-  codes2_item8_f16,
-  codes1_item16_f16,
-  codes2_item16_f16,
-  codes1_item16_bf16,
+  codes2_item8,
+  codes1_item16,
+  codes2_item16,
 };
 
 // Launchers; callers (attn_dispatch.cpp) validate and check the device first.

@@ -15,11 +15,9 @@
 // 1/sqrt(d) in fp32 and folded into (m, l) once per tile (attn_state.cuh).
 //
 // The kvi8r kernel (attn_fwd_i8r_sm90.cu) runs this consumer over its own
-// shared-memory layout with traits that add per-key scales (S *= scale_k
-// before 1/sqrt(d), P *= scale_v before rounding; K's stage is then held
-// until its scales are read) and, optionally, fp16 operands (Q converted in
-// place once, P rounded to fp16). The exact kernel's traits leave both off:
-// its arithmetic and release order are unchanged.
+// shared-memory layout (K and V dequantised to fp16 by its producer) with
+// fp16 operands: Q converted in place once, P rounded to fp16. The exact
+// kernel's traits keep bf16.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -43,10 +41,6 @@ struct AttnWsConsumer {
   using Scores = float[T::kSRegs];
   using Acc = float[T::kAccRegs];
   using Probs = uint32_t[T::kPvSteps][4];  // P as 16-bit pairs, A fragments per k16 step
-
-  // Where V's per-key scales live (traits: kVScalesWithV).
-  static constexpr bool kScalesWithV = T::kKeyScales && T::kVScalesWithV;
-  static constexpr bool kScalesWithK = T::kKeyScales && !T::kVScalesWithV;
 
   int consumer;  // 0 or 1: which 64 rows of the CTA's block
   int col;       // 2 * (lane % 4)
@@ -102,32 +96,13 @@ struct AttnWsConsumer {
     for (int i = 0; i < T::kAccRegs; ++i) wgmma::fence_operand(acc[i]);
   }
 
-  // fp16 scales of keys 8n + col and 8n + col + 1 (one shared 32-bit load).
-  __device__ static float2 scale_pair(uint32_t scales, int key) {
-    uint32_t bits;
-    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(bits) : "r"(scales + uint32_t(key) * 2));
-    return __half22float2(*reinterpret_cast<const __half2*>(&bits));
-  }
-
-  // Scales the tile's scores like the reference (with per-key scales first:
-  // s = (dot * scale_k) * 1/sqrt(d), kv/kvi8r.hpp), masks keys past key_end
-  // (uniform per tile: only a call's last tile is partial) and folds the
-  // tile into the state; s then holds the probabilities.
+  // Scales the tile's scores like the reference (s * 1/sqrt(d) in fp32),
+  // masks keys past key_end (uniform per tile: only a call's last tile is
+  // partial) and folds the tile into the state; s then holds the
+  // probabilities.
   __device__ void softmax(Scores& s, int64_t key0, int64_t key_end, OnlineSoftmax& st,
-                          float (&alpha)[OnlineSoftmax::kRows], uint32_t k_scales) const {
+                          float (&alpha)[OnlineSoftmax::kRows]) const {
     float(&sc)[T::kSBlocks][4] = *reinterpret_cast<float(*)[T::kSBlocks][4]>(&s);
-    if constexpr (T::kKeyScales) {
-#pragma unroll
-      for (int n = 0; n < T::kSBlocks; ++n) {
-        const float2 ks = scale_pair(k_scales, n * 8 + col);
-        sc[n][0] = __fmul_rn(sc[n][0], ks.x);
-        sc[n][1] = __fmul_rn(sc[n][1], ks.y);
-        sc[n][2] = __fmul_rn(sc[n][2], ks.x);
-        sc[n][3] = __fmul_rn(sc[n][3], ks.y);
-      }
-    } else {
-      (void)k_scales;
-    }
 #pragma unroll
     for (int n = 0; n < T::kSBlocks; ++n)
 #pragma unroll
@@ -143,22 +118,12 @@ struct AttnWsConsumer {
     st.consume(sc, alpha);
   }
 
-  // P's k16 step kk is score blocks 2kk and 2kk + 1 rounded to bf16 (the
-  // accumulator layout of S is the A-fragment layout of P); with per-key
-  // scales, each probability is first multiplied by its key's V scale in
-  // fp32 (kvi8r: o += (p * scale_v) * code_v).
-  __device__ void pack_probs(const Scores& s, Probs& pa, uint32_t v_scales) const {
+  // P's k16 step kk is score blocks 2kk and 2kk + 1 rounded to the operand
+  // type (the accumulator layout of S is the A-fragment layout of P).
+  __device__ static void pack_probs(const Scores& s, Probs& pa) {
 #pragma unroll
     for (int kk = 0; kk < T::kPvSteps; ++kk) {
       const float* b0 = s + 8 * kk;  // score block 2kk: 4 registers, then block 2kk + 1
-      float2 s0 = make_float2(1.0f, 1.0f), s1 = s0;
-      if constexpr (T::kKeyScales) {
-        s0 = scale_pair(v_scales, 16 * kk + col);
-        s1 = scale_pair(v_scales, 16 * kk + 8 + col);
-      } else {
-        (void)v_scales;
-      }
-      auto w = [&](float p, float sv) { return T::kKeyScales ? __fmul_rn(p, sv) : p; };
       auto pack = [](float lo, float hi) {
         if constexpr (T::kOperand == wgmma::Operand16::f16) {
           uint32_t r;
@@ -168,27 +133,11 @@ struct AttnWsConsumer {
           return arch::pack_bf16x2(lo, hi);
         }
       };
-      pa[kk][0] = pack(w(b0[0], s0.x), w(b0[1], s0.y));
-      pa[kk][1] = pack(w(b0[2], s0.x), w(b0[3], s0.y));
-      pa[kk][2] = pack(w(b0[4], s1.x), w(b0[5], s1.y));
-      pa[kk][3] = pack(w(b0[6], s1.x), w(b0[7], s1.y));
+      pa[kk][0] = pack(b0[0], b0[1]);
+      pa[kk][1] = pack(b0[2], b0[3]);
+      pa[kk][2] = pack(b0[4], b0[5]);
+      pa[kk][3] = pack(b0[6], b0[7]);
     }
-  }
-
-  // The stage's per-key scales (0 without kKeyScales: never read).
-  template <class Smem>
-  __device__ static uint32_t k_scales_of(const Smem& smem, int stage) {
-    if constexpr (T::kKeyScales)
-      return smem.k_scales(stage);
-    else
-      return (void)smem, (void)stage, 0u;
-  }
-  template <class Smem>
-  __device__ static uint32_t v_scales_of(const Smem& smem, int stage) {
-    if constexpr (T::kKeyScales)
-      return smem.v_scales(stage);
-    else
-      return (void)smem, (void)stage, 0u;
   }
 
   // f16 operands: this warpgroup's 64 Q rows (both 64-dim halves) from bf16
@@ -224,8 +173,8 @@ struct AttnWsConsumer {
     for (int i = 0; i < T::kAccRegs; ++i) acc[i] = __fmul_rn(acc[i], alpha[(i % 4) / 2]);
   }
 
-  // Smem: AttnWsSmem<T>, or any layout with the same K/V ring accessors (and
-  // k_scales / v_scales with kKeyScales).
+  // Smem: AttnWsSmem<T>, or any layout with the same Q, K/V ring and barrier
+  // accessors (AttnI8rSmem).
   template <class Smem>
   __device__ void run(const AttnWsParams& p, const Smem& smem, AttnWsTile tile, int n_tiles) const {
     const int tid = int(threadIdx.x) % arch::kWarpGroupThreads;
@@ -251,16 +200,9 @@ struct AttnWsConsumer {
     pass_tensor_cores();
     wgmma::wait<0>();
     settle(s);
-    // Per-key scales: K's stage is released once the softmax has read its
-    // scales, or after the packing when it also holds V's (kVScalesWithV).
-    if constexpr (!T::kKeyScales) arch::mbar_arrive(smem.k_empty(0));
-    softmax(s, p.key_begin, p.key_end, st, alpha, k_scales_of(smem, 0));
-    if constexpr (kScalesWithV) {
-      arch::mbar_arrive(smem.k_empty(0));
-      arch::mbar_wait(smem.v_full(0), 0);
-    }
-    pack_probs(s, pa, v_scales_of(smem, 0));
-    if constexpr (kScalesWithK) arch::mbar_arrive(smem.k_empty(0));
+    arch::mbar_arrive(smem.k_empty(0));
+    softmax(s, p.key_begin, p.key_end, st, alpha);
+    pack_probs(s, pa);
 
     for (int t = 1; t < n_tiles; ++t) {
       const int stage = t % T::kStages, prev = (t - 1) % T::kStages;
@@ -275,16 +217,12 @@ struct AttnWsConsumer {
       pass_tensor_cores();
       wgmma::wait<1>();  // S_t (committed first) is done
       settle(s);
-      if constexpr (!T::kKeyScales) arch::mbar_arrive(smem.k_empty(stage));
-      softmax(s, p.key_begin + int64_t(t) * T::kBlockN, p.key_end, st, alpha,
-              k_scales_of(smem, stage));
-      if constexpr (kScalesWithV) arch::mbar_arrive(smem.k_empty(stage));
+      arch::mbar_arrive(smem.k_empty(stage));
+      softmax(s, p.key_begin + int64_t(t) * T::kBlockN, p.key_end, st, alpha);
       wgmma::wait<0>();  // P_{t-1} V_{t-1} is done: pa and V's stage are free
       settle(acc);
       arch::mbar_arrive(smem.v_empty(prev));
-      if constexpr (kScalesWithV) arch::mbar_wait(smem.v_full(stage), parity);
-      pack_probs(s, pa, v_scales_of(smem, stage));
-      if constexpr (kScalesWithK) arch::mbar_arrive(smem.k_empty(stage));
+      pack_probs(s, pa);
     }
 
     // The last tile's P V.

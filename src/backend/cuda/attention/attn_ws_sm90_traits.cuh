@@ -32,13 +32,6 @@ struct AttnWsTraits {
   static constexpr int kHeadDim = AttnScale::kHeadDim;
   static constexpr int kStages = kStages_;
   static constexpr bool kPingPong = kPingPong_;
-  // Per-key scales on S and P (the kvi8r tier's traits set it; the smem then
-  // has k_scales / v_scales and the consumer keeps K's stage until P is packed).
-  static constexpr bool kKeyScales = false;
-  // With kKeyScales: V's scales arrive with V's tile (the consumer waits for
-  // V before packing P and releases K's stage after the softmax), or with
-  // K's (K's stage is held until P is packed).
-  static constexpr bool kVScalesWithV = false;
   // The 16-bit operand type of both MMAs. f16 (kvi8r's fp16 variant): Q
   // lands bf16 and each consumer converts its rows in place before the first
   // MMA; P is packed to f16.
