@@ -236,14 +236,8 @@ void run_block_sp(Backend& be, Arena& arena, Communicator& comm, const BlockView
   OwnedTensor attn = arena.tensor(DType::bf16, {n, inner}, "attention output");
   if (o.attention == SpAttention::ulysses) {
     // The stock block's fused QKV, for this rank's rows.
-    OwnedTensor qkv = arena.tensor(DType::bf16, {n, 3 * inner}, "fused QKV");
-    if (n > 0) {
-      OwnedTensor h = norm1();
-      be.linear(h.view, b.attn->qkv, qkv.view);
-      h.reset();
-      qk_norm_rope(qkv.view.cols_view(0, inner), b.attn->q_norm);
-      qk_norm_rope(qkv.view.cols_view(inner, 2 * inner), b.attn->k_norm);
-    }
+    OwnedTensor qkv = n > 0 ? steps::fused_qkv(be, arena, b, xr, rows)
+                            : arena.tensor(DType::bf16, {0, 3 * inner}, "fused QKV");
     mark(Phase::attn);
     attend_ulysses(be, arena, comm, b, seq, qkv.view, attn.view);
   } else {

@@ -66,6 +66,22 @@ Tensor rope_rows(const BlockView& b, RowRange rows) {
   return b.rope.rows_view(rows.begin, rows.end);
 }
 
+OwnedTensor fused_qkv(Backend& be, Arena& arena, const BlockView& b, const Tensor& xr,
+                      RowRange rows) {
+  const int64_t inner = b.heads * b.head_dim;
+  OwnedTensor h =
+      norm_mod(be, arena, b, xr, rows, *b.norm1, b.mods ? &b.mods->msa : nullptr, "attn norm1+mod");
+  OwnedTensor qkv = arena.tensor(DType::bf16, {rows.size(), 3 * inner}, "fused QKV");
+  be.linear(h.view, b.attn->qkv, qkv.view);
+  h.reset();
+  const Tensor rope = rope_rows(b, rows);
+  be.qk_norm_rope(qkv.view.cols_view(0, inner), norm_tensor(b.attn->q_norm), rope, b.eps,
+                  b.rot_dim);
+  be.qk_norm_rope(qkv.view.cols_view(inner, 2 * inner), norm_tensor(b.attn->k_norm), rope, b.eps,
+                  b.rot_dim);
+  return qkv;
+}
+
 void attn_out(Backend& be, Arena& arena, const BlockView& b, const Tensor& xr, RowRange rows,
               const Tensor& attn) {
   OwnedTensor o = arena.tensor(DType::bf16, {rows.size(), xr.cols()}, "attention out_proj");

@@ -24,6 +24,13 @@ void residual(Backend& be, const BlockView& b, const Tensor& xr, RowRange rows, 
 // RoPE rows of `rows` (empty tensor when the block has no RoPE).
 Tensor rope_rows(const BlockView& b, RowRange rows);
 
+// The fused QKV of rows, ComfyUI's [rows, 3 * inner] (q | k | v): norm1 ->
+// modulation -> QKV projection -> q/k RMSNorm + RoPE in place. The stock
+// block's attention input; h3s kvbench --checkpoint captures a block's q, k,
+// v with it.
+OwnedTensor fused_qkv(Backend& be, Arena& arena, const BlockView& b, const Tensor& xr,
+                      RowRange rows);
+
 // Attention output rows -> out_proj -> residual into xr.
 void attn_out(Backend& be, Arena& arena, const BlockView& b, const Tensor& xr, RowRange rows,
               const Tensor& attn);

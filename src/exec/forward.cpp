@@ -151,7 +151,8 @@ Residual pack_sequence(Backend& be, Arena& arena, WeightFeed& feed, const Packed
 
 ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
                            const PackedLayout& layout, const ForwardInputs& in,
-                           const ExecOptions& opt, const ProgressFn& progress) {
+                           const ExecOptions& opt, const ProgressFn& progress,
+                           const BlockTap& tap) {
   opt.validate();
   const auto report = [&](const std::string& stage) {
     if (progress) progress(stage);
@@ -275,8 +276,21 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
     ctx.mods = split_block_mods(mods.view, c.hidden);
     ctx.block_index = int(i);
     const BlockView view = BlockView::dit(bw, ctx);
+    if (tap) {
+      if (x.rows->staged())
+        fail(ErrorKind::invalid_argument,
+             "a block tap needs the whole residual x on the backend, but this forward's placement "
+             "stages it in host memory; raise the budget");
+      if (!tap(i, view, x.rows->resident())) {
+        out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        out.peak_bytes = arena.peak();
+        out.ledger = arena.ledger();
+        return out;
+      }
+    }
     if (i == 0 && opt.self_check)
-      out.log.push_back(self_check_block(be, arena, view, x.rows->resident(), opt).line(seq));
+      out.log.push_back(
+          self_check_block(be, arena, view, x.rows->resident(), opt, chunks.exact_rows).line(seq));
     if (streamed) {
       run_block_streamed(be, arena, view, *x.rows, chunks);
       ++out.streamed_blocks;

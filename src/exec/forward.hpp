@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "exec/block.hpp"
 #include "exec/placement.hpp"
 #include "exec/weight_feed.hpp"
 #include "h3s/forward.hpp"  // ProgressFn
@@ -40,9 +41,17 @@ struct ForwardOutputs {
   std::vector<std::string> log;  // e.g. the self-check line
 };
 
+// Called before DiT block `block` runs, with its view (modulation, RoPE) and
+// the residual x on the backend (its input); returning false ends the forward
+// there: no later block and no final layer, so the outputs stay empty. A
+// forward whose x is host-staged (placement) has no whole x to show: the tap
+// is refused. h3s kvbench --checkpoint captures a block's q, k, v this way.
+using BlockTap = std::function<bool(size_t block, const BlockView& view, const Tensor& x)>;
+
 ForwardOutputs run_forward(Backend& backend, Arena& arena, const ModelWeights& weights,
                            const PackedLayout& layout, const ForwardInputs& inputs,
-                           const ExecOptions& options, const ProgressFn& progress = {});
+                           const ExecOptions& options, const ProgressFn& progress = {},
+                           const BlockTap& tap = {});
 
 // Random inputs of the right shapes for a layout (deterministic from seed).
 ForwardInputs random_inputs(const ModelConfig& cfg, const PackedLayout& layout, uint64_t seed);

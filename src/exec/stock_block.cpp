@@ -16,16 +16,9 @@ void run_block_stock(Backend& be, Arena& arena, const BlockView& b, const Tensor
   };
 
   mark(Phase::kv);
-  OwnedTensor h = steps::norm_mod(be, arena, b, x, all, *b.norm1, b.mods ? &b.mods->msa : nullptr,
-                                  "attn norm1+mod");
-  OwnedTensor qkv = arena.tensor(DType::bf16, {seq, 3 * inner}, "fused QKV");
-  be.linear(h.view, b.attn->qkv, qkv.view);
-  h.reset();
+  OwnedTensor qkv = steps::fused_qkv(be, arena, b, x, all);
   const Tensor q = qkv.view.cols_view(0, inner);
   const Tensor k = qkv.view.cols_view(inner, 2 * inner);
-  const Tensor rope = steps::rope_rows(b, all);
-  be.qk_norm_rope(q, norm_tensor(b.attn->q_norm), rope, b.eps, b.rot_dim);
-  be.qk_norm_rope(k, norm_tensor(b.attn->k_norm), rope, b.eps, b.rot_dim);
 
   mark(Phase::attn);
   // K and V straight out of the QKV buffer: [seq, heads, head_dim] views.

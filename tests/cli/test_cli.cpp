@@ -1,33 +1,17 @@
 // The h3s command line as a user drives it: demo JSON contract, the table,
 // and one-line errors with exit code 2 for bad flag values.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli_run.hpp"
+
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-Result run_cli(const std::string& args, bool merge_stderr = true) {
-  const std::string cmd =
-      std::string(H3S_CLI_PATH) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using h3s::cli_test::Result;
+using h3s::cli_test::run_cli;
 
 // Chunks well below the 600 tokens (primes, so every phase has a short tail).
 TEST(Cli, DemoJsonReportsBitEqualAndLowerStreamedPeak) {

@@ -2,9 +2,7 @@
 // file, streamed == stock by hash, and every bad inputs file refused with one
 // line naming the tensor, before any work and without writing the output.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -12,30 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "cli_run.hpp"
 #include "core/dtype.hpp"
 #include "model/safetensors.hpp"
 
 namespace h3s {
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-};
-
-Result run_cli(const std::string& args, bool merge_stderr = true) {
-  const std::string cmd =
-      std::string(H3S_CLI_PATH) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using cli_test::Result;
+using cli_test::run_cli;
 
 std::string tmp(const std::string& name) {
   return (std::filesystem::path(::testing::TempDir()) / ("h3s_fwd_" + name)).string();

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/rng.hpp"
 #include "core/thread_pool.hpp"
@@ -30,7 +32,9 @@ void add_bench_flags(CLI::App& cmd, BenchArgs& a) {
       ->delimiter(',');
   cmd.add_option("--reps", a.reps, "timed repetitions per measurement (the minimum is reported)")
       ->check(CLI::PositiveNumber);
-  cmd.add_flag("--skip-stock", a.skip_stock, "measure only the streamed block");
+  cmd.add_flag("--skip-stock", a.skip_stock,
+               "measure only the streamed block (with an approximate --kv-store also no exact "
+               "store's stock block: rel_rms_vs_exact is null)");
   cmd.add_flag("--skip-attention", a.skip_attention,
                "skip the attention-alone measurement (it holds a whole [S, 3 x 7168] QKV)");
   cmd.add_flag("--only-attention", a.only_attention,
@@ -49,6 +53,51 @@ namespace {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// An approximate tier's block output against the exact store's, in double
+// over every value of the output residual x: rel_rms = sqrt(sum (a - b)^2 /
+// sum b^2), the largest |a - b|, and the same error against the block's own
+// update (b - x0: the residual's input carries no error and would dilute it).
+struct VsExact {
+  double rel_rms = 0.0, max_abs = 0.0, update_rel_rms = 0.0;
+};
+
+VsExact error_vs_exact(const std::vector<uint16_t>& approx, const std::vector<uint16_t>& exact,
+                       const std::vector<uint16_t>& x0) {
+  H3S_CHECK(approx.size() == exact.size() && exact.size() == x0.size());
+  // Fixed slabs summed in order: the same result whatever the thread count.
+  constexpr int64_t kSlab = int64_t(1) << 20;
+  const int64_t n = int64_t(exact.size()), slabs = (n + kSlab - 1) / kSlab;
+  struct Sums {
+    double err = 0.0, ref = 0.0, update = 0.0, max_abs = 0.0;
+  };
+  std::vector<Sums> part(static_cast<size_t>(slabs));
+  ThreadPool pool(0);
+  pool.parallel_for(slabs, 1, [&](int64_t first, int64_t last) {
+    for (int64_t slab = first; slab < last; ++slab) {
+      Sums& p = part[size_t(slab)];
+      for (int64_t i = slab * kSlab; i < std::min(n, (slab + 1) * kSlab); ++i) {
+        const double a = bf16_to_f32(bf16{approx[size_t(i)]}),
+                     b = bf16_to_f32(bf16{exact[size_t(i)]}),
+                     u = b - double(bf16_to_f32(bf16{x0[size_t(i)]}));
+        p.err += (a - b) * (a - b);
+        p.ref += b * b;
+        p.update += u * u;
+        if (!(std::fabs(a - b) <= p.max_abs)) p.max_abs = std::fabs(a - b);  // NaN sticks
+      }
+    }
+  });
+  Sums t;
+  for (const Sums& p : part) {
+    t.err += p.err;
+    t.ref += p.ref;
+    t.update += p.update;
+    if (!(p.max_abs <= t.max_abs)) t.max_abs = p.max_abs;
+  }
+  return {.rel_rms = std::sqrt(t.err / t.ref),
+          .max_abs = t.max_abs,
+          .update_rel_rms = std::sqrt(t.err / t.update)};
 }
 
 }  // namespace
@@ -138,13 +187,15 @@ int run_bench(BenchArgs& a) {
     // the placement stages it (stock always runs on a device x).
     size_t streamed_total = 0;  // the streamed run's whole arena peak (bench buffers too)
     std::map<std::string, double> phase_s;  // --phase-times: of the fastest streamed repetition
-    auto measure = [&](bool streamed, std::vector<uint16_t>& out) {
+    // stock: the block through `tier`'s store (an approximate tier's exact
+    // reference passes "bf16").
+    auto measure = [&](bool streamed, std::vector<uint16_t>& out, std::string_view tier, int reps) {
       double best = 1e30;
       size_t peak = 0;
       const bool x_host = streamed && place.x_on_host;
       OwnedTensor x = x_host ? staging->tensor(DType::bf16, {s, h}, "x (host-staged)")
                              : arena.tensor(DType::bf16, {s, h}, "x");
-      for (int rep = 0; rep < a.reps; ++rep) {
+      for (int rep = 0; rep < reps; ++rep) {
         if (x_host)
           std::memcpy(x.view.data, host.data(), host.size() * sizeof(uint16_t));
         else
@@ -174,7 +225,7 @@ int run_bench(BenchArgs& a) {
           run_block_streamed(be, arena, view, x.view, c);
         } else {
           run_block_stock(be, arena, view, x.view, BlockPhases::all,
-                          KvTier{r.exec.kv_store, chunks.exact_rows});
+                          KvTier{tier, chunks.exact_rows});
         }
         be.synchronize();
         const double t1 = now_s();
@@ -199,10 +250,23 @@ int run_bench(BenchArgs& a) {
     };
     std::vector<uint16_t> out_stock, out_streamed;
     std::pair<double, size_t> stock{0.0, 0};
-    if (!a.skip_stock && !a.only_attention) stock = measure(false, out_stock);
+    if (!a.skip_stock && !a.only_attention)
+      stock = measure(false, out_stock, r.exec.kv_store, a.reps);
     std::pair<double, size_t> streamed{0.0, 0};
-    if (!a.only_attention) streamed = measure(true, out_streamed);
+    if (!a.only_attention) streamed = measure(true, out_streamed, r.exec.kv_store, a.reps);
     const bool equal = !a.skip_stock && !a.only_attention && out_stock == out_streamed;
+    // An approximate tier (one this backend runs: otherwise the exact store
+    // ran): its streamed output (its stock output's bits when bit_equal)
+    // against the exact store's stock block on the same x0, run once. The
+    // tier's stock output goes first, so the host holds two outputs at once.
+    const bool approximate = r.exec.kv_store != "bf16" && be.has_kv_tier(r.exec.kv_store);
+    std::optional<VsExact> vs_exact;
+    if (approximate && !a.skip_stock && !a.only_attention) {
+      std::vector<uint16_t>().swap(out_stock);
+      std::vector<uint16_t> out_exact;
+      measure(false, out_exact, "bf16", 1);
+      vs_exact = error_vs_exact(out_streamed, out_exact, host);
+    }
     // Attention alone: every query against every key in q_chunk-row calls.
     double attn_s = 0.0, attn_state_s = 0.0;
     std::map<std::string, double> kernel_s;  // --attn-kernels: median seconds each
@@ -283,6 +347,8 @@ int run_bench(BenchArgs& a) {
         {"stock_peak_gib", double(stock.second) / (1u << 30)},
         {"streamed_peak_gib", double(streamed.second) / (1u << 30)},
         {"bit_equal", equal},
+        {"kv_store", r.exec.kv_store},
+        {"approximate", approximate},
         {"attn_s", attn_s},
         {"attn_state_s", attn_state_s},
         {"attn_kernel", std::string(be.attention_kernel())},
@@ -315,16 +381,32 @@ int run_bench(BenchArgs& a) {
         {"copy_s", traffic.copy_seconds},
         {"exposed_copy_s", traffic.exposed_seconds}};
     if (a.phase_times) j["phase_s"] = phase_s;
+    // Only an approximate tier has these: the exact store's error against
+    // itself is 0 by construction and would cost a stock block.
+    std::string vs_exact_text;
+    if (approximate) {
+      j["rel_rms_vs_exact"] = vs_exact ? nlohmann::json(vs_exact->rel_rms) : nullptr;
+      j["max_abs_vs_exact"] = vs_exact ? nlohmann::json(vs_exact->max_abs) : nullptr;
+      j["update_rel_rms_vs_exact"] = vs_exact ? nlohmann::json(vs_exact->update_rel_rms) : nullptr;
+      vs_exact_text =
+          vs_exact
+              ? fmt::format(
+                    " | {} vs exact store: rel-rms {:.3g} (of the update {:.3g}), "
+                    "max abs {:.3g}",
+                    r.exec.kv_store, vs_exact->rel_rms, vs_exact->update_rel_rms, vs_exact->max_abs)
+              : fmt::format(" | {} (approximate) vs exact store: not run (--skip-stock)",
+                            r.exec.kv_store);
+    }
     if (r.json)
       fmt::print("{}\n", j.dump());
     else
       fmt::print(
           "{:>8} tokens  stock {:8.3f} s {:7.2f} GiB | streamed {:8.3f} s {:7.2f} GiB "
-          "(predicted {:.2f}, K/V {}) | bit-equal {} | attention {:6.1f} TFLOP/s\n",
+          "(predicted {:.2f}, K/V {}) | bit-equal {} | attention {:6.1f} TFLOP/s{}\n",
           s, stock.first, j["stock_peak_gib"].get<double>(), streamed.first,
           j["streamed_peak_gib"].get<double>(), j["predicted_streamed_peak_gib"].get<double>(),
           place.kv_on_host ? "host-staged" : "on the device", equal ? "yes" : "no",
-          j["attn_tflops"].get<double>());
+          j["attn_tflops"].get<double>(), vs_exact_text);
     std::fflush(stdout);
   }
   return 0;

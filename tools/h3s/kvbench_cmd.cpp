@@ -2,7 +2,9 @@
 //   gaussian  q, k, v ~ N(0, 1);
 //   outlier   the same, then K channels {3, 17, 64, 100} x 20 and one offset
 //             vector per head (elements ~ N(0, 4)) added to every key, V
-//             channels {5, 77} x 10, each query row scaled by U[0.5, 2].
+//             channels {5, 77} x 10, each query row scaled by U[0.5, 2];
+//   checkpoint  the q, k, v one DiT block of a checkpoint attends with, from
+//             a real forward (kvbench_capture.hpp): the checkpoint's heads.
 // The rows come in seeded 256-token blocks (make_inputs), so a run at any
 // length and thread count sees the same values for the same tokens.
 // Baselines: kvi8r's is per-row int8 without the Hadamard basis; kvi8s' is
@@ -27,6 +29,7 @@
 #include "kv/kvfp4s.hpp"
 #include "kv/kvi8r.hpp"
 #include "kv/kvi8s.hpp"
+#include "kvbench_capture.hpp"
 #include "runtime/engine_backend.hpp"
 
 namespace h3s::cli {
@@ -36,8 +39,12 @@ namespace {
 constexpr int64_t kHd = 128;
 using Rows = std::vector<uint16_t>;  // [tokens, heads * 128] bf16 bits
 
+// One input kind: q, k, v [tokens, heads * 128] and its shape, which the
+// attention runs and the comparison take from here (a checkpoint's heads are
+// its own, not --heads).
 struct Inputs {
   Rows q, k, v;
+  int64_t tokens = 0, heads = 0;
 };
 
 // Rows are generated in blocks of kRowsPerSeed tokens, each from its own
@@ -54,6 +61,8 @@ Inputs make_inputs(const std::string& kind, int64_t n, int64_t heads, uint64_t s
   Rng head_rng(seed);
   for (float& x : offset) x = 2.0f * head_rng.normal();  // N(0, 4)
   Inputs in;
+  in.tokens = n;
+  in.heads = heads;
   for (Rows* t : {&in.q, &in.k, &in.v}) t->resize(size_t(n * inner));
   const int64_t blocks = (n + kRowsPerSeed - 1) / kRowsPerSeed;
   pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
@@ -87,9 +96,8 @@ struct Attended {
 };
 
 // Attention through the backend: the exact store's kernel, or `tier`'s store.
-Attended backend_attention(Backend& be, Arena& arena, const Inputs& in, int64_t n, int64_t heads,
-                           const std::string& tier) {
-  const int64_t inner = heads * kHd;
+Attended backend_attention(Backend& be, Arena& arena, const Inputs& in, const std::string& tier) {
+  const int64_t n = in.tokens, heads = in.heads, inner = heads * kHd;
   auto upload = [&](const Rows& host, const char* what) {
     OwnedTensor t = arena.tensor(DType::bf16, {n, inner}, what);
     be.upload(host.data(), t.view);
@@ -115,8 +123,8 @@ Attended backend_attention(Backend& be, Arena& arena, const Inputs& in, int64_t 
 }
 
 // The tier's recipe without the Hadamard basis, on the host.
-Rows baseline_attention(const std::string& tier, const Inputs& in, int64_t n, int64_t heads,
-                        ThreadPool& pool) {
+Rows baseline_attention(const std::string& tier, const Inputs& in, ThreadPool& pool) {
+  const int64_t n = in.tokens, heads = in.heads;
   const int64_t inner = heads * kHd, blocks = (n + kvi8s::kBlock - 1) / kvi8s::kBlock;
   std::vector<int8_t> kc(size_t(n * inner)), vc8(tier == "kvi8r" ? kc.size() : 0);
   std::vector<uint8_t> vc(tier == "kvi8s" ? kc.size() : 0);
@@ -183,8 +191,9 @@ Rows baseline_attention(const std::string& tier, const Inputs& in, int64_t n, in
 // kvfp4s by its definition of record, on the host: K rotated and (centred:
 // the tier; not: its baseline) NVFP4 per 256-token block and head, V NVFP4,
 // the query rotated as rotate_heads leaves it.
-Rows fp4s_attention(const Inputs& in, int64_t n, int64_t heads, bool centred, ThreadPool& pool) {
+Rows fp4s_attention(const Inputs& in, bool centred, ThreadPool& pool) {
   using namespace kvfp4s;
+  const int64_t n = in.tokens, heads = in.heads;
   const int64_t inner = heads * kHd, blocks = (n + kBlock - 1) / kBlock;
   const int64_t code_w = heads * kDim / 2, scale_w = heads * kGroups;
   std::vector<uint8_t> kc(size_t(n * code_w)), vc(kc.size()), ks(size_t(n * scale_w)),
@@ -260,26 +269,51 @@ void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a) {
                  "cpu (the definition of record) or cuda (where the tier has kernels)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  cmd.add_option("--tokens", a.tokens, "keys and queries")
+  cmd.add_option("--tokens", a.tokens,
+                 "keys and queries (with --checkpoint: the packed sequence length of its forward)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd.add_option("--heads", a.heads, "heads of 128 dims (H3: 56)")
+  cmd.add_option("--heads", a.heads,
+                 "heads of 128 dims of the synthetic inputs (H3: 56; a checkpoint's input has "
+                 "the checkpoint's heads)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd.add_option("--inputs", a.inputs,
-                 "gaussian (q, k, v ~ N(0, 1)) and/or outlier (K channels 3, 17, 64, 100 x 20 "
-                 "plus a per-head K offset, V channels 5, 77 x 10, query rows x U[0.5, 2])")
-      ->check(CLI::IsMember({"gaussian", "outlier"}))
+                 "gaussian (q, k, v ~ N(0, 1)), outlier (K channels 3, 17, 64, 100 x 20 plus a "
+                 "per-head K offset, V channels 5, 77 x 10, query rows x U[0.5, 2]) and/or "
+                 "checkpoint (needs --checkpoint; added by it when not listed)")
+      ->check(CLI::IsMember({"gaussian", "outlier", "checkpoint"}))
       ->delimiter(',')
       ->capture_default_str();
-  cmd.add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
+  CLI::Option* checkpoint =
+      cmd.add_option("--checkpoint", a.checkpoint,
+                     "measure on the q, k, v of one DiT block (--block) of this ComfyUI-format "
+                     "H3 .safetensors file too: a real forward of its weights over seeded random "
+                     "latents at --tokens, run up to the block's input, then the block's norm1, "
+                     "modulation, QKV projection and q/k norm + RoPE (the input named "
+                     "'checkpoint')")
+          ->check(CLI::ExistingFile);
+  cmd.add_option("--block", a.block, "the DiT block whose q, k, v --checkpoint captures")
+      ->check(CLI::NonNegativeNumber)
+      ->needs(checkpoint)
+      ->capture_default_str();
+  cmd.add_option("--seed", a.seed, "seed of the inputs (and of the checkpoint forward's latents)")
+      ->capture_default_str();
   cmd.add_option("--threads", a.threads, "CPU threads (0 = all)")->capture_default_str();
   cmd.add_flag("--no-baseline{false}", a.baseline,
                "skip the baseline recipe (computed on the host, O(tokens^2): hours at 217k)");
   cmd.add_flag("--json", a.json, "one JSON object on stdout");
 }
 
-int run_kvbench(const KvBenchArgs& a) {
+int run_kvbench(const KvBenchArgs& args) {
+  KvBenchArgs a = args;
+  const bool wants_checkpoint =
+      std::find(a.inputs.begin(), a.inputs.end(), "checkpoint") != a.inputs.end();
+  if (wants_checkpoint && a.checkpoint.empty())
+    fail(ErrorKind::invalid_argument,
+         "kvbench --inputs checkpoint needs --checkpoint FILE (the model whose block's q, k, v "
+         "are measured)");
+  if (!a.checkpoint.empty() && !wants_checkpoint) a.inputs.push_back("checkpoint");
   EngineBackend b(a.backend, 0, 0, a.threads);
   Backend& be = b.ops();
   const bool by_definition = a.kv_store == "kvfp4s";  // the host definition (no GPU kernel)
@@ -300,27 +334,47 @@ int run_kvbench(const KvBenchArgs& a) {
       double(2 * a.tokens * a.heads * kHd);
   nlohmann::json results = nlohmann::json::array();
   for (const std::string& kind : a.inputs) {
-    if (!a.json)
-      fmt::print(stderr, "h3s kvbench: {} inputs, {} tokens x {} heads...\n", kind, a.tokens,
-                 a.heads);
-    const Inputs in = make_inputs(kind, a.tokens, a.heads, a.seed, pool);
-    const Attended exact = backend_attention(be, b.arena(), in, a.tokens, a.heads, "bf16");
+    Inputs in;
+    nlohmann::json source;  // where a checkpoint input came from
+    if (kind == "checkpoint") {
+      if (!a.json)
+        fmt::print(stderr, "h3s kvbench: block {}'s q, k, v from a forward of {} ({} tokens)...\n",
+                   a.block, a.checkpoint, a.tokens);
+      CapturedQkv c = capture_block_qkv(b, a.checkpoint, a.block, a.tokens, a.seed);
+      if (c.head_dim != kHd)
+        fail(ErrorKind::invalid_argument,
+             "kvbench --checkpoint {}: head_dim {}, the K/V tiers are defined for {}", a.checkpoint,
+             c.head_dim, kHd);
+      in = Inputs{std::move(c.q), std::move(c.k), std::move(c.v), c.tokens, c.heads};
+      source = {{"checkpoint", a.checkpoint},
+                {"block", a.block},
+                {"blocks", c.blocks},
+                {"format", c.format}};
+    } else {
+      if (!a.json)
+        fmt::print(stderr, "h3s kvbench: {} inputs, {} tokens x {} heads...\n", kind, a.tokens,
+                   a.heads);
+      in = make_inputs(kind, a.tokens, a.heads, a.seed, pool);
+    }
+    const Attended exact = backend_attention(be, b.arena(), in, "bf16");
     Attended tier_run;
     if (by_definition)
-      tier_run.out = fp4s_attention(in, a.tokens, a.heads, true, pool);
+      tier_run.out = fp4s_attention(in, true, pool);
     else
-      tier_run = backend_attention(be, b.arena(), in, a.tokens, a.heads, a.kv_store);
+      tier_run = backend_attention(be, b.arena(), in, a.kv_store);
     const Error2 tier = compare(exact.out, tier_run.out);
     const char* baseline = a.kv_store == "kvi8r"   ? "per-row int8 without rotation"
                            : a.kv_store == "kvi8s" ? "SageAttention-2 layout without rotation"
                                                    : "rotated NVFP4 without centring";
-    nlohmann::json r = {
-        {"name", kind}, {"rel_rms", tier.rel_rms}, {"cosine", tier.cosine}, {"baseline", baseline}};
+    nlohmann::json r = {{"name", kind},          {"tokens", in.tokens},
+                        {"heads", in.heads},     {"rel_rms", tier.rel_rms},
+                        {"cosine", tier.cosine}, {"baseline", baseline}};
+    if (!source.is_null()) r.update(source);
     std::string base_text = "not computed (--no-baseline)";
     if (a.baseline) {
-      const Error2 base = compare(
-          exact.out, by_definition ? fp4s_attention(in, a.tokens, a.heads, false, pool)
-                                   : baseline_attention(a.kv_store, in, a.tokens, a.heads, pool));
+      const Error2 base =
+          compare(exact.out, by_definition ? fp4s_attention(in, false, pool)
+                                           : baseline_attention(a.kv_store, in, pool));
       r["baseline_rel_rms"] = base.rel_rms;
       r["baseline_cosine"] = base.cosine;
       base_text = fmt::format("{:.4g}", base.rel_rms);
@@ -330,7 +384,7 @@ int run_kvbench(const KvBenchArgs& a) {
     std::string speed;
     if (a.backend == "cuda" && !by_definition) {
       // 4 N^2 (heads x 128) multiply-adds x 2: QK^T and PV over every pair.
-      const double ops = 4.0 * double(a.tokens) * double(a.tokens) * double(a.heads * kHd);
+      const double ops = 4.0 * double(in.tokens) * double(in.tokens) * double(in.heads * kHd);
       r["seconds"] = tier_run.seconds;
       r["exact_seconds"] = exact.seconds;
       r["tops"] = ops / tier_run.seconds / 1e12;
@@ -343,8 +397,10 @@ int run_kvbench(const KvBenchArgs& a) {
     }
     results.push_back(r);
     if (!a.json)
-      fmt::print("{:>9}: rel-rms {:.4g} (cosine {:.6f}) | baseline ({}) rel-rms {}{}\n", kind,
-                 tier.rel_rms, tier.cosine, baseline, base_text, speed);
+      fmt::print("{:>10}: rel-rms {:.4g} (cosine {:.6f}) | baseline ({}) rel-rms {}{}{}\n", kind,
+                 tier.rel_rms, tier.cosine, baseline, base_text, speed,
+                 kind == "checkpoint" ? fmt::format(" | block {}, {} heads", a.block, in.heads)
+                                      : std::string());
   }
   if (a.json) {
     const nlohmann::json j = {

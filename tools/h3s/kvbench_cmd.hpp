@@ -3,7 +3,8 @@
 // the plain recipe the tier improves on (its baseline, computed here on the
 // host from the same definitions with the rotation turned off): relative
 // rms and cosine over all outputs, and the store's bytes per element; on
-// the GPU also the attention's time against the exact kernel's.
+// the GPU also the attention's time against the exact kernel's. Inputs:
+// synthetic (gaussian, outlier) and a checkpoint block's real q, k, v.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -17,7 +18,9 @@ struct KvBenchArgs {
   std::string backend = "cpu";
   int64_t tokens = 2048;
   int64_t heads = 56;
-  std::vector<std::string> inputs{"gaussian", "outlier"};
+  std::vector<std::string> inputs{"gaussian", "outlier"};  // and/or "checkpoint"
+  std::string checkpoint;  // --checkpoint: also a block's q, k, v from a forward of this file
+  int64_t block = 0;       // --block: that block
   uint64_t seed = 1;
   int threads = 0;
   bool baseline = true;  // --no-baseline: skip the host baseline (O(tokens^2) on the CPU)

@@ -277,7 +277,8 @@ int main(int argc, char** argv) {
   CLI::App* bench_cmd = app.add_subcommand(
       "bench",
       "one DiT block, stock vs streamed, at several lengths: time, attention TFLOP/s, "
-      "arena peak, bit-equality");
+      "arena peak, bit-equality; with an approximate --kv-store also the block output's "
+      "error against the exact store's stock block (rel_rms_vs_exact, max_abs_vs_exact)");
   add_bench_flags(*bench_cmd, bench);
 
   RunArgs plan;
@@ -292,7 +293,8 @@ int main(int argc, char** argv) {
   CLI::App* kvbench_cmd = app.add_subcommand(
       "kvbench",
       "an approximate K/V tier's attention against the exact one on gaussian and outlier "
-      "inputs, beside the recipe it improves on: rel-rms, cosine, bytes per element");
+      "inputs (and, with --checkpoint, a real block's q, k, v), beside the recipe it improves "
+      "on: rel-rms, cosine, bytes per element");
   add_kvbench_flags(*kvbench_cmd, kvbench);
 
   ForwardArgs fwd;
