@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
+#include "core/dtype.hpp"
 #include "core/error.hpp"
 
 namespace h3s {
@@ -33,6 +35,13 @@ std::string SelfCheckResult::line(int64_t tokens) const {
     if (v.differing != 0) diverged += (diverged.empty() ? "" : ", ") + v.name;
   }
   s += diverged.empty() ? " bit-equal" : fmt::format(" DIVERGED ({})", diverged);
+  if (tier)
+    s += fmt::format(
+        "; kv_store {} (approximate) vs the exact store: rel-rms {:.3g}, max |d| {:.3g}",
+        tier->store, tier->rel_rms, tier->max_abs);
+  if (!tier_fallback.empty())
+    s += fmt::format("; kv_store {} has no kernel on this backend: the exact store ran",
+                     tier_fallback);
   return s;
 }
 
@@ -52,23 +61,32 @@ SelfCheckResult::Variant compare_bf16_bits(std::string name, std::span<const uin
 }
 
 SelfCheckResult self_check_block(Backend& be, Arena& arena, const BlockView& block, const Tensor& x,
-                                 const ExecOptions& o) {
+                                 const ExecOptions& o, std::span<const RowRange> exact_rows) {
   BlockView quiet = block;
   quiet.block_index = -1;  // keep the side runs out of the phase ledger
   const int64_t seq = x.rows(), n = x.numel();
-  auto run_copy = [&](const StreamChunks* chunks, std::vector<uint16_t>& host) {
+  const KvTier tier{o.kv_store, exact_rows};
+  auto run_copy = [&](const StreamChunks* chunks, std::vector<uint16_t>& host,
+                      const KvTier& stock_tier) {
     OwnedTensor y = arena.tensor(DType::bf16, {seq, x.cols()}, "self_check copy of x");
     be.copy(x, y.view);
     if (chunks)
       run_block_streamed(be, arena, quiet, y.view, *chunks);
     else
-      run_block_stock(be, arena, quiet, y.view, BlockPhases::all, o.kv_store);
+      run_block_stock(be, arena, quiet, y.view, BlockPhases::all, stock_tier);
     host.resize(size_t(n));
     be.download(y.view, host.data());
   };
   std::vector<uint16_t> ref, got;
-  run_copy(nullptr, ref);
-  const StreamChunks full = StreamChunks::from(o);
+  run_copy(nullptr, ref, tier);
+  StreamChunks full = StreamChunks::from(o);
+  full.exact_rows.assign(exact_rows.begin(), exact_rows.end());
+  // Every variant runs the checked tier (and its exact rows).
+  const auto with_tier = [&](StreamChunks c) {
+    c.kv_store = full.kv_store;
+    c.exact_rows = full.exact_rows;
+    return c;
+  };
   const int64_t whole = seq;  // one chunk
   const int64_t merge = full.merge_tail_below;
   const struct {
@@ -76,24 +94,41 @@ SelfCheckResult self_check_block(Backend& be, Arena& arena, const BlockView& blo
     StreamChunks c;
   } variants[] = {
       {"full", full},
-      {"q_only",
-       {.q_chunk = full.q_chunk, .kv_chunk = whole, .mlp_chunk = whole, .merge_tail_below = merge}},
-      {"kv_only",
-       {.q_chunk = whole,
-        .kv_chunk = full.kv_chunk,
-        .mlp_chunk = whole,
-        .merge_tail_below = merge}},
-      {"mlp_only",
-       {.q_chunk = whole,
-        .kv_chunk = whole,
-        .mlp_chunk = full.mlp_chunk == 0 ? whole : full.mlp_chunk,
-        .merge_tail_below = merge}},
-      {"none", {.q_chunk = whole, .kv_chunk = whole, .mlp_chunk = whole}},
+      {"q_only", with_tier({.q_chunk = full.q_chunk,
+                            .kv_chunk = whole,
+                            .mlp_chunk = whole,
+                            .merge_tail_below = merge})},
+      {"kv_only", with_tier({.q_chunk = whole,
+                             .kv_chunk = full.kv_chunk,
+                             .mlp_chunk = whole,
+                             .merge_tail_below = merge})},
+      {"mlp_only", with_tier({.q_chunk = whole,
+                              .kv_chunk = whole,
+                              .mlp_chunk = full.mlp_chunk == 0 ? whole : full.mlp_chunk,
+                              .merge_tail_below = merge})},
+      {"none", with_tier({.q_chunk = whole, .kv_chunk = whole, .mlp_chunk = whole})},
   };
   SelfCheckResult r;
   for (const auto& v : variants) {
-    run_copy(&v.c, got);
+    run_copy(&v.c, got, tier);
     r.variants.push_back(compare_bf16_bits(v.name, ref, got));
+  }
+  if (o.kv_store != "bf16") {
+    if (!be.has_kv_tier(o.kv_store)) {
+      r.tier_fallback = o.kv_store;
+    } else {
+      // The tier's error: its stock block against the exact store's.
+      run_copy(nullptr, got, KvTier{"bf16"});
+      double num = 0.0, den = 0.0, max_abs = 0.0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const double a = bf16_to_f32(bf16{ref[i]}), b = bf16_to_f32(bf16{got[i]});
+        num += (a - b) * (a - b);
+        den += b * b;
+        max_abs = std::max(max_abs, std::fabs(a - b));
+      }
+      r.tier = SelfCheckResult::TierError{
+          o.kv_store, den > 0.0 ? std::sqrt(num / den) : std::sqrt(num), max_abs};
+    }
   }
   return r;
 }

@@ -1,9 +1,14 @@
 // self_check: on block 0, run the stock block and the streamed block side by
 // side for the variants full / q only / kv only / mlp only / none and report
 // the divergence as one log line. The verdict compares bits (so -0 vs +0 and
-// two different NaN payloads diverge); ulps only measure how far.
+// two different NaN payloads diverge); ulps only measure how far. With an
+// approximate K/V tier every run uses that tier (and its exact_av_rows), so
+// the verdict is the tier's chunk invariance, and the line adds the tier's
+// error against the exact store (both stock blocks, same input), labelled
+// approximate.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 
@@ -19,13 +24,26 @@ struct SelfCheckResult {
     int64_t differing = 0;  // values whose bits differ from the stock run's
   };
   std::vector<Variant> variants;
+  // An approximate tier that ran: its stock block against the exact store's.
+  struct TierError {
+    std::string store;
+    double rel_rms = 0.0;  // sqrt(sum (tier - exact)^2 / sum exact^2) over the block's output
+    double max_abs = 0.0;
+  };
+  std::optional<TierError> tier;
+  // An approximate tier asked for that this backend has no kernel for: the
+  // exact store ran (the tier's name; empty otherwise).
+  std::string tier_fallback;
   // True when no variant has a single differing bit.
   bool all_equal() const;
   std::string line(int64_t tokens) const;
 };
 
+// exact_rows: the query rows attended over the exact K/V beside an
+// approximate store (KvTier::exact_rows), as the checked forward runs them.
 SelfCheckResult self_check_block(Backend& be, Arena& arena, const BlockView& block, const Tensor& x,
-                                 const ExecOptions& options);
+                                 const ExecOptions& options,
+                                 std::span<const RowRange> exact_rows = {});
 
 // One variant's comparison of bf16 bits `got` against `ref` (same length).
 SelfCheckResult::Variant compare_bf16_bits(std::string name, std::span<const uint16_t> ref,

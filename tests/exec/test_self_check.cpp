@@ -101,6 +101,41 @@ TEST(SelfCheckBlock, HonestBackendIsBitEqualInEveryVariant) {
   EXPECT_TRUE(r.all_equal());
 }
 
+// With an approximate tier every variant runs that tier (and its exact rows),
+// so the verdict is the tier's chunk invariance, and the line adds the tier's
+// error against the exact store, labelled approximate.
+TEST(SelfCheckBlock, ApproximateTierIsCheckedWithinTheTierAndMeasuredAgainstExact) {
+  const ModelWeights& w = weights_for(WeightFormat::int8);
+  BlockHarness h(w, small_layout(w.config, 10, 5, 90, true, true));
+  const int64_t seq = h.layout.seq_len;
+  std::vector<uint16_t> x = h.random_x(3);
+  const std::vector<uint16_t> x0 = x;
+  ExecOptions o = small_chunks();
+  o.kv_store = "kvi8r";
+  const std::vector<RowRange> exact_rows = {{0, 15}};
+  for (const bool with_rows : {false, true}) {
+    const SelfCheckResult r = self_check_block(
+        *h.be, h.arena, h.view(), h.tensor(x), o,
+        with_rows ? std::span<const RowRange>(exact_rows) : std::span<const RowRange>());
+    EXPECT_TRUE(bits_equal(x, x0)) << "self_check modified x";
+    ASSERT_EQ(r.variants.size(), 5u);
+    for (const auto& v : r.variants) EXPECT_EQ(v.differing, 0) << v.name << " rows " << with_rows;
+    ASSERT_TRUE(r.tier.has_value());
+    EXPECT_EQ(r.tier->store, "kvi8r");
+    EXPECT_GT(r.tier->rel_rms, 0.0);
+    EXPECT_LT(r.tier->rel_rms, 0.05);
+    EXPECT_GT(r.tier->max_abs, 0.0);
+    const std::string line = r.line(seq);
+    EXPECT_NE(line.find("bit-equal; kv_store kvi8r (approximate) vs the exact store: rel-rms"),
+              std::string::npos)
+        << line;
+  }
+  o.kv_store = "bf16";
+  const SelfCheckResult exact = self_check_block(*h.be, h.arena, h.view(), h.tensor(x), o);
+  EXPECT_FALSE(exact.tier.has_value());
+  EXPECT_EQ(exact.line(seq).find("approximate"), std::string::npos);
+}
+
 ForwardOutputs forward_on(Backend& be, const ModelWeights& w, const PackedLayout& l,
                           const ExecOptions& o) {
   HostMemory mem;
