@@ -114,10 +114,11 @@ CONTROLS = (
         "vs ComfyUI (max/mean ulps). Costs about three extra block runs once."),
     Control(
         "exact_av_rows", "BOOLEAN", False,
-        tooltip="With an approximate K/V store: attend text+audio query rows exactly over a "
-        "retained bf16 K/V (h3stream's full forward and CLI have it: --exact-av-rows). This "
-        "node runs one block at a time, where h3stream does not know which rows are text and "
-        "audio: no effect here yet."),
+        tooltip="With an approximate K/V store: the text and audio query rows (those ComfyUI's "
+        "mod_segments modulate with a text or audio adaLN row) attend a retained bf16 K/V "
+        "with the exact kernel, so their rows of each block's output are the exact store's, "
+        "bit for bit; audio is ~1% of the rows and the most sensitive to the cheap stores' "
+        "error. Costs the exact K/V beside the store. No effect with kv_store bf16."),
 )
 
 # Placement (issue 13), beyond FEATURES.md's table: where h3stream's own memory
@@ -155,11 +156,10 @@ def checked(values):
 
 
 def engine_options_kwargs(values):
-    """The keyword arguments of h3stream.Options for these control values (the
-    control exact_av_rows is dropped: single-block calls have no segment layout)."""
+    """The keyword arguments of h3stream.Options for these control values."""
     v = checked(values)
     out = {k: v[k] for k in ("q_chunk", "kv_chunk", "mlp_chunk", "min_tokens", "kv_block",
                              "final_layer_chunk", "final_layer_gemm", "kv_store",
-                             "trim_forward", "self_check", "kv_placement")}
+                             "exact_av_rows", "trim_forward", "self_check", "kv_placement")}
     out["vram_budget"] = v["vram_budget"] << 20  # MiB -> bytes
     return out

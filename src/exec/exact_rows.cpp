@@ -16,6 +16,22 @@ std::vector<RowRange> exact_query_rows(const ExecOptions& o, const PackedLayout&
   return rows;
 }
 
+std::vector<RowRange> exact_query_rows(const ExecOptions& o, std::span<const ModRun> runs) {
+  std::vector<RowRange> rows;
+  if (!o.exact_av_rows || o.kv_store == "bf16") return rows;
+  for (const ModRun& r : runs) {
+    const int32_t tag = r.mod_row % 3;
+    if ((tag != kTagText && tag != kTagAudio) || r.end <= r.begin) continue;
+    if (!rows.empty() && rows.back().end == r.begin)
+      rows.back().end = r.end;
+    else
+      rows.push_back({r.begin, r.end});
+  }
+  std::sort(rows.begin(), rows.end(),
+            [](const RowRange& a, const RowRange& b) { return a.begin < b.begin; });
+  return rows;
+}
+
 std::vector<ExactRowsOut> attend_exact_rows(Backend& be, Arena& arena, const Tensor& q,
                                             RowRange chunk, std::span<const RowRange> exact_rows,
                                             const KvView& kv, int64_t kv_block, int64_t heads,

@@ -19,6 +19,11 @@ namespace h3s {
 // audio segments, sorted); empty unless o.exact_av_rows and o.kv_store is an
 // approximate tier.
 std::vector<RowRange> exact_query_rows(const ExecOptions& o, const PackedLayout& layout);
+// The same from a block call's mod runs (ComfyUI's mod_segments, absolute):
+// the rows whose adaLN row is a text or audio one (mod_row % 3: kTagText,
+// kTagAudio), adjacent runs merged. What a single-block call knows of the
+// layout (the ComfyUI node, the Python and C++ run_block).
+std::vector<RowRange> exact_query_rows(const ExecOptions& o, std::span<const ModRun> runs);
 
 // One run of exact rows inside a query chunk: rows relative to the chunk,
 // and their attention output.

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "exec/block.hpp"
 #include "exec/block_context.hpp"
+#include "exec/exact_rows.hpp"
 #include "exec/placement.hpp"
 #include "exec/time_embed.hpp"
 #include "exec/weight_feed.hpp"
@@ -265,8 +266,10 @@ ExecMode BlockEngine::ran_mode(const TensorBlockCall& c) {
 ExecMode BlockEngine::run_block(const TensorBlockCall& c) {
   const ExecMode mode = ran_mode(c);
   with_block(c, [&](Backend& be, Arena& arena, const BlockView& view) {
+    // exact_av_rows: the text and audio rows, from the call's mod runs.
+    const std::vector<RowRange> exact = exact_query_rows(c.options, c.runs);
     if (mode == ExecMode::stock) {
-      run_block_stock(be, arena, view, c.x, c.phases, c.options.kv_store);
+      run_block_stock(be, arena, view, c.x, c.phases, KvTier{c.options.kv_store, exact});
       last_placement_ = PlacementReport{};
       last_placement_.line = "stock";
       return;
@@ -294,6 +297,7 @@ ExecMode BlockEngine::run_block(const TensorBlockCall& c) {
                        scratch_model(be, c.weights ? *c.weights : weights_.blocks[size_t(c.index)]),
                        PlanScope::block);
     StreamChunks chunks = StreamChunks::from(o);
+    chunks.exact_rows = exact;
     chunks.kv_block = place.kv_block;
     chunks.q_group = place.q_group;
     chunks.kv_first_pass = place.kv_first_pass;
@@ -331,7 +335,7 @@ BlockEngine::PlacementReport BlockEngine::last_placement() const {
 SelfCheckResult BlockEngine::self_check(const TensorBlockCall& c) {
   SelfCheckResult r;
   with_block(c, [&](Backend& be, Arena& arena, const BlockView& view) {
-    r = self_check_block(be, arena, view, c.x, c.options);
+    r = self_check_block(be, arena, view, c.x, c.options, exact_query_rows(c.options, c.runs));
   });
   return r;
 }

@@ -203,6 +203,27 @@ TEST(EngineApi, RunBlockStreamedEqualsStock) {
   const h3s::Array streamed = run(h3s::ExecMode::streamed, awkward());
   EXPECT_EQ(stock.bytes, streamed.bytes);
   EXPECT_NE(stock.bytes, x0.bytes);
+
+  // exact_av_rows in a single-block call: the text rows (mod row 1: text's
+  // adaLN row) attend the exact K/V beside kvi8r, so the block's output rows
+  // there are the exact store's, bit for bit; the video rows carry the tier's
+  // error; and the streamed block still equals the tier's stock block.
+  h3s::Options tier;
+  tier.kv_store = "kvi8r";
+  tier.exact_av_rows = true;
+  h3s::Options tier_streamed = awkward();
+  tier_streamed.kv_store = "kvi8r";
+  tier_streamed.exact_av_rows = true;
+  const h3s::Array tier_stock = run(h3s::ExecMode::stock, tier);
+  EXPECT_EQ(run(h3s::ExecMode::streamed, tier_streamed).bytes, tier_stock.bytes);
+  const size_t row_bytes = size_t(m.hidden) * 2, text_bytes = 40 * row_bytes;
+  EXPECT_EQ(std::memcmp(tier_stock.bytes.data(), stock.bytes.data(), text_bytes), 0);
+  EXPECT_NE(std::memcmp(tier_stock.bytes.data() + text_bytes, stock.bytes.data() + text_bytes,
+                        tier_stock.bytes.size() - text_bytes),
+            0);
+  tier.exact_av_rows = false;  // without: the text rows carry the tier's error too
+  const h3s::Array tier_only = run(h3s::ExecMode::stock, tier);
+  EXPECT_NE(std::memcmp(tier_only.bytes.data(), stock.bytes.data(), text_bytes), 0);
 }
 
 }  // namespace

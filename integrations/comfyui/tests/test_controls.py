@@ -79,7 +79,7 @@ def test_tooltips_are_there_and_say_where_a_control_does_nothing_here():
     for c in ctl.CONTROLS:
         assert len(c.tooltip) > 40, c.name
     assert "frees them when block 0 starts" in ctl.BY_NAME["trim_forward"].tooltip
-    assert "no effect" in ctl.BY_NAME["exact_av_rows"].tooltip
+    assert "bit for bit" in ctl.BY_NAME["exact_av_rows"].tooltip
     assert "Exact" in ctl.BY_NAME["q_chunk"].tooltip
 
 
@@ -99,4 +99,6 @@ def test_comfy_inputs_and_checks():
         with pytest.raises(ValueError, match=msg):
             ctl.checked(bad)
     kw = ctl.engine_options_kwargs({"mlp_chunk": 0})
-    assert kw["mlp_chunk"] == 0 and "exact_av_rows" not in kw
+    assert kw["mlp_chunk"] == 0 and kw["exact_av_rows"] is False
+    kw = ctl.engine_options_kwargs({"kv_store": "kvi8r", "exact_av_rows": True})
+    assert kw["kv_store"] == "kvi8r" and kw["exact_av_rows"] is True
