@@ -1,10 +1,11 @@
 // The sequence-parallel block: one DiT (or refiner) block run by every rank
 // of a Communicator, each holding only its rows of the residual x. Norms,
-// projections and the MLP run on the rank's own rows (row-invariant ops);
-// attention is split across ranks in one of three ways (SpAttention). Every
-// rank calls the same backend ops on its share as the stock block calls on
-// the whole sequence, so the result is the one-rank block's bit for bit
-// (DESIGN.md "Multi-GPU"), for any number of ranks.
+// projections and the MLP run on the rank's own rows (row-invariant ops), in
+// row chunks like the streamed block's phases (SpOptions); attention is split
+// across ranks in one of three ways (SpAttention). Every rank calls the same
+// backend ops on its share as the stock and streamed blocks call on the whole
+// sequence, so the result is the one-rank block's bit for bit (DESIGN.md
+// "Multi-GPU"), for any number of ranks and any chunk sizes.
 //
 // Exact bf16 K/V only (the approximate tiers have no sharded store yet).
 #pragma once
@@ -32,10 +33,29 @@ enum class SpAttention : uint8_t {
   ring,
 };
 
+// Chunk sizes, in StreamChunks' order (0: one chunk), bound what a rank
+// holds beside its rows of x and the buffer its attention scheme needs whole
+// (Ulysses: Q, K, V of its heads for every row; kv_gather: every row's K/V;
+// ring: its shard's K/V), as StreamChunks bound the streamed block's.
+// Exactness never depends on them.
 struct SpOptions {
   SpAttention attention = SpAttention::ulysses;
+  // Query rows attended at once, with their Q and fp32 state. Ulysses: chunks
+  // of the whole sequence (its heads), then one all-to-all back per q_chunk
+  // of the rank's rows, each followed by its out-projection and residual;
+  // kv_gather: chunks of the rank's rows, Q made per chunk. The ring's
+  // travelling chunks are ring_q_chunk's.
+  int64_t q_chunk = 0;
+  // Rows of one K/V projection (norm1 + mod -> K|V -> k norm + RoPE) of the
+  // rank's rows. Ulysses projects Q, K and V together and sends each chunk
+  // on as it is made: one all-to-all per chunk (the same bytes in all).
+  int64_t kv_chunk = 0;
+  // Rows of one MLP call (norm2 + mod -> fc1 -> SwiGLU -> fc2 -> residual).
+  int64_t mlp_chunk = 0;
   // Ring only: most rows of one travelling query chunk (0: a rank's rows as
-  // one chunk). Smaller chunks shorten the pipeline's fill and drain.
+  // one chunk). Smaller chunks shorten the pipeline's fill and drain, and
+  // bound the Q, state and output a rank holds (each made or finished at
+  // its rank when the chunk enters or comes home).
   int64_t ring_q_chunk = 0;
 };
 

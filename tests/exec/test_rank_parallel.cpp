@@ -117,13 +117,16 @@ const ModelWeights& weights_with_heads(int64_t heads, WeightFormat f) {
   return *slot;
 }
 
-// The block on `ranks` simulated ranks, each holding only its rows of x.
+// The block on `ranks` simulated ranks, each holding only its rows of x;
+// `peaks` (when given) gets each rank's arena peak.
 std::vector<uint16_t> run_ranks(const BlockHarness& h, const std::vector<uint16_t>& x0, int ranks,
-                                const SpOptions& o, BlockPhases phases = BlockPhases::all) {
+                                const SpOptions& o, BlockPhases phases = BlockPhases::all,
+                                std::vector<size_t>* peaks = nullptr) {
   const bool reveal_state = h.be->name() == "cpu+reveal-state";
   const int64_t seq = h.layout.seq_len, hidden = h.w->config.hidden;
   const BlockView b = h.view();
   std::vector<uint16_t> out(x0.size());
+  if (peaks) peaks->assign(size_t(ranks), 0);
   run_local_ranks(ranks, [&](Communicator& comm) {
     HostMemory memory;
     Arena arena(memory, 0);
@@ -133,6 +136,7 @@ std::vector<uint16_t> run_ranks(const BlockHarness& h, const std::vector<uint16_
     const Tensor xr = Tensor::contiguous(mine.data(), DType::bf16, {rows.size(), hidden});
     run_block_sp(*be, arena, comm, b, xr, seq, o, phases);
     std::copy(mine.begin(), mine.end(), out.begin() + rows.begin * hidden);  // disjoint rows
+    if (peaks) (*peaks)[size_t(comm.rank())] = arena.peak();                 // a slot per rank
   });
   return out;
 }
@@ -156,11 +160,23 @@ struct Case {
   bool tags, cond;
 };
 
+// Chunk sizes of the rank-parallel block (SpOptions) and of the one-rank
+// streamed block it is compared with.
+struct Chunks {
+  int64_t q = 0, kv = 0, mlp = 0, ring_q = 0;
+  SpOptions sp(SpAttention mode) const {
+    return {
+        .attention = mode, .q_chunk = q, .kv_chunk = kv, .mlp_chunk = mlp, .ring_q_chunk = ring_q};
+  }
+  StreamChunks streamed() const { return {.q_chunk = q, .kv_chunk = kv, .mlp_chunk = mlp}; }
+};
+
 // Every mode at 1-4 ranks equals the stock block (and the streamed one) bit
 // for bit, on lengths of one row per rank, primes, lengths not divisible by
 // the rank count and several key tiles per ring shard.
 void expect_modes_equal_one_rank(const ModelWeights& w, std::span<const Case> cases,
-                                 std::span<const SpAttention> modes, bool reveal_state = true) {
+                                 std::span<const SpAttention> modes, bool reveal_state = true,
+                                 const Chunks& c = {}) {
   for (const Case& k : cases) {
     BlockHarness h(w, small_layout(w.config, k.text, k.audio_t, k.frames, k.tags, k.cond));
     h.be = make_backend(reveal_state);
@@ -172,9 +188,10 @@ void expect_modes_equal_one_rank(const ModelWeights& w, std::span<const Case> ca
     EXPECT_FALSE(bits_equal(x0, stock));  // the comparison below can fail
     for (SpAttention mode : modes)
       for (int ranks = 1; ranks <= 4; ++ranks) {
-        const std::vector<uint16_t> sp = run_ranks(h, x0, ranks, {.attention = mode});
-        EXPECT_TRUE(bits_equal(stock, sp)) << fmt::format(
-            "{} at {} ranks, seq {}, {} heads", mode_name(mode), ranks, seq, w.config.heads);
+        const std::vector<uint16_t> sp = run_ranks(h, x0, ranks, c.sp(mode));
+        EXPECT_TRUE(bits_equal(stock, sp))
+            << fmt::format("{} at {} ranks, seq {}, {} heads, chunks q {} kv {} mlp {} ring_q {}",
+                           mode_name(mode), ranks, seq, w.config.heads, c.q, c.kv, c.mlp, c.ring_q);
       }
   }
 }
@@ -204,11 +221,13 @@ TEST(RankParallel, RingEqualsOneRankBitForBit) {
 }
 
 // Heads not divisible by the rank count: 4 heads are 2/1/1 on 3 ranks, and
-// the micro model's 2 heads leave a rank without a head at 3-4 ranks.
+// the micro model's 2 heads leave a rank without a head at 3-4 ranks; whole
+// and chunked (Ulysses' rounds carry each peer's width).
 TEST(RankParallel, UnevenHeadSplitsEqualOneRankBitForBit) {
   const Case cases[] = {{0, 0, 3, false, false}, {17, 11, 103, true, true}};
   const SpAttention modes[] = {SpAttention::ulysses, SpAttention::kv_gather, SpAttention::ring};
-  expect_modes_equal_one_rank(weights_with_heads(4, WeightFormat::bf16), cases, modes);
+  for (const Chunks& c : {Chunks{}, Chunks{7, 13, 5, 11}})
+    expect_modes_equal_one_rank(weights_with_heads(4, WeightFormat::bf16), cases, modes, true, c);
 }
 
 // The split is the same for every weight format: int8 W8A8 through all
@@ -239,6 +258,84 @@ TEST(RankParallel, RingChunksAndAttentionOnlyEqualOneRank) {
     EXPECT_TRUE(
         bits_equal(attn_only, run_ranks(h, x0, 3, {.attention = mode}, BlockPhases::attn_only)))
         << mode_name(mode);
+}
+
+// Chunked projections, attention, out-projections and MLP on every rank give
+// the one-rank bits: every mode at 1-4 ranks, chunks of one row, primes with
+// tails, chunks larger than a rank's rows (and than the sequence), on lengths
+// of fewer rows than ranks, tag runs, a prime and several key tiles, whole
+// blocks and attention-only calls.
+TEST(RankParallel, ChunkedRanksEqualOneRankBitForBit) {
+  const ModelWeights& w = weights_for(WeightFormat::bf16);
+  const Case cases[] = {
+      {0, 0, 3, false, false},     // 3 rows
+      {5, 3, 29, true, false},     // 40 rows, tag runs
+      {7, 0, 124, false, false},   // 131 rows (prime)
+      {30, 16, 300, false, true},  // 363 rows with a cond frame (3 key tiles)
+  };
+  const Chunks chunk_sets[] = {
+      {1, 1, 1, 1},          // one row
+      {7, 13, 5, 11},        // primes with tails
+      {37, 50, 23, 64},      // a few chunks a rank
+      {1000, 999, 1001, 0},  // one chunk, larger than a rank's rows
+  };
+  const SpAttention modes[] = {SpAttention::ulysses, SpAttention::kv_gather, SpAttention::ring};
+  for (const Case& k : cases) {
+    BlockHarness h(w, small_layout(w.config, k.text, k.audio_t, k.frames, k.tags, k.cond));
+    h.be = make_backend(true);
+    const int64_t seq = h.layout.seq_len;
+    const std::vector<uint16_t> x0 = h.random_x(uint64_t(seq) + 11);
+    for (BlockPhases phases : {BlockPhases::all, BlockPhases::attn_only}) {
+      const std::vector<uint16_t> stock = run_one_rank(h, x0, nullptr, phases);
+      EXPECT_FALSE(bits_equal(x0, stock));  // the comparisons below can fail
+      for (const Chunks& c : chunk_sets) {
+        // Attention-only calls differ only in skipping the MLP: two sets do.
+        // One-row chunks stop at 40 rows (RingChunksAndAttentionOnly...
+        // runs the ring's one-row chunks over 3 key tiles), and the longest
+        // case takes the prime and the oversized sets: the sweep stays a few
+        // seconds, and minutes under the sanitizers.
+        if (phases == BlockPhases::attn_only && c.q != 7 && c.q != 1000) continue;
+        if (c.q == 1 && seq > 40) continue;
+        if (seq > 131 && c.q != 7 && c.q != 1000) continue;
+        const StreamChunks streamed = c.streamed();
+        ASSERT_TRUE(bits_equal(stock, run_one_rank(h, x0, &streamed, phases))) << "seq " << seq;
+        for (SpAttention mode : modes)
+          for (int ranks = 2; ranks <= 4; ++ranks)  // (one rank: the tests above)
+            EXPECT_TRUE(bits_equal(stock, run_ranks(h, x0, ranks, c.sp(mode), phases)))
+                << fmt::format("{} at {} ranks, seq {}, chunks q {} kv {} mlp {} ring_q {}{}",
+                               mode_name(mode), ranks, seq, c.q, c.kv, c.mlp, c.ring_q,
+                               phases == BlockPhases::attn_only ? ", attention only" : "");
+      }
+    }
+  }
+}
+
+// Small chunks bound a rank's activations: at the same length, each rank's
+// arena peak is clearly below its peak with whole-rank chunks, in every mode
+// (beside the inherent Q/K/V of Ulysses' heads, the gathered K/V and the
+// ring's shard, which the chunks cannot shrink), with the same bits.
+TEST(RankParallel, SmallChunksLowerEachRanksArenaPeak) {
+  const ModelWeights& w = weights_for(WeightFormat::bf16);
+  BlockHarness h(w, small_layout(w.config, 30, 16, 530, false, false));  // 592 rows
+  h.be = make_backend(true);
+  const std::vector<uint16_t> x0 = h.random_x(21);
+  const std::vector<uint16_t> stock = run_one_rank(h, x0);
+  const Chunks whole{0, 0, 0, 0}, small{32, 32, 32, 32};
+  for (SpAttention mode : {SpAttention::ulysses, SpAttention::kv_gather, SpAttention::ring})
+    for (int ranks : {2, 3}) {
+      std::vector<size_t> whole_peaks, small_peaks;
+      EXPECT_TRUE(bits_equal(
+          stock, run_ranks(h, x0, ranks, whole.sp(mode), BlockPhases::all, &whole_peaks)));
+      EXPECT_TRUE(bits_equal(
+          stock, run_ranks(h, x0, ranks, small.sp(mode), BlockPhases::all, &small_peaks)));
+      for (int r = 0; r < ranks; ++r) {
+        // At least a quarter less on every rank (measured: 0.16-0.66 of it).
+        const size_t whole_peak = whole_peaks[size_t(r)], small_peak = small_peaks[size_t(r)];
+        EXPECT_LT(small_peak * 4, whole_peak * 3)
+            << fmt::format("{} at {} ranks, rank {}: peak {} with chunks of 32 rows, {} whole",
+                           mode_name(mode), ranks, r, small_peak, whole_peak);
+      }
+    }
 }
 
 TEST(RankParallel, WrongRowsOnARankFailNamingIt) {
