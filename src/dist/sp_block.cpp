@@ -19,20 +19,11 @@ namespace h3s {
 
 namespace {
 
-// [rows, heads, head_dim] over a [rows, heads * head_dim] column view.
-Tensor as_heads(const Tensor& t, int64_t heads, int64_t head_dim) {
-  Tensor v = t;
-  v.rank = 3;
-  v.shape = {t.rows(), heads, head_dim, 0};
-  v.stride = {t.row_stride(), head_dim, 1, 0};
-  return v;
-}
-
 // K and V of a [keys, 2 * inner] buffer (K | V) as the attention's views.
 KvView kv_heads(const Tensor& kv, int64_t heads, int64_t head_dim) {
   const int64_t inner = heads * head_dim;
-  return {as_heads(kv.cols_view(0, inner), heads, head_dim),
-          as_heads(kv.cols_view(inner, 2 * inner), heads, head_dim)};
+  return {steps::as_heads(kv.cols_view(0, inner), heads, head_dim),
+          steps::as_heads(kv.cols_view(inner, 2 * inner), heads, head_dim)};
 }
 
 // A contiguous bf16 [rows, cols] view at element `offset` of `buf`: one

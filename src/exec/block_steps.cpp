@@ -61,6 +61,14 @@ void residual(Backend& be, const BlockView& b, const Tensor& xr, RowRange rows, 
     be.add_residual(xr, y);
 }
 
+Tensor as_heads(const Tensor& t, int64_t heads, int64_t head_dim) {
+  Tensor v = t;
+  v.rank = 3;
+  v.shape = {t.rows(), heads, head_dim, 0};
+  v.stride = {t.row_stride(), head_dim, 1, 0};
+  return v;
+}
+
 Tensor rope_rows(const BlockView& b, RowRange rows) {
   if (b.rot_dim == 0 || !b.rope.data) return Tensor{};
   return b.rope.rows_view(rows.begin, rows.end);

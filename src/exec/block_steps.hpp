@@ -21,6 +21,10 @@ OwnedTensor norm_mod(Backend& be, Arena& arena, const BlockView& b, const Tensor
 void residual(Backend& be, const BlockView& b, const Tensor& xr, RowRange rows, const Tensor& y,
               const Tensor& gate);
 
+// [rows, heads, head_dim] over a [rows, heads * head_dim] column view (row
+// stride kept): the attention's view of Q, K or V columns.
+Tensor as_heads(const Tensor& t, int64_t heads, int64_t head_dim);
+
 // RoPE rows of `rows` (empty tensor when the block has no RoPE).
 Tensor rope_rows(const BlockView& b, RowRange rows);
 

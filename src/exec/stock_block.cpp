@@ -23,11 +23,7 @@ void run_block_stock(Backend& be, Arena& arena, const BlockView& b, const Tensor
   mark(Phase::attn);
   // K and V straight out of the QKV buffer: [seq, heads, head_dim] views.
   auto heads_view = [&](int64_t col0) {
-    Tensor t = qkv.view.cols_view(col0, col0 + inner);
-    t.rank = 3;
-    t.shape = {seq, b.heads, b.head_dim, 0};
-    t.stride = {3 * inner, b.head_dim, 1, 0};
-    return t;
+    return steps::as_heads(qkv.view.cols_view(col0, col0 + inner), b.heads, b.head_dim);
   };
   const KvView kv{heads_view(inner), heads_view(2 * inner)};
   OwnedTensor attn = arena.tensor(DType::bf16, {seq, inner}, "attention output");

@@ -58,15 +58,6 @@ std::vector<ResidualRows::Access> x_accesses(const std::vector<RowRange>& kv_chu
   return a;
 }
 
-// [rows, heads, head_dim] over a [rows, heads * head_dim] column view.
-Tensor as_heads(const Tensor& t, int64_t heads, int64_t head_dim) {
-  Tensor v = t;
-  v.rank = 3;
-  v.shape = {t.rows(), heads, head_dim, 0};
-  v.stride = {t.row_stride(), head_dim, 1, 0};
-  return v;
-}
-
 // One pass's query chunks: Q, the online-softmax state and (a group of one
 // outside phase 1) its rows of x, leased from Q to the residual.
 struct QueryGroup {
@@ -190,7 +181,8 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, ResidualR
     store->write(be, r, k, v);
     if (exact) exact->write(be, r, k, v);
     if (first_in_phase1) {
-      const KvView kv_rows{as_heads(k, b.heads, b.head_dim), as_heads(v, b.heads, b.head_dim)};
+      const KvView kv_rows{steps::as_heads(k, b.heads, b.head_dim),
+                           steps::as_heads(v, b.heads, b.head_dim)};
       for (const QueryChunk& q : first.chunks) be.attention(q.q, kv_rows, {0, r.size()}, *q.state);
     }
     store->keep_source(std::move(kv));

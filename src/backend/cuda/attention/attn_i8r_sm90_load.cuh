@@ -124,6 +124,14 @@ struct AttnI8rLoad {
     }
   }
 
+  // Eight codes (two words) times their key's scale -> one 16-byte chunk.
+  __device__ static void store_chunk(uint32_t dst, uint32_t w0, uint32_t w1, uint32_t scale2) {
+    uint32_t o[4];
+    i8r::dequant_f16(w0, scale2, o[0], o[1]);
+    i8r::dequant_f16(w1, scale2, o[2], o[3]);
+    i8r::st_shared_u128(dst, o[0], o[1], o[2], o[3]);
+  }
+
   // One code tile -> one fp16 tile: kPasses passes of one item per thread,
   // kBatch items loaded before the first is converted (the loads are ordered
   // asm, so batching is what overlaps their latency). Pass i's rows are
@@ -145,12 +153,8 @@ struct AttnI8rLoad {
         for (int b = 0; b < T::kBatch; ++b)
           w[b] = i8r::ld_shared_u64(src + (i + b) * T::kPassBytes);
 #pragma unroll
-        for (int b = 0; b < T::kBatch; ++b) {
-          uint32_t o[4];
-          i8r::dequant_f16(w[b].x, s2[b], o[0], o[1]);
-          i8r::dequant_f16(w[b].y, s2[b], o[2], o[3]);
-          i8r::st_shared_u128(dst0 + (i + b) * T::kPassBytes, o[0], o[1], o[2], o[3]);
-        }
+        for (int b = 0; b < T::kBatch; ++b)
+          store_chunk(dst0 + (i + b) * T::kPassBytes, w[b].x, w[b].y, s2[b]);
       } else {
         uint4 w[T::kBatch];
 #pragma unroll
@@ -158,13 +162,8 @@ struct AttnI8rLoad {
           w[b] = i8r::ld_shared_u128(src + (i + b) * T::kPassBytes);
 #pragma unroll
         for (int b = 0; b < T::kBatch; ++b) {
-          uint32_t o[4];
-          i8r::dequant_f16(w[b].x, s2[b], o[0], o[1]);
-          i8r::dequant_f16(w[b].y, s2[b], o[2], o[3]);
-          i8r::st_shared_u128(dst0 + (i + b) * T::kPassBytes, o[0], o[1], o[2], o[3]);
-          i8r::dequant_f16(w[b].z, s2[b], o[0], o[1]);
-          i8r::dequant_f16(w[b].w, s2[b], o[2], o[3]);
-          i8r::st_shared_u128(dst1 + (i + b) * T::kPassBytes, o[0], o[1], o[2], o[3]);
+          store_chunk(dst0 + (i + b) * T::kPassBytes, w[b].x, w[b].y, s2[b]);
+          store_chunk(dst1 + (i + b) * T::kPassBytes, w[b].z, w[b].w, s2[b]);
         }
       }
     }
