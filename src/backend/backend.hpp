@@ -52,12 +52,13 @@ struct KvI8View {
   int64_t rows() const { return k_code.shape[0]; }
 };
 
-// The kvi8s tier's K/V (kv/kvi8s.hpp), per token and per 64-token block b:
-// K codes [seq, heads * 128] i8, K scales [blocks, heads] f32, K means
-// [blocks, heads * 128] bf16; V codes [seq, heads * 128] e4m3, V channel
-// scales [blocks, heads * 128] f32.
+// The kvi8s tier's K/V (kv/kvi8s.hpp): K codes [seq, heads * 128] i8 (token
+// rows); V codes [heads * 128, padded_seq] e4m3 (each channel's keys, in the
+// tile order kvi8s::v_position gives); per (128-token tile, head) one header
+// record of kvi8s::kHeaderRows rows, [tiles * heads * kHeaderRows, 128] u8
+// (tile T, head h at row (T * heads + h) * kHeaderRows).
 struct KvI8sView {
-  Tensor k_code, k_scale, k_mean, v_code, v_scale;
+  Tensor k_code, v_code, header;
   int64_t rows() const { return k_code.shape[0]; }
 };
 
@@ -151,7 +152,7 @@ class Backend {
   virtual void attn_state_finish_rotated(const AttnState& s, const Tensor& out);
   // kvi8s (kv/kvi8s.hpp): the K and V rows [first_row, first_row + n), given
   // as row-wise parts (e.g. a kept tail and the next chunk), quantised into
-  // `out`. first_row is a multiple of 64 and n is too unless the rows end the
+  // `out`. first_row is a multiple of 128 (a tile) and n is too unless the rows end the
   // sequence (out.rows()).
   virtual void kvi8s_quantize(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
                               int64_t first_row, const KvI8sView& out);

@@ -8,11 +8,11 @@
 namespace h3s {
 
 namespace {
-constexpr int64_t kBlock = kvi8s::kBlock;
+constexpr int64_t kTile = kvi8s::kTile;
 }  // namespace
 
 KvI8sStore::KvI8sStore(Arena& arena, int64_t seq, int64_t heads, int64_t head_dim, int64_t kv_block)
-    : seq_(seq), kv_block_(kv_block), open_(arena, "kvi8s", seq, heads * head_dim, kBlock) {
+    : seq_(seq), kv_block_(kv_block), open_(arena, "kvi8s", seq, heads * head_dim, kTile) {
   if (kv_block < 0 || kv_block % kAttnKvTile != 0)
     fail(ErrorKind::invalid_argument,
          "kv_block = {} must be 0 (one pass) or a multiple of the {}-key attention tile", kv_block,
@@ -20,20 +20,20 @@ KvI8sStore::KvI8sStore(Arena& arena, int64_t seq, int64_t heads, int64_t head_di
   if (head_dim != kvi8s::kDim)
     fail(ErrorKind::invalid_argument, "kvi8s: head_dim {} (the tier quantises {}-dim heads)",
          head_dim, kvi8s::kDim);
-  const int64_t inner = heads * head_dim, blocks = (seq + kBlock - 1) / kBlock;
+  const int64_t inner = heads * head_dim;
   k_code_ = arena.tensor(DType::i8, {seq, inner}, "K codes (kvi8s)");
-  k_scale_ = arena.tensor(DType::f32, {blocks, heads}, "K block scales (kvi8s)");
-  k_mean_ = arena.tensor(DType::bf16, {blocks, inner}, "K block means (kvi8s)");
-  v_code_ = arena.tensor(DType::f8e4m3, {seq, inner}, "V codes (kvi8s)");
-  v_scale_ = arena.tensor(DType::f32, {blocks, inner}, "V channel scales (kvi8s)");
+  v_code_ =
+      arena.tensor(DType::f8e4m3, {inner, kvi8s::padded_seq(seq)}, "V codes, transposed (kvi8s)");
+  header_ = arena.tensor(DType::u8, {kvi8s::tiles(seq) * heads * kvi8s::kHeaderRows, kvi8s::kDim},
+                         "K means and scales, V scales per tile (kvi8s)");
 }
 
 size_t KvI8sStore::bytes(int64_t seq, int64_t heads, int64_t head_dim) {
-  return size_t(kvi8s::store_bytes(seq, heads)) + OpenBlock::bytes(heads * head_dim, kBlock);
+  return size_t(kvi8s::store_bytes(seq, heads)) + OpenBlock::bytes(heads * head_dim, kTile);
 }
 
 KvI8sView KvI8sStore::view() const {
-  return {k_code_.view, k_scale_.view, k_mean_.view, v_code_.view, v_scale_.view};
+  return {k_code_.view, v_code_.view, header_.view};
 }
 
 void KvI8sStore::write(Backend& backend, RowRange rows, const Tensor& k, const Tensor& v) {

@@ -1,12 +1,12 @@
 // KvI8sStore: the kvi8s tier (kv/kvi8s.hpp), resident: int8 K smoothed by a
-// per-64-token-block mean, fp8 e4m3 V with per-block channel scales, about
-// 1.05 bytes an element instead of 2. Approximate: its error against the
+// per-64-token-block mean, fp8 e4m3 V (transposed) with per-tile channel
+// scales, about 1.04 bytes an element instead of 2. Approximate: its error against the
 // exact store is measured (tests/exec/test_kv_tiers.cpp, docs/PERFORMANCE.md),
 // and its streamed block equals its own stock block bit for bit.
 //
-// Quantisation blocks sit at absolute token positions, but phase 1 writes
-// chunks of any size: a chunk's rows past its last whole block are kept (in
-// bf16, at most 63 rows) and quantised with the next chunk's first rows.
+// Quantisation tiles sit at absolute token positions, but phase 1 writes
+// chunks of any size: a chunk's rows past its last whole tile are kept (in
+// bf16, at most 127 rows) and quantised with the next chunk's first rows.
 // Writes come in sequence order, as both executors make them.
 #pragma once
 
@@ -30,8 +30,8 @@ class KvI8sStore final : public KvStore {
 
  private:
   int64_t seq_, kv_block_;
-  OwnedTensor k_code_, k_scale_, k_mean_, v_code_, v_scale_;
-  OpenBlock open_;  // the chunk rows of a block not yet whole
+  OwnedTensor k_code_, v_code_, header_;
+  OpenBlock open_;  // the chunk rows of a tile not yet whole
 };
 
 }  // namespace h3s

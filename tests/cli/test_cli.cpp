@@ -302,15 +302,15 @@ TEST(CliCheckpoint, InspectReportsTheFirstProblem) {
 // 0.192); on the outlier inputs the rotation pays (kvi8r at or below per-row
 // int8, kvi8s at most 0.6x the unrotated SageAttention-2 layout) and so does
 // kvfp4s' K mean (at or below rotated NVFP4 without it); kvfp4s within 0.57
-// bytes an element (kvi8s' 1.47 at 300 tokens is its open block's bf16 rows;
-// 1.05 at 217k).
+// bytes an element (kvi8s' 2.03 at 300 tokens is its open tile's bf16 rows
+// and the padded last tile; 1.04 at 217k).
 TEST(Cli, KvbenchMeasuresEachTierAgainstExactAndItsBaseline) {
   struct Bounds {
     std::string tier;
     double gaussian, outlier_ratio, min_bytes, max_bytes, min_cosine;
   };
   for (const Bounds& b :
-       {Bounds{"kvi8r", 0.013, 1.0, 1.0, 1.1, 0.99}, Bounds{"kvi8s", 0.039, 0.6, 1.0, 1.5, 0.99},
+       {Bounds{"kvi8r", 0.013, 1.0, 1.0, 1.1, 0.99}, Bounds{"kvi8s", 0.039, 0.6, 1.0, 2.1, 0.99},
         Bounds{"kvfp4s", 0.192, 1.0, 0.5625, 0.57, 0.9}}) {
     const std::string& tier = b.tier;
     const Result r = run_cli("kvbench --json --tokens 300 --heads 2 --kv-store " + tier,

@@ -290,54 +290,83 @@ TEST(KvI8s, AttentionErrorAgainstTheExactStoreIsMeasured) {
     EXPECT_GT(e, 0.0) << "the approximate tier gave the exact bits";
     EXPECT_LT(e, 6e-2);
   }
-  // 1 byte an element for K and V, plus per 64-token block and head K's
-  // scale and mean and V's channel scales, and the open block's bf16 rows.
+  // 1 byte an element for K, and for V over whole 128-token tiles, one
+  // header record per (tile, head), and the open tile's bf16 rows.
   EXPECT_EQ(KvI8sStore::bytes(700, 2, kDim),
-            size_t(2 * 700 * 2 * 128 + 11 * 2 * (4 + 256 + 512) + 2 * 63 * 256 * 2));
+            size_t(700 * 2 * 128 + 768 * 2 * 128 + 6 * 2 * 9 * 128 + 2 * 127 * 256 * 2));
 }
 
-// K: codes within +-127 and the block's rows recovered within half a step
-// from mean + code * scale, the mean the rotated rows' average in bf16; V:
-// fp8 within its 3-bit mantissa of the value, no code past e4m3's 448.
+// v_position permutes each 32-key group of a tile onto itself.
+TEST(KvI8s, VPositionsPermuteEachGroup) {
+  std::vector<int> seen(size_t(kvi8s::kTile), 0);
+  for (int64_t j = 0; j < kvi8s::kTile; ++j) {
+    const int64_t p = kvi8s::v_position(j);
+    ASSERT_GE(p, 0);
+    ASSERT_LT(p, kvi8s::kTile);
+    EXPECT_EQ(p / 32, j / 32) << j;
+    ++seen[size_t(p)];
+  }
+  for (const int c : seen) EXPECT_EQ(c, 1);
+  EXPECT_EQ(kvi8s::v_position(8), 2);  // key 8 sits beside keys 0 and 1: slot 4 * 0 + 2
+}
+
+// K: codes within +-127 and each rotated row recovered within half a step
+// from the fixed-point mean (256 hi + lo) * m_scale + code * scale, the mean
+// within half its step of the rows' average; V: e4m3 codes at v_position,
+// within their 3-bit mantissa of the value, none past 448, zero past n; the
+// header's scales as quantise_tile wrote them.
 TEST(KvI8s, QuantisersKeepTheirBounds) {
   Rng r(21);
-  for (const int64_t n : {int64_t(64), int64_t(1), int64_t(37)}) {
+  constexpr int64_t kT = kvi8s::kTile;
+  for (const int64_t n : {int64_t(128), int64_t(1), int64_t(37), int64_t(64), int64_t(100)}) {
     std::vector<uint16_t> rows(size_t(n * kDim));
     for (size_t i = 0; i < rows.size(); ++i)
       rows[i] = f32_to_bf16(r.normal() * (i % kDim < 3 ? 20.0f : 1.0f) + 3.0f).bits;
     std::vector<int8_t> code(rows.size());
-    std::vector<uint16_t> mean(kDim);
-    float scale = 0.0f;
-    kvi8s::quantise_k_block(rows.data(), kDim, n, code.data(), kDim, &scale, mean.data());
-    std::vector<float> rot(rows.size());
-    float avg[kDim] = {};
-    for (int64_t t = 0; t < n; ++t) {
-      for (int d = 0; d < kDim; ++d)
-        rot[size_t(t * kDim + d)] = bf16_to_f32(bf16{rows[size_t(t * kDim + d)]});
-      kvi8r::rotate(rot.data() + t * kDim);
-      for (int d = 0; d < kDim; ++d) avg[d] += rot[size_t(t * kDim + d)];
+    std::vector<uint8_t> vcode(size_t(kDim * kT), 0xAA), header(size_t(kvi8s::kHeaderBytes));
+    kvi8s::quantise_tile(rows.data(), rows.data(), kDim, n, code.data(), kDim, vcode.data(), kT,
+                         header.data());
+    for (int b = 0; b * kvi8s::kBlock < n; ++b) {
+      const int64_t t0 = b * kvi8s::kBlock, nb = std::min(kvi8s::kBlock, n - t0);
+      const float scale = kvi8s::k_scale(header.data(), b), ms = kvi8s::m_scale(header.data(), b);
+      const auto* hi = reinterpret_cast<const int8_t*>(header.data() + 2 * b * kDim);
+      const auto* lo = reinterpret_cast<const int8_t*>(header.data() + (2 * b + 1) * kDim);
+      std::vector<float> rot(size_t(nb * kDim));
+      float avg[kDim] = {};
+      for (int64_t t = 0; t < nb; ++t) {
+        for (int d = 0; d < kDim; ++d)
+          rot[size_t(t * kDim + d)] = bf16_to_f32(bf16{rows[size_t((t0 + t) * kDim + d)]});
+        kvi8r::rotate(rot.data() + t * kDim);
+        for (int d = 0; d < kDim; ++d) avg[d] += rot[size_t(t * kDim + d)];
+      }
+      for (int d = 0; d < kDim; ++d) {
+        const float mean = float(256 * int(hi[d]) + int(lo[d])) * ms;
+        EXPECT_LE(std::fabs(mean - avg[d] / float(nb)), 0.5f * ms * (1.0f + 1e-5f)) << d;
+        for (int64_t t = 0; t < nb; ++t) {
+          const int c = code[size_t((t0 + t) * kDim + d)];
+          EXPECT_LE(std::abs(c), 127);
+          const float back = mean + float(c) * scale;
+          EXPECT_LE(std::fabs(back - rot[size_t(t * kDim + d)]), 0.5f * scale * 1.0001f + 1e-5f)
+              << n << " " << t << " " << d;
+        }
+      }
+    }
+    if (n <= kvi8s::kBlock) {
+      EXPECT_EQ(kvi8s::k_scale(header.data(), 1), 0.0f);
     }
     for (int d = 0; d < kDim; ++d) {
-      EXPECT_EQ(mean[size_t(d)], f32_to_bf16(avg[d] / float(n)).bits) << d;
-      for (int64_t t = 0; t < n; ++t) {
-        const size_t i = size_t(t * kDim + d);
-        EXPECT_LE(std::abs(int(code[i])), 127);
-        const float back = bf16_to_f32(bf16{mean[size_t(d)]}) + float(code[i]) * scale;
-        EXPECT_LE(std::fabs(back - rot[i]), 0.5f * scale * (1.0f + 1e-5f) + 1e-6f) << t << " " << d;
+      const float sv = kvi8s::v_scale(header.data(), d) * kvi8s::kPScale;
+      for (int64_t t = 0; t < kT; ++t) {
+        const uint8_t vc = vcode[size_t(d * kT + kvi8s::v_position(t))];
+        if (t >= n) {
+          EXPECT_EQ(vc, 0) << "padding " << t;
+          continue;
+        }
+        const float v = bf16_to_f32(bf16{rows[size_t(t * kDim + d)]}), c = e4m3_to_f32(vc);
+        EXPECT_LE(std::fabs(c), kvi8s::kE4m3Max);
+        EXPECT_LE(std::fabs(c * sv - v), std::fabs(v) * 0x1p-4f + 0x1p-9f * sv) << t << " " << d;
       }
     }
-    std::vector<uint8_t> vcode(rows.size());
-    std::vector<float> vscale(kDim);
-    kvi8s::quantise_v_block(rows.data(), kDim, n, vcode.data(), kDim, vscale.data());
-    for (int64_t t = 0; t < n; ++t)
-      for (int d = 0; d < kDim; ++d) {
-        const size_t i = size_t(t * kDim + d);
-        const float v = bf16_to_f32(bf16{rows[i]}), c = e4m3_to_f32(vcode[i]);
-        EXPECT_LE(std::fabs(c), kvi8s::kE4m3Max);
-        EXPECT_LE(std::fabs(c * vscale[size_t(d)] - v),
-                  std::fabs(v) * 0x1p-4f + 0x1p-9f * vscale[size_t(d)])
-            << t << " " << d;
-      }
   }
 }
 

@@ -125,11 +125,12 @@ Attended backend_attention(Backend& be, Arena& arena, const Inputs& in, const st
 // The tier's recipe without the Hadamard basis, on the host.
 Rows baseline_attention(const std::string& tier, const Inputs& in, ThreadPool& pool) {
   const int64_t n = in.tokens, heads = in.heads;
-  const int64_t inner = heads * kHd, blocks = (n + kvi8s::kBlock - 1) / kvi8s::kBlock;
-  std::vector<int8_t> kc(size_t(n * inner)), vc8(tier == "kvi8r" ? kc.size() : 0);
-  std::vector<uint8_t> vc(tier == "kvi8s" ? kc.size() : 0);
-  std::vector<uint16_t> ks16(size_t(n * heads)), vs16(ks16.size()), mean(size_t(blocks * inner));
-  std::vector<float> ks32(size_t(blocks * heads)), vs32(size_t(blocks * inner));
+  const int64_t inner = heads * kHd, padded = kvi8s::padded_seq(n);
+  const bool i8s = tier == "kvi8s";
+  std::vector<int8_t> kc(size_t(n * inner)), vc8(i8s ? 0 : kc.size());
+  std::vector<uint8_t> vc(i8s ? size_t(inner * padded) : 0),
+      header(i8s ? size_t(kvi8s::tiles(n) * heads * kvi8s::kHeaderBytes) : 0);
+  std::vector<uint16_t> ks16(size_t(n * heads)), vs16(ks16.size());
   if (tier == "kvi8r") {
     pool.parallel_for(n, 64, [&](int64_t r0, int64_t r1) {
       for (int64_t t = r0; t < r1; ++t)
@@ -140,16 +141,14 @@ Rows baseline_attention(const std::string& tier, const Inputs& in, ThreadPool& p
         }
     });
   } else {
-    pool.parallel_for(blocks * heads, 1, [&](int64_t t0, int64_t t1) {
+    pool.parallel_for(kvi8s::tiles(n) * heads, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t task = t0; task < t1; ++task) {
-        const int64_t b = task / heads, h = task % heads, row = b * kvi8s::kBlock;
-        const int64_t rows = std::min(kvi8s::kBlock, n - row);
+        const int64_t b = task / heads, h = task % heads, row = b * kvi8s::kTile;
+        const int64_t rows = std::min(kvi8s::kTile, n - row);
         const size_t at = size_t(row * inner + h * kHd);
-        kvi8s::quantise_k_block(&in.k[at], inner, rows, &kc[at], inner,
-                                &ks32[size_t(b * heads + h)], &mean[size_t(b * inner + h * kHd)],
-                                /*rotated=*/false);
-        kvi8s::quantise_v_block(&in.v[at], inner, rows, &vc[at], inner,
-                                &vs32[size_t(b * inner + h * kHd)]);
+        kvi8s::quantise_tile(&in.k[at], &in.v[at], inner, rows, &kc[at], inner,
+                             &vc[size_t(h * kHd * padded + row)], padded,
+                             &header[size_t(task * kvi8s::kHeaderBytes)], /*rotated=*/false);
       }
     });
   }
@@ -173,13 +172,11 @@ Rows baseline_attention(const std::string& tier, const Inputs& in, ThreadPool& p
         kvi8r::attend_row(q, kv, 0, n, m, l, acc, *scratch);
       } else {
         const kvi8s::HeadRows kv{&kc[size_t(h * kHd)],
-                                 &vc[size_t(h * kHd)],
-                                 &ks32[size_t(h)],
-                                 &mean[size_t(h * kHd)],
-                                 &vs32[size_t(h * kHd)],
                                  inner,
-                                 heads,
-                                 inner};
+                                 &vc[size_t(h * kHd * padded)],
+                                 padded,
+                                 &header[size_t(h * kvi8s::kHeaderBytes)],
+                                 heads * kvi8s::kHeaderBytes};
         kvi8s::attend_row(&in.q[at], kv, 0, n, m, l, acc);
       }
       for (int64_t d = 0; d < kHd; ++d) out[at + size_t(d)] = f32_to_bf16(acc[d] / l).bits;

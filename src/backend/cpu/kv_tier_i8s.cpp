@@ -15,29 +15,26 @@ namespace h3s::cpu {
 namespace {
 
 constexpr int64_t kHd = kvi8s::kDim;
-constexpr int64_t kBlock = kvi8s::kBlock;
-static_assert(kAttnKvTile == 128 && kAttnKvTile % kBlock == 0,
-              "kvi8s::attend_row walks the exact path's 128-key tiles of whole blocks");
+constexpr int64_t kTile = kvi8s::kTile;
+static_assert(kAttnKvTile == kTile,
+              "kvi8s::attend_row walks the exact path's 128-key tiles, one header each");
 
 void expect_store(const KvI8sView& kv, int64_t heads, const char* op) {
-  const int64_t seq = kv.rows(), blocks = (seq + kBlock - 1) / kBlock;
+  const int64_t seq = kv.rows();
   expect_dtype(kv.k_code, DType::i8, op, "K codes");
-  expect_dtype(kv.k_scale, DType::f32, op, "K scales");
-  expect_dtype(kv.k_mean, DType::bf16, op, "K means");
   expect_dtype(kv.v_code, DType::f8e4m3, op, "V codes");
-  expect_dtype(kv.v_scale, DType::f32, op, "V scales");
-  for (const Tensor* t : {&kv.k_code, &kv.v_code}) {
-    expect_rows(*t, seq, op, "codes");
-    expect_cols(*t, heads * kHd, op, "codes");
-    expect_unit_col_stride(*t, op, "codes");
-  }
-  expect_rows(kv.k_scale, blocks, op, "K scales");
-  expect_cols(kv.k_scale, heads, op, "K scales");
-  for (const Tensor* t : {&kv.k_mean, &kv.v_scale}) {
-    expect_rows(*t, blocks, op, "block rows");
-    expect_cols(*t, heads * kHd, op, "block rows");
-    expect_unit_col_stride(*t, op, "block rows");
-  }
+  expect_dtype(kv.header, DType::u8, op, "headers");
+  expect_cols(kv.k_code, heads * kHd, op, "K codes");
+  expect_rows(kv.v_code, heads * kHd, op, "V codes");
+  expect_cols(kv.v_code, kvi8s::padded_seq(seq), op, "V codes");
+  expect_rows(kv.header, kvi8s::tiles(seq) * heads * kvi8s::kHeaderRows, op, "headers");
+  expect_cols(kv.header, kHd, op, "headers");
+  for (const Tensor* t : {&kv.k_code, &kv.v_code, &kv.header}) expect_unit_col_stride(*t, op, "");
+}
+
+// Tile T of head h's header record.
+uint8_t* header_of(const KvI8sView& kv, int64_t heads, int64_t tile, int64_t h) {
+  return kv.header.row<uint8_t>((tile * heads + h) * kvi8s::kHeaderRows);
 }
 
 }  // namespace
@@ -50,19 +47,17 @@ void CpuBackend::kvi8s_quantize(std::span<const Tensor> k_parts, std::span<const
          out.k_code.cols(), kHd);
   const int64_t heads = out.k_code.cols() / kHd, seq = out.rows();
   expect_store(out, heads, op);
-  const KvBlockRows in(k_parts, v_parts, heads * kHd, first_row, seq, kBlock, op);
+  const KvBlockRows in(k_parts, v_parts, heads * kHd, first_row, seq, kTile, op);
   pool_.parallel_for(in.blocks() * heads, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<uint16_t> kb(static_cast<size_t>(kBlock * kHd)),
-        vb(static_cast<size_t>(kBlock * kHd));
+    std::vector<uint16_t> kb(static_cast<size_t>(kTile * kHd)),
+        vb(static_cast<size_t>(kTile * kHd));
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t b = task / heads, h = task % heads;
       const int64_t rows = in.copy_head(b, h, kHd, kb.data(), vb.data());
-      const int64_t row = first_row + b * kBlock, block = row / kBlock;
-      kvi8s::quantise_k_block(kb.data(), kHd, rows, out.k_code.row<int8_t>(row) + h * kHd,
-                              out.k_code.row_stride(), out.k_scale.row<float>(block) + h,
-                              out.k_mean.row<uint16_t>(block) + h * kHd);
-      kvi8s::quantise_v_block(vb.data(), kHd, rows, out.v_code.row<uint8_t>(row) + h * kHd,
-                              out.v_code.row_stride(), out.v_scale.row<float>(block) + h * kHd);
+      const int64_t row = first_row + b * kTile;
+      kvi8s::quantise_tile(kb.data(), vb.data(), kHd, rows, out.k_code.row<int8_t>(row) + h * kHd,
+                           out.k_code.row_stride(), out.v_code.row<uint8_t>(h * kHd) + row,
+                           out.v_code.row_stride(), header_of(out, heads, row / kTile, h));
     }
   });
 }
@@ -80,21 +75,12 @@ void CpuBackend::attention_kvi8s(const Tensor& q, const KvI8sView& kv, RowRange 
   expect_unit_col_stride(q, op, "q");
   expect_store(kv, heads, op);
   checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
-  if (kv.k_mean.row_stride() != kv.v_scale.row_stride() ||
-      kv.k_code.row_stride() != kv.v_code.row_stride())
-    fail(ErrorKind::invalid_argument,
-         "{}: K and V codes, and K means and V scales, must share a row stride", op);
   pool_.parallel_for(heads * rows, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t h = task / rows, r = task % rows;
-      const kvi8s::HeadRows head{kv.k_code.row<int8_t>(0) + h * kHd,
-                                 kv.v_code.row<uint8_t>(0) + h * kHd,
-                                 kv.k_scale.row<float>(0) + h,
-                                 kv.k_mean.row<uint16_t>(0) + h * kHd,
-                                 kv.v_scale.row<float>(0) + h * kHd,
-                                 kv.k_code.row_stride(),
-                                 kv.k_scale.row_stride(),
-                                 kv.k_mean.row_stride()};
+      const kvi8s::HeadRows head{kv.k_code.row<int8_t>(0) + h * kHd, kv.k_code.row_stride(),
+                                 kv.v_code.row<uint8_t>(h * kHd),    kv.v_code.row_stride(),
+                                 header_of(kv, heads, 0, h),         heads * kvi8s::kHeaderBytes};
       kvi8s::attend_row(q.row<uint16_t>(r) + h * kHd, head, keys.begin, keys.end,
                         s.m.view.ptr<float>()[r * heads + h], s.l.view.ptr<float>()[r * heads + h],
                         s.acc.view.ptr<float>() + (r * heads + h) * kHd);
