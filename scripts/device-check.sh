@@ -5,11 +5,12 @@
 # compute-sanitizer, the Python tests on the CUDA wheel, block benchmark and the PyTorch
 # reference; JSON and logs under $OUT.
 #   usage: bash scripts/device-check.sh [tests|bench|placement|attention|tiers|all] [token list] [formats]
-# tiers: the K/V tier GPU tests on each kvi8r kernel variant (H3S_KVI8R_KERNEL;
-# KVI8R_VARIANTS), racecheck/synccheck on the kvi8r kernel, kvbench (error and speed
-# against the exact kernel) at the token list (default 217088) for the default and the
-# other variants (KVI8R_BENCH_VARIANTS), the int8 block with the kvi8r store beside the
-# exact store's (streamed and stock, bit-equality within the tier) and the PyTorch anchor.
+# tiers: the K/V tier GPU tests on each kvi8r and kvi8s kernel variant (H3S_KVI8R_KERNEL,
+# H3S_KVI8S_KERNEL; KVI8R_VARIANTS, KVI8S_VARIANTS), racecheck/synccheck on both tiers'
+# kernels (SANITIZE_TIERS), kvbench (error and speed against the exact kernel) at the token
+# list (default 217088) for the defaults and the other variants (KVI8R_BENCH_VARIANTS,
+# KVI8S_BENCH_VARIANTS), the int8 block with each tier's store beside the exact store's
+# (streamed and stock, bit-equality within the tier) and the PyTorch anchor.
 # attention: the GPU tests (every test on the default kernel, the attention and block
 # tests again on each other kernel variant), sanitizers, then attention alone for every
 # variant at the token list (default 217088), the int8 block, and the PyTorch anchor with
@@ -73,10 +74,22 @@ if [ "$mode" = tiers ]; then
       --gtest_filter='GpuKvi8r.*:*Kvi8r*' --gtest_output=json:"$OUT/gpu_tests_kvi8r_$v.json"
     [ -f "$OUT/gpu_tests_kvi8r_$v.json" ] && no_skips "gpu_tests_kvi8r_$v" "$OUT/gpu_tests_kvi8r_$v.json"
   done
+  kvi8s_variants=${KVI8S_VARIANTS:-s4 s4-nopp s4-chain1 s3}
+  for v in $kvi8s_variants; do
+    step "gpu_tests_kvi8s_$v" 120 env H3S_KVI8S_KERNEL=$v $bin/h3s_tests_gpu \
+      --gtest_filter='GpuKvi8s.*:*EightBit*' --gtest_output=json:"$OUT/gpu_tests_kvi8s_$v.json"
+    [ -f "$OUT/gpu_tests_kvi8s_$v.json" ] && no_skips "gpu_tests_kvi8s_$v" "$OUT/gpu_tests_kvi8s_$v.json"
+  done
   for t in ${tokens//,/ }; do
-    step "kvbench_kvi8r_default_$t" 300 $bin/h3s kvbench \
-      --kv-store kvi8r --backend cuda --tokens "$t" --no-baseline --json
-    for kv in bf16 kvi8r; do
+    for tier in kvi8r kvi8s; do
+      step "kvbench_${tier}_default_$t" 300 $bin/h3s kvbench \
+        --kv-store $tier --backend cuda --tokens "$t" --no-baseline --json
+    done
+    for v in ${KVI8S_BENCH_VARIANTS-s4-nopp s4-chain1 s3}; do
+      step "kvbench_kvi8s_${v}_$t" 200 env H3S_KVI8S_KERNEL=$v $bin/h3s kvbench \
+        --kv-store kvi8s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
+    done
+    for kv in bf16 kvi8r kvi8s; do
       step "bench_int8_${kv}_$t" 240 $bin/h3s bench --backend cuda --preset h3 --format int8 \
         --token-list "$t" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384 \
         --kv-store $kv --skip-attention
@@ -93,9 +106,11 @@ if [ "$mode" = tiers ]; then
         --kv-store kvi8r --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done
   done
-  for tool in racecheck synccheck; do
-    step "${tool}_kvi8r" 150 compute-sanitizer --tool $tool --error-exitcode 9 $bin/h3s_tests_gpu \
-      --gtest_filter='GpuKvi8r.ChunksAndBlocksGiveTheSinglePassBits'
+  for tier in ${SANITIZE_TIERS-Kvi8r Kvi8s}; do
+    for tool in racecheck synccheck; do
+      step "${tool}_$tier" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
+        $bin/h3s_tests_gpu --gtest_filter="Gpu$tier.ChunksAndBlocksGiveTheSinglePassBits"
+    done
   done
 fi
 if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ]; then

@@ -3,6 +3,7 @@
 
 #include "backend/backend.hpp"
 #include "core/error.hpp"
+#include "kv/kvi8s.hpp"
 
 namespace h3s::checks {
 
@@ -210,6 +211,25 @@ void kvi8r_attention_args(const Tensor& q, int64_t rows, int64_t heads, const Te
     fail(ErrorKind::invalid_argument, "{}: codes and scales of K and V must have one row count",
          op);
   expect_attention_keys(keys, seq, tile, op);
+}
+
+int64_t kvi8s_store_args(const KvI8sView& kv, int64_t heads, Device d, const char* op) {
+  const int64_t seq = kv.rows();
+  expect_dtype(kv.k_code, DType::i8, d, op, "K codes");
+  expect_dtype(kv.v_code, DType::f8e4m3, d, op, "V codes");
+  expect_dtype(kv.header, DType::u8, d, op, "headers");
+  expect_cols(kv.k_code, heads * kvi8s::kDim, op, "K codes");
+  expect_rows(kv.v_code, heads * kvi8s::kDim, op, "V codes");
+  expect_cols(kv.v_code, kvi8s::padded_seq(seq), op, "V codes");
+  expect_rows(kv.header, kvi8s::tiles(seq) * heads * kvi8s::kHeaderRows, op, "headers");
+  expect_cols(kv.header, kvi8s::kDim, op, "headers");
+  expect_unit_col_stride(kv.k_code, op, "K codes");
+  expect_unit_col_stride(kv.v_code, op, "V codes");
+  expect_unit_col_stride(kv.header, op, "headers");
+  if (kv.header.rows() > 1 && kv.header.row_stride() != kvi8s::kDim)
+    fail(ErrorKind::invalid_argument, "{}: header records must be contiguous (row stride {})", op,
+         kv.header.row_stride());
+  return seq;
 }
 
 }  // namespace h3s::checks

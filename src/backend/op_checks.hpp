@@ -11,7 +11,8 @@
 
 namespace h3s {
 struct ModTable;
-}
+struct KvI8sView;
+}  // namespace h3s
 
 namespace h3s::checks {
 
@@ -49,5 +50,10 @@ int64_t kvi8r_quantize_args(const Tensor& src, const Tensor& code, const Tensor&
 void kvi8r_attention_args(const Tensor& q, int64_t rows, int64_t heads, const Tensor& k_code,
                           const Tensor& k_scale, const Tensor& v_code, const Tensor& v_scale,
                           RowRange keys, int64_t tile, Device d);
+// The kvi8s store (kv/kvi8s.hpp, KvI8sView) of `heads` 128-dim heads: K
+// codes [seq, heads * 128] i8, V^T codes [heads * 128, padded_seq(seq)]
+// e4m3, headers [tiles * heads * kHeaderRows, 128] u8, columns adjacent.
+// Returns seq.
+int64_t kvi8s_store_args(const KvI8sView& kv, int64_t heads, Device d, const char* op);
 
 }  // namespace h3s::checks

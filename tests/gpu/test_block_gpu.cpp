@@ -103,23 +103,26 @@ TEST_P(GpuBlockExact, StreamedEqualsStockBitForBit) {
   }
 }
 
-// The kvi8r tier on the GPU: the streamed block equals the tier's stock
-// block bit for bit over the chunkings above, and differs from the exact
-// store's block (the tier really ran).
-TEST_P(GpuBlockExact, Kvi8rStreamedEqualsItsStockBitForBit) {
+// The 8-bit tiers on the GPU (kvi8r, kvi8s): the streamed block equals the
+// tier's stock block bit for bit over the chunkings above, and differs from
+// the exact store's block (the tier really ran).
+TEST_P(GpuBlockExact, EightBitTiersStreamedEqualTheirStockBitForBit) {
   const ModelWeights& w = weights_for(GetParam());
   GpuBlock g(w, small_layout(w.config, 17, 11, 400, true, true));
-  ASSERT_TRUE(g.be->has_kv_tier("kvi8r")) << "the device runs are on Hopper";
   const int64_t seq = g.layout.seq_len;
   const std::vector<uint16_t> x0 = random_x(seq * w.config.hidden, uint64_t(seq) + 1);
-  const std::vector<uint16_t> stock = g.run(x0, nullptr, "kvi8r");
-  EXPECT_FALSE(bits_equal(stock, g.run(x0, nullptr, "bf16"))) << "kvi8r gave the exact bits";
-  for (const StreamChunks& c :
-       {StreamChunks{1, 1, 1, 0, 0}, StreamChunks{64, 64, 64, 128, 0},
-        StreamChunks{97, 131, 61, 128, 7}, StreamChunks{seq, seq, seq, 0, 0}})
-    EXPECT_TRUE(bits_equal(stock, g.run(x0, &c, "kvi8r")))
-        << fmt::format("kvi8r: seq {} q {} kv {} mlp {} kv_block {}", seq, c.q_chunk, c.kv_chunk,
-                       c.mlp_chunk, c.kv_block);
+  const std::vector<uint16_t> exact = g.run(x0, nullptr, "bf16");
+  for (const std::string tier : {"kvi8r", "kvi8s"}) {
+    ASSERT_TRUE(g.be->has_kv_tier(tier)) << tier << ": the device runs are on Hopper";
+    const std::vector<uint16_t> stock = g.run(x0, nullptr, tier);
+    EXPECT_FALSE(bits_equal(stock, exact)) << tier << " gave the exact bits";
+    for (const StreamChunks& c :
+         {StreamChunks{1, 1, 1, 0, 0}, StreamChunks{64, 64, 64, 128, 0},
+          StreamChunks{97, 131, 61, 128, 7}, StreamChunks{seq, seq, seq, 0, 0}})
+      EXPECT_TRUE(bits_equal(stock, g.run(x0, &c, tier)))
+          << fmt::format("{}: seq {} q {} kv {} mlp {} kv_block {}", tier, seq, c.q_chunk,
+                         c.kv_chunk, c.mlp_chunk, c.kv_block);
+  }
 }
 
 // The block on the GPU and the CPU differ only by reduction order and bf16

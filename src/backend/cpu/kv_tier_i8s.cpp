@@ -20,16 +20,7 @@ static_assert(kAttnKvTile == kTile,
               "kvi8s::attend_row walks the exact path's 128-key tiles, one header each");
 
 void expect_store(const KvI8sView& kv, int64_t heads, const char* op) {
-  const int64_t seq = kv.rows();
-  expect_dtype(kv.k_code, DType::i8, op, "K codes");
-  expect_dtype(kv.v_code, DType::f8e4m3, op, "V codes");
-  expect_dtype(kv.header, DType::u8, op, "headers");
-  expect_cols(kv.k_code, heads * kHd, op, "K codes");
-  expect_rows(kv.v_code, heads * kHd, op, "V codes");
-  expect_cols(kv.v_code, kvi8s::padded_seq(seq), op, "V codes");
-  expect_rows(kv.header, kvi8s::tiles(seq) * heads * kvi8s::kHeaderRows, op, "headers");
-  expect_cols(kv.header, kHd, op, "headers");
-  for (const Tensor* t : {&kv.k_code, &kv.v_code, &kv.header}) expect_unit_col_stride(*t, op, "");
+  checks::kvi8s_store_args(kv, heads, Device::host, op);
 }
 
 // Tile T of head h's header record.

@@ -77,13 +77,17 @@ class CudaBackend final : public Backend {
   void attn_state_finish(const AttnState& s, const Tensor& out) override;
   void attention_with_ends(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s,
                            AttnEnds ends) override;
-  // The kvi8r tier on Hopper (cuda_kv_tiers.cpp); other tiers fall back.
+  // The kvi8r and kvi8s tiers on Hopper (cuda_kv_tiers.cpp); other tiers fall back.
   bool has_kv_tier(std::string_view tier) const override;
   void kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) override;
   void rotate_heads(const Tensor& t) override;
   void attention_kvi8r(const Tensor& q_rot, const KvI8View& kv, RowRange keys,
                        AttnState& s) override;
   void attn_state_finish_rotated(const AttnState& s, const Tensor& out) override;
+  void kvi8s_quantize(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
+                      int64_t first_row, const KvI8sView& out) override;
+  void attention_kvi8s(const Tensor& q_rot, const KvI8sView& kv, RowRange keys,
+                       AttnState& s) override;
   void gated_residual(const Tensor& x, const Tensor& y, const Tensor& gate,
                       std::span<const ModRun> runs) override;
   void add_residual(const Tensor& x, const Tensor& y) override;

@@ -1,6 +1,8 @@
 // The approximate K/V tiers on the CUDA backend: kvi8r on Hopper (its row
 // ops bit-exact with the definition of record, its attention the
-// warp-specialised kernel over int8 codes, attn_fwd_i8r_sm90.cu). Tiers
+// warp-specialised kernel over int8 codes, attn_fwd_i8r_sm90.cu) and kvi8s
+// (its quantiser bit-exact, its attention on int8/fp8 wgmma,
+// attn_fwd_i8s_sm90.cu). Tiers
 // without kernels here report so through has_kv_tier, and the executor
 // keeps the exact store (kv/kv_i8r.cpp logs the one line).
 #include <string_view>
@@ -10,6 +12,7 @@
 #include "backend/cuda/cuda_checks.hpp"
 #include "backend/op_checks.hpp"
 #include "core/error.hpp"
+#include "kv/kvi8s.hpp"
 
 namespace h3s::cuda {
 
@@ -33,7 +36,8 @@ void expect_heads_bf16(const Tensor& t, const char* op, const char* operand) {
 }  // namespace
 
 bool CudaBackend::has_kv_tier(std::string_view tier) const {
-  return tier == "bf16" || (tier == "kvi8r" && attention_kvi8r_supported());
+  return tier == "bf16" || (tier == "kvi8r" && attention_kvi8r_supported()) ||
+         (tier == "kvi8s" && attention_kvi8s_supported());
 }
 
 void CudaBackend::kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) {
@@ -86,6 +90,74 @@ void CudaBackend::attn_state_finish_rotated(const AttnState& s, const Tensor& ou
   expect_heads_bf16(out, op, "out");
   cuda::kvi8r_finish_rotated(s.l.view.ptr<float>(), s.acc.view.ptr<float>(), out.ptr<uint16_t>(),
                              out.stride[0], s.rows, s.heads, stream_);
+}
+
+void CudaBackend::kvi8s_quantize(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
+                                 int64_t first_row, const KvI8sView& out) {
+  const char* op = "kvi8s_quantize";
+  if (out.k_code.cols() % kHd != 0)
+    fail(ErrorKind::invalid_argument, "{}: {} columns are not whole {}-dim heads", op,
+         out.k_code.cols(), kHd);
+  const int64_t heads = out.k_code.cols() / kHd;
+  const int64_t seq = checks::kvi8s_store_args(out, heads, Device::cuda, op);
+  if (k_parts.size() != v_parts.size() || k_parts.empty() || k_parts.size() > 2)
+    fail(ErrorKind::invalid_argument,
+         "{}: K and V come as one or two row-wise parts each (a kept tail, then the chunk); got "
+         "{} and {}",
+         op, k_parts.size(), v_parts.size());
+  Kvi8sRows in{};
+  int64_t n = 0;
+  for (size_t i = 0; i < k_parts.size(); ++i) {
+    const Tensor &k = k_parts[i], &v = v_parts[i];
+    expect_heads_bf16(k, op, "K rows");
+    expect_heads_bf16(v, op, "V rows");
+    checks::expect_cols(k, heads * kHd, op, "K rows");
+    checks::expect_rows(v, k.rows(), op, "V rows");
+    in.k[i] = k.ptr<uint16_t>();
+    in.v[i] = v.ptr<uint16_t>();
+    in.ldk[i] = k.stride[0];
+    in.ldv[i] = v.stride[0];
+    in.rows[i] = k.rows();
+    n += k.rows();
+  }
+  if (first_row < 0 || first_row % kvi8s::kTile != 0 || first_row + n > seq ||
+      (n % kvi8s::kTile != 0 && first_row + n != seq))
+    fail(ErrorKind::invalid_argument,
+         "{}: rows [{}, {}) of {} are not whole {}-token tiles (only the sequence's last may be "
+         "short)",
+         op, first_row, first_row + n, seq, kvi8s::kTile);
+  cuda::kvi8s_quantize(in, first_row, heads, out.k_code.ptr<int8_t>(), out.k_code.row_stride(),
+                       out.v_code.ptr<uint8_t>(), out.v_code.row_stride(),
+                       out.header.ptr<uint8_t>(), stream_);
+}
+
+void CudaBackend::attention_kvi8s(const Tensor& q, const KvI8sView& kv, RowRange keys,
+                                  AttnState& s) {
+  const char* op = "attention_kvi8s";
+  expect_attn_state(s, op);
+  checks::expect_dtype(q, DType::bf16, Device::cuda, op, "q");
+  checks::expect_rows(q, s.rows, op, "q");
+  checks::expect_cols(q, s.heads * kHd, op, "q");
+  checks::expect_unit_col_stride(q, op, "q");
+  const int64_t seq = checks::kvi8s_store_args(kv, s.heads, Device::cuda, op);
+  checks::expect_attention_keys(keys, seq, kAttnKvTile, op);
+  if (s.rows == 0) return;
+  const attn::KvI8sFwdParams p{q.ptr<uint16_t>(),
+                               q.stride[0],
+                               s.rows,
+                               s.heads,
+                               kv.k_code.ptr<int8_t>(),
+                               kv.k_code.row_stride(),
+                               kv.v_code.ptr<uint8_t>(),
+                               kv.v_code.row_stride(),
+                               kv.header.ptr<uint8_t>(),
+                               kvi8s::tiles(seq) * s.heads,
+                               keys.begin,
+                               keys.end,
+                               s.m.view.ptr<float>(),
+                               s.l.view.ptr<float>(),
+                               s.acc.view.ptr<float>()};
+  cuda::attention_kvi8s(p, stream_);
 }
 
 }  // namespace h3s::cuda

@@ -110,6 +110,25 @@ bool attention_kvi8r_supported();
 // The variant that runs (H3S_KVI8R_KERNEL overrides: attn_dispatch.cpp
 // lists them).
 const char* attention_kvi8r_kernel_name();
+// The kvi8s tier's attention (kv/kvi8s.hpp) on Hopper: int8 Q K^T, fp8 P V;
+// the state always ends stored. attention_kvi8s_supported() says whether
+// this device runs it; H3S_KVI8S_KERNEL picks the ring depth.
+void attention_kvi8s(const attn::KvI8sFwdParams& p, cudaStream_t s);
+bool attention_kvi8s_supported();
+const char* attention_kvi8s_kernel_name();
+// Quantises K/V rows into the kvi8s store, bit-exact with
+// kvi8s::quantise_tile: rows [first_row, first_row + n) given as up to two
+// row-wise parts (a kept tail, then the chunk), n whole tiles unless they
+// end the sequence.
+struct Kvi8sRows {
+  const uint16_t* k[2];
+  const uint16_t* v[2];
+  int64_t ldk[2], ldv[2];
+  int64_t rows[2];
+};
+void kvi8s_quantize(const Kvi8sRows& in, int64_t first_row, int64_t heads, int8_t* k_code,
+                    int64_t code_stride, uint8_t* v_code, int64_t v_stride, uint8_t* header,
+                    cudaStream_t s);
 
 // ---- elementwise (elementwise/) ---------------------------------------------
 // Per run row r (mod_row[r] >= 0): x = bf16(x + y * gate[mod_row[r]]); the

@@ -66,4 +66,12 @@ CUtensorMap encode_u8(const Tensor3d& t, const uint32_t (&box)[3], const char* w
   return encode(t, box, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_NONE, what);
 }
 
+CUtensorMap encode_u8_swizzle128(const Tensor3d& t, const uint32_t (&box)[3], const char* what) {
+  constexpr uint32_t kSwizzleRowBytes = 128;
+  if (box[0] != kSwizzleRowBytes)
+    fail(ErrorKind::internal, "{}: a 128-byte-swizzled box row must be 128 bytes (got {})", what,
+         box[0]);
+  return encode(t, box, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_128B, what);
+}
+
 }  // namespace h3s::cuda::arch

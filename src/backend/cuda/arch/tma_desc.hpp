@@ -29,4 +29,8 @@ CUtensorMap encode_bf16_swizzle128(const Tensor3d& t, const uint32_t (&box)[3], 
 // multiple of 16).
 CUtensorMap encode_u8(const Tensor3d& t, const uint32_t (&box)[3], const char* what);
 
+// Bytes again, 128-byte swizzled like encode_bf16_swizzle128 (box[0] = 128:
+// one swizzle row per box row): int8 and fp8 wgmma operands.
+CUtensorMap encode_u8_swizzle128(const Tensor3d& t, const uint32_t (&box)[3], const char* what);
+
 }  // namespace h3s::cuda::arch

@@ -124,31 +124,59 @@ void attention_fwd(const attn::FwdParams& p, const attn::FwdEnds& ends, cudaStre
   if (ends.out != nullptr) attention_finish(p.l, p.acc, ends.out, ends.ldo, p.rows, p.heads, s);
 }
 
-// ---- kvi8r ------------------------------------------------------------------
+// ---- kvi8r and kvi8s -----------------------------------------------------
 
 namespace {
 
-struct I8rChoice {
-  attn::AttnI8rVariant variant;
+template <class Variant>
+struct Choice {
+  Variant variant;
   const char* name;
 };
-// The first is the default: the variant measured fastest on the H200
-// (docs/PERFORMANCE.md).
-constexpr I8rChoice kI8rChoices[] = {{attn::AttnI8rVariant::codes2_item8, "codes2-item8"},
-                                     {attn::AttnI8rVariant::codes1_item16, "codes1-item16"},
-                                     {attn::AttnI8rVariant::codes2_item16, "codes2-item16"}};
 
-I8rChoice i8r_choice() {
-  const char* env = std::getenv("H3S_KVI8R_KERNEL");
-  const std::string_view want = env != nullptr ? env : "";
-  if (want.empty()) return kI8rChoices[0];
-  for (const I8rChoice& c : kI8rChoices)
+// The variant `env` names, or the first (the one measured fastest on the
+// H200, docs/PERFORMANCE.md) when it is unset.
+template <class Variant, size_t kN>
+Choice<Variant> choose(const char* env, const Choice<Variant> (&choices)[kN], const char* tier) {
+  const char* set = std::getenv(env);
+  const std::string_view want = set != nullptr ? set : "";
+  if (want.empty()) return choices[0];
+  for (const Choice<Variant>& c : choices)
     if (want == c.name) return c;
   std::string names;
-  for (const I8rChoice& c : kI8rChoices)
+  for (const Choice<Variant>& c : choices)
     names += names.empty() ? c.name : std::string(", ") + c.name;
-  fail(ErrorKind::invalid_argument, "H3S_KVI8R_KERNEL={} is not a kvi8r kernel; choose one of {}",
-       want, names);
+  fail(ErrorKind::invalid_argument, "{}={} is not a {} kernel; choose one of {}", env, want, tier,
+       names);
+}
+
+constexpr Choice<attn::AttnI8rVariant> kI8rChoices[] = {
+    {attn::AttnI8rVariant::codes2_item8, "codes2-item8"},
+    {attn::AttnI8rVariant::codes1_item16, "codes1-item16"},
+    {attn::AttnI8rVariant::codes2_item16, "codes2-item16"}};
+Choice<attn::AttnI8rVariant> i8r_choice() {
+  return choose("H3S_KVI8R_KERNEL", kI8rChoices, "kvi8r");
+}
+
+constexpr Choice<attn::AttnI8sVariant> kI8sChoices[] = {
+    {attn::AttnI8sVariant::s4, "s4"},
+    {attn::AttnI8sVariant::s4_nopp, "s4-nopp"},
+    {attn::AttnI8sVariant::s4_chain1, "s4-chain1"},
+    {attn::AttnI8sVariant::s3, "s3"}};
+Choice<attn::AttnI8sVariant> i8s_choice() {
+  return choose("H3S_KVI8S_KERNEL", kI8sChoices, "kvi8s");
+}
+
+// Keys on the engine's tile, and the heads a grid can hold.
+template <class P>
+bool expect_keys_and_heads(const P& p, const char* op) {
+  if (p.key_begin < 0 || p.key_end < p.key_begin || p.key_begin % attn::kEngineKvTile != 0)
+    fail(ErrorKind::internal, "{}: keys [{}, {}) must start on a {}-key tile", op, p.key_begin,
+         p.key_end, attn::kEngineKvTile);
+  if (p.rows <= 0 || p.heads <= 0) return false;
+  if (p.heads > 65535)
+    fail(ErrorKind::invalid_argument, "{}: {} heads exceed grid.y (65535)", op, p.heads);
+  return true;
 }
 
 }  // namespace
@@ -167,12 +195,7 @@ void attention_kvi8r(const attn::KvI8rFwdParams& p, bool fresh, cudaStream_t s) 
   if (!attention_kvi8r_supported())
     fail(ErrorKind::invalid_argument,
          "{}: the kvi8r kernel needs an sm_90 GPU (Hopper); use kv_store 'bf16' here", op);
-  if (p.key_begin < 0 || p.key_end < p.key_begin || p.key_begin % attn::kEngineKvTile != 0)
-    fail(ErrorKind::internal, "{}: keys [{}, {}) must start on a {}-key tile", op, p.key_begin,
-         p.key_end, attn::kEngineKvTile);
-  if (p.rows <= 0 || p.heads <= 0) return;
-  if (p.heads > 65535)
-    fail(ErrorKind::invalid_argument, "{}: {} heads exceed grid.y (65535)", op, p.heads);
+  if (!expect_keys_and_heads(p, op)) return;
   if (!aligned_to(p.q, 16) || p.ldq % 8 != 0 || !aligned_to(p.k_code, 16) ||
       !aligned_to(p.v_code, 16) || p.code_stride % 16 != 0)
     fail(ErrorKind::invalid_argument,
@@ -184,6 +207,30 @@ void attention_kvi8r(const attn::KvI8rFwdParams& p, bool fresh, cudaStream_t s) 
     return;
   }
   attn::attention_fwd_kvi8r_sm90(p, fresh, i8r_choice().variant, s);
+}
+
+bool attention_kvi8s_supported() {
+  return attention_kvi8r_supported();  // the same Hopper features: wgmma and TMA
+}
+
+const char* attention_kvi8s_kernel_name() {
+  return i8s_choice().name;
+}
+
+void attention_kvi8s(const attn::KvI8sFwdParams& p, cudaStream_t s) {
+  const char* op = "attention_kvi8s";
+  if (!attention_kvi8s_supported())
+    fail(ErrorKind::invalid_argument,
+         "{}: the kvi8s kernel needs an sm_90 GPU (Hopper); use kv_store 'bf16' here", op);
+  if (!expect_keys_and_heads(p, op) || p.key_end == p.key_begin) return;
+  if (!aligned_to(p.q, 16) || p.ldq % 8 != 0 || !aligned_to(p.k_code, 16) ||
+      !aligned_to(p.v_code, 16) || !aligned_to(p.header, 16) || p.code_stride % 16 != 0 ||
+      p.v_stride % 16 != 0)
+    fail(ErrorKind::invalid_argument,
+         "{}: TMA needs q, the codes and the headers 16-byte aligned, ldq a multiple of 8 and "
+         "row strides of 16 bytes (ldq {}, K code stride {}, V code stride {})",
+         op, p.ldq, p.code_stride, p.v_stride);
+  attn::attention_fwd_kvi8s_sm90(p, i8s_choice().variant, s);
 }
 
 }  // namespace h3s::cuda

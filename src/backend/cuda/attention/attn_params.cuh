@@ -91,6 +91,32 @@ enum class AttnI8rVariant {
   codes2_item16,
 };
 
+// The kvi8s tier's attention (kv/kvi8s.hpp): q rotated bf16 as FwdParams';
+// K int8 codes [keys, heads * 128] (row stride code_stride bytes); V^T fp8
+// codes [heads * 128, v_stride] (keys innermost, padded to whole tiles);
+// header records [header_records, kvi8s::kHeaderRows, 128] bytes, (tile,
+// head) at tile * heads + head. The state always ends stored
+// (attention_finish gives the output: V is not rotated).
+struct KvI8sFwdParams {
+  const uint16_t* q;
+  int64_t ldq;
+  int64_t rows;
+  int64_t heads;
+  const int8_t* k_code;
+  int64_t code_stride;
+  const uint8_t* v_code;
+  int64_t v_stride;
+  const uint8_t* header;
+  int64_t header_records;
+  int64_t key_begin;
+  int64_t key_end;
+  float* m;
+  float* l;
+  float* acc;
+};
+// Its variants: ring depth, softmax chains, ping-pong (attn_i8s_sm90_traits.cuh).
+enum class AttnI8sVariant { s4, s4_nopp, s4_chain1, s3 };
+
 // Launchers; callers (attn_dispatch.cpp) validate and check the device first.
 void attention_fwd_sm80(const FwdParams& p, cudaStream_t s);  // mma.sync, any sm_80+
 void attention_fwd_sm90(const FwdParams& p, cudaStream_t s);  // wgmma, cp.async (sm_90a)
@@ -98,5 +124,7 @@ void attention_fwd_ws_sm90(const FwdParams& p, const FwdEnds& ends, AttnWsVarian
                            cudaStream_t s);  // warp-specialised, TMA (sm_90a)
 void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh, AttnI8rVariant v,
                               cudaStream_t s);  // the same with int8 K/V (sm_90a)
+void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v,
+                              cudaStream_t s);  // int8 QK, fp8 PV (sm_90a)
 
 }  // namespace h3s::cuda::attn

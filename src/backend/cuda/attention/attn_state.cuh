@@ -42,14 +42,42 @@ struct OnlineSoftmax {
   // the caller rescales its accumulator rows. Every step is fixed per row:
   // the row max and sum are reduced over the whole tile, in the same order,
   // and folded into (m, l) once per tile, exactly as the single pass does.
-  template <int kBlocks>
+  //
+  // kLog2PScale > 0 (kvi8s: P stored as e4m3(p * 2^8)) returns s scaled by
+  // 2^kLog2PScale (the shift folded into the exponent) while l still sums
+  // the unscaled probabilities.
+  //
+  // kChains > 1 (kvi8s) takes the tile's max and sum in that many
+  // independent chains, combined at the end: fewer dependent steps, another
+  // order of the sum (the exact path keeps 1).
+  template <int kBlocks, int kLog2PScale = 0, int kChains = 1>
   __device__ __forceinline__ void consume(float (&s)[kBlocks][4], float (&alpha)[kRows]) {
+    static_assert(kBlocks % kChains == 0, "the chains split the tile's blocks evenly");
+    float thread_max[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      float tile_max = s[0][2 * r];
+      float chain_max[kChains];
+#pragma unroll
+      for (int c = 0; c < kChains; ++c) chain_max[c] = s[c][2 * r];
 #pragma unroll
       for (int n = 0; n < kBlocks; ++n)
-        tile_max = fmaxf(tile_max, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+        chain_max[n % kChains] = fmaxf(chain_max[n % kChains], fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+      thread_max[r] = chain_max[0];
+#pragma unroll
+      for (int c = 1; c < kChains; ++c) thread_max[r] = fmaxf(thread_max[r], chain_max[c]);
+    }
+    consume_with_max<kBlocks, kLog2PScale, kChains>(s, thread_max, alpha);
+  }
+
+  // consume() given, per row, the max of this thread's scores (a caller that
+  // knows it sooner: kvi8s takes it from the int32 dots).
+  template <int kBlocks, int kLog2PScale = 0, int kChains = 1>
+  __device__ __forceinline__ void consume_with_max(float (&s)[kBlocks][4],
+                                                   const float (&thread_max)[kRows],
+                                                   float (&alpha)[kRows]) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float tile_max = thread_max[r];
       const float m_new = fmaxf(m[r], quad_max(tile_max));
       // Exponents are taken against base = m_new * log2(e), rounded once:
       // exp(x - m_new) = 2^(x log2e - base) with one fma per score, and
@@ -59,15 +87,22 @@ struct OnlineSoftmax {
       // (-inf) - base at -inf (probability 0) instead of NaN.
       const float base = m_new == -kInf ? 0.0f : __fmul_rn(m_new, kLog2e);
       alpha[r] = ex2(__fsub_rn(__fmul_rn(m[r], kLog2e), base));  // fresh row (m = -inf): 0
-      float sum = 0.0f;
+      const float shift = kLog2PScale == 0 ? -base : __fsub_rn(float(kLog2PScale), base);
+      float chain_sum[kChains] = {};
 #pragma unroll
       for (int n = 0; n < kBlocks; ++n) {
-        s[n][2 * r] = ex2(__fmaf_rn(s[n][2 * r], kLog2e, -base));
-        s[n][2 * r + 1] = ex2(__fmaf_rn(s[n][2 * r + 1], kLog2e, -base));
-        sum = __fadd_rn(sum, s[n][2 * r]);
-        sum = __fadd_rn(sum, s[n][2 * r + 1]);
+        s[n][2 * r] = ex2(__fmaf_rn(s[n][2 * r], kLog2e, shift));
+        s[n][2 * r + 1] = ex2(__fmaf_rn(s[n][2 * r + 1], kLog2e, shift));
+        chain_sum[n % kChains] = __fadd_rn(chain_sum[n % kChains], s[n][2 * r]);
+        chain_sum[n % kChains] = __fadd_rn(chain_sum[n % kChains], s[n][2 * r + 1]);
       }
-      l[r] = __fadd_rn(__fmul_rn(l[r], alpha[r]), quad_sum(sum));
+      float sum = chain_sum[0];
+#pragma unroll
+      for (int c = 1; c < kChains; ++c) sum = __fadd_rn(sum, chain_sum[c]);
+      const float tile_sum = kLog2PScale == 0
+                                 ? quad_sum(sum)
+                                 : __fmul_rn(quad_sum(sum), 1.0f / float(1 << kLog2PScale));
+      l[r] = __fadd_rn(__fmul_rn(l[r], alpha[r]), tile_sum);
       m[r] = m_new;
     }
   }

@@ -13,51 +13,18 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.hpp"
+#include "backend/cuda/kv/warp_hadamard.cuh"
 
 namespace h3s::cuda {
 namespace {
 
-constexpr int kDim = 128;
-constexpr int kPerLane = kDim / 32;  // 4
 constexpr int kWarpsPerBlock = 8;
-constexpr float kNorm = 0.0883883461356163f;  // 2^-3.5, kvi8r::kNorm
 constexpr float kMaxCode = 127.0f;
 constexpr float kHeadroom = 1.0f + 0x1p-7f;
-
-// kvi8r::rotate on the warp's 128 values.
-__device__ __forceinline__ void rotate128(float (&v)[kPerLane], int lane) {
-#pragma unroll
-  for (int h = 1; h < kPerLane; h *= 2)
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j)
-      if ((j & h) == 0) {
-        const float a = v[j], b = v[j + h];
-        v[j] = __fadd_rn(a, b);
-        v[j + h] = __fsub_rn(a, b);
-      }
-#pragma unroll
-  for (int h = kPerLane; h < kDim; h *= 2) {
-    const int partner = h / kPerLane;
-    const bool upper = (lane & partner) != 0;  // this lane holds the j + h side
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const float o = __shfl_xor_sync(0xffffffffu, v[j], partner);
-      v[j] = upper ? __fsub_rn(o, v[j]) : __fadd_rn(v[j], o);
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) v[j] = __fmul_rn(v[j], kNorm);
-}
-
-__device__ __forceinline__ void load_bf16x4(const uint16_t* p, float (&v)[kPerLane]) {
-  const uint2 w = *reinterpret_cast<const uint2*>(p);
-  const uint32_t u[2] = {w.x, w.y};
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    v[2 * i] = __uint_as_float(u[i] << 16);
-    v[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-  }
-}
+using kv::kDim;
+using kv::kPerLane;
+using kv::load_bf16x4;
+using kv::rotate128;
 
 __device__ __forceinline__ void store_bf16x4(uint16_t* p, const float (&v)[kPerLane]) {
   uint16_t b[kPerLane];

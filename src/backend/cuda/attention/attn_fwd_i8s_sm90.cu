@@ -1,0 +1,113 @@
+// The kvi8s Hopper attention (sm_90a): int8 Q K^T and fp8 P V on wgmma over
+// the tier's store (kv/kvi8s.hpp), under AttnI8sTraits: the producer's TMA
+// loads (attn_i8s_sm90_load.cuh) feed two consumer warpgroups
+// (attn_i8s_sm90_mainloop.cuh); and its launcher, which builds the TMA maps.
+// The variants (ring depth, softmax chains, ping-pong) are built side by
+// side so one binary measures them.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/arch/tma_desc.hpp"
+#include "backend/cuda/arch/warpgroup.cuh"
+#include "backend/cuda/attention/attn_i8s_sm90_load.cuh"
+#include "backend/cuda/attention/attn_i8s_sm90_mainloop.cuh"
+#include "backend/cuda/attention/attn_i8s_sm90_params.cuh"
+#include "backend/cuda/attention/attn_i8s_sm90_smem.cuh"
+#include "backend/cuda/attention/attn_i8s_sm90_traits.cuh"
+#include "backend/cuda/attention/attn_params.cuh"
+#include "backend/cuda/attention/attn_ws_sm90_scheduler.cuh"
+#include "backend/cuda/common.cuh"
+
+namespace h3s::cuda::attn {
+namespace i8s {
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1)
+    attn_fwd_i8s_sm90(const __grid_constant__ AttnI8sParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const AttnI8sSmem<T> smem = AttnI8sSmem<T>::from(smem_raw);
+  const AttnWsTile tile = AttnWsStaticScheduler<T>::tile();
+  const int n_tiles = int((p.base.key_end - p.base.key_begin + T::kBlockN - 1) / T::kBlockN);
+  if (threadIdx.x == 0) smem.init_barriers();
+  __syncthreads();
+  const int wg = arch::warpgroup_index();
+  if (wg < T::kProducerWarpGroups) {
+    arch::setmaxnreg_dec<T::kProducerRegs>();
+    if (threadIdx.x == 0) AttnI8sLoad<T>::run(p, smem, tile, n_tiles);
+  } else {
+    arch::setmaxnreg_inc<T::kConsumerRegs>();
+    const AttnI8sConsumer<T> consumer{wg - T::kProducerWarpGroups, int(threadIdx.x) % 32};
+    consumer.run(p, smem, tile, n_tiles);
+  }
+#else
+  (void)p;
+  __trap();  // never launched: the dispatcher selects this kernel on sm_90 only
+#endif
+}
+
+template <class T>
+void launch(const KvI8sFwdParams& f, cudaStream_t s) {
+  AttnI8sParams p{};
+  const uint64_t kQRowBytes = uint64_t(T::kHeadDim) * 2;
+  const uint32_t q_box[3] = {uint32_t(T::kHalfDims), 1, uint32_t(T::kBlockM)};
+  p.base.q_map =
+      arch::encode_bf16_swizzle128({f.q,
+                                    {uint64_t(T::kHeadDim), uint64_t(f.heads), uint64_t(f.rows)},
+                                    {kQRowBytes, uint64_t(f.ldq) * 2}},
+                                   q_box, "kvi8s attention q");
+  const uint32_t k_box[3] = {uint32_t(T::kRowBytes), 1, uint32_t(T::kBlockN)};
+  p.base.k_map =
+      arch::encode_u8_swizzle128({f.k_code,
+                                  {uint64_t(T::kRowBytes), uint64_t(f.heads), uint64_t(f.key_end)},
+                                  {uint64_t(T::kRowBytes), uint64_t(f.code_stride)}},
+                                 k_box, "kvi8s attention K codes");
+  // V^T: [heads][128 channels][padded keys]; a box is one tile's keys of a
+  // head's 128 channels.
+  const uint32_t v_box[3] = {uint32_t(T::kBlockN), uint32_t(T::kHeadDim), 1};
+  p.base.v_map = arch::encode_u8_swizzle128(
+      {f.v_code,
+       {uint64_t(f.v_stride), uint64_t(T::kHeadDim), uint64_t(f.heads)},
+       {uint64_t(f.v_stride), uint64_t(f.v_stride) * uint64_t(T::kHeadDim)}},
+      v_box, "kvi8s attention V codes");
+  const arch::Tensor3d header{
+      f.header,
+      {uint64_t(T::kRowBytes), uint64_t(kvi8s::kHeaderRows), uint64_t(f.header_records)},
+      {uint64_t(T::kRowBytes), uint64_t(kvi8s::kHeaderBytes)}};
+  const uint32_t hk_box[3] = {uint32_t(T::kRowBytes), uint32_t(T::kHeaderKRows), 1};
+  const uint32_t hv_box[3] = {uint32_t(T::kRowBytes), uint32_t(T::kHeaderVRows), 1};
+  p.header_k_map = arch::encode_u8_swizzle128(header, hk_box, "kvi8s attention header (K)");
+  p.header_v_map = arch::encode_u8_swizzle128(header, hv_box, "kvi8s attention header (V)");
+  p.base.rows = f.rows;
+  p.base.heads = f.heads;
+  p.base.key_begin = f.key_begin;
+  p.base.key_end = f.key_end;
+  p.base.m = f.m;
+  p.base.l = f.l;
+  p.base.acc = f.acc;
+  p.base.out = nullptr;
+  p.base.fresh = false;
+  const auto kernel = attn_fwd_i8s_sm90<T>;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmemBytes));
+  kernel<<<AttnWsStaticScheduler<T>::grid(f.rows, f.heads), T::kThreads, T::kSmemBytes, s>>>(p);
+  check_launch("attn_fwd_i8s_sm90");
+}
+
+}  // namespace i8s
+
+void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v, cudaStream_t s) {
+  switch (v) {
+    case AttnI8sVariant::s4:
+      return i8s::launch<AttnI8sTraits<4, 4, true>>(p, s);
+    case AttnI8sVariant::s4_nopp:
+      return i8s::launch<AttnI8sTraits<4, 4, false>>(p, s);
+    case AttnI8sVariant::s4_chain1:
+      return i8s::launch<AttnI8sTraits<4, 1, true>>(p, s);
+    case AttnI8sVariant::s3:
+      return i8s::launch<AttnI8sTraits<3, 4, true>>(p, s);
+  }
+  fail_internal("attention_fwd_kvi8s_sm90: unknown variant");
+}
+
+}  // namespace h3s::cuda::attn

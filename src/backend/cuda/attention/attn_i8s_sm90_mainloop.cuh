@@ -1,0 +1,383 @@
+// A consumer warpgroup of the kvi8s attention: 64 query rows against every
+// key tile of [key_begin, key_end), in order, as kv/kvi8s.hpp defines. Per
+// tile t:
+//
+//   wait V[t-1], K[t]; take the tensor cores (ping-pong with the other group)
+//   issue O_t-1 = P_{t-1} V_{t-1}                    (async, 4 x m64n128k32 e4m3)
+//   issue S_t = Q8 [K_t; digits_t]^T                 (async, 4 x m64n144k32 s8)
+//   hand the tensor cores to the other warpgroup
+//   wait O_t-1; acc = fma(O_t-1, vs_t-1, acc * alpha_t-1); release V[t-1]
+//     (while S_t is on the tensor cores)
+//   wait S_t; scores s = fma(float(dq), qk_b, float(dm_b) * mc_b) (the
+//     definition's bits); release K[t]; softmax -> alpha_t, u = 256 p
+//   P_t = e4m3(u), packed in the fp8 A-fragment order V^T's keys are stored in
+//
+// P V goes first so its fold overlaps S: issued after S (the exact kernel's
+// order, attn_ws_sm90_mainloop.cuh) the fold waited behind the softmax
+// (measured: docs/PERFORMANCE.md). Scores are bit-equal to the CPU's: the
+// int32 dots are exact and the fp32 steps the same IEEE operations. What
+// differs from the definition is ex2.approx, the shift by 2^8 inside the
+// exponent, the order of the softmax's sum and of P V's fp32 sums: bounded
+// by the GPU test.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/arch/mbarrier.cuh"
+#include "backend/cuda/arch/warpgroup.cuh"
+#include "backend/cuda/arch/wgmma.cuh"
+#include "backend/cuda/arch/wgmma_i8f8.cuh"
+#include "backend/cuda/attention/attn_i8s_sm90_params.cuh"
+#include "backend/cuda/attention/attn_i8s_sm90_smem.cuh"
+#include "backend/cuda/attention/attn_params.cuh"
+#include "backend/cuda/attention/attn_state.cuh"
+#include "backend/cuda/attention/attn_ws_sm90_epilogue.cuh"
+#include "backend/cuda/attention/attn_ws_sm90_scheduler.cuh"
+#include "kv/kvi8s.hpp"
+
+namespace h3s::cuda::attn {
+
+// Four e4m3 bytes, b0 lowest (cvt puts its first source in the upper byte).
+__device__ __forceinline__ uint32_t pack_e4m3x4(float b0, float b1, float b2, float b3) {
+  uint32_t r;
+  asm("{\n.reg .b16 lo, hi;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+      "mov.b32 %0, {lo, hi};\n}\n"
+      : "=r"(r)
+      : "f"(b0), "f"(b1), "f"(b2), "f"(b3));
+  return r;
+}
+
+template <class T>
+struct AttnI8sConsumer {
+  using Scores = int32_t[T::kSRegs];
+  using Probs = float[T::kKeyBlocks][4];
+  using Acc = float[T::kAccRegs];
+  using PFrag = uint32_t[T::kPvSteps][4];  // P as e4m3, A fragments per k32 step
+  static constexpr int kRows = OnlineSoftmax::kRows;
+  static constexpr int kBlocks = kvi8s::kBlocksPerTile;
+
+  int consumer;  // 0 or 1: which 64 rows of the CTA's block
+  int lane;
+
+  __device__ void take_tensor_cores() const {
+    if constexpr (T::kPingPong)
+      arch::named_bar_sync(T::kSchedBarrierBase + consumer, T::kSchedBarrierThreads);
+  }
+  __device__ void pass_tensor_cores() const {
+    if constexpr (T::kPingPong)
+      arch::named_bar_arrive(T::kSchedBarrierBase + (1 - consumer), T::kSchedBarrierThreads);
+  }
+  template <class R, int kN>
+  __device__ static void settle(R (&r)[kN]) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) wgmma::fence_operand(r[i]);
+  }
+
+  // Q' (bf16 in the TMA's swizzled halves) -> int8 codes in this group's
+  // swizzled Q8 tile and one fp32 scale per row: kvi8s::quantise_q_row's
+  // IEEE steps. Thread pairs share a row, one 64-dim half each.
+  __device__ void quantise_q(const AttnI8sSmem<T>& smem, int tid) const {
+    const int r = tid / 2, half = tid % 2;  // r: row in the group
+    const uint32_t row = uint32_t(consumer * T::kGroupRows + r);
+    const uint32_t src = smem.q() + uint32_t(half) * T::kQHalfBytes + row * wgmma::kSwizzleBytes;
+    float x[T::kHalfDims];
+    float amax = 0.0f;
+#pragma unroll
+    for (int c = 0; c < T::kHalfDims / 8; ++c) {
+      uint32_t w[4];
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                   : "r"(src + ((uint32_t(c) ^ (row % 8)) * 16)));
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        x[8 * c + 2 * i] = __uint_as_float(w[i] << 16);
+        x[8 * c + 2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+      }
+    }
+#pragma unroll
+    for (int d = 0; d < T::kHalfDims; ++d) amax = fmaxf(amax, fabsf(x[d]));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    const float scale =
+        __fmul_rn(__fdiv_rn(amax, float(kvi8s::kMaxCode)), 1.0f + 0x1p-7f);  // int8_scale
+    const bool usable = scale > 0.0f && isfinite(scale);
+    const uint32_t dst = smem.q8(consumer) + uint32_t(r) * T::kRowBytes;
+#pragma unroll
+    for (int c = 0; c < T::kHalfDims / 16; ++c) {  // 16 codes: one 16-byte chunk
+      uint32_t w[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        uint32_t word = 0;
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {
+          const float q = usable ? rintf(__fdiv_rn(x[16 * c + 4 * i + b], scale)) : 0.0f;
+          const int code = fabsf(q) <= float(kvi8s::kMaxCode) ? int(q) : 0;
+          word |= (uint32_t(code) & 0xffu) << (8 * b);
+        }
+        w[i] = word;
+      }
+      const uint32_t chunk = uint32_t(half * (T::kHalfDims / 16) + c);
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(
+                       dst + ((chunk ^ (uint32_t(r) % 8)) * 16)),
+                   "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+                   : "memory");
+    }
+    if (half == 0) {
+      asm volatile("st.shared.f32 [%0], %1;" ::"r"(smem.q_scale(int(row))), "f"(scale) : "memory");
+    }
+    wgmma::fence_proxy_async_smem();
+    arch::named_bar_sync(T::kQReadyBarrierBase + consumer, arch::kWarpGroupThreads);
+  }
+
+  // S = Q8 [K; digits]^T over the head dims in order (k32 steps of 32 bytes
+  // along the 128-byte rows; 8-row atoms 1024 bytes apart).
+  __device__ static void issue_qk(Scores& s, uint32_t q8, uint32_t k_tile) {
+    settle(s);
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < T::kQkSteps; ++kk) {
+      const uint32_t step = uint32_t(kk * T::kMmaK);
+      wgmma::mma_m64n144k32_s8_ss(s, wgmma::make_desc(q8 + step, 0, wgmma::kAtomBytes),
+                                  wgmma::make_desc(k_tile + step, 0, wgmma::kAtomBytes), kk > 0);
+    }
+    wgmma::commit();
+    settle(s);
+  }
+
+  // O = P V^T over the tile's keys (k32 steps of 32 keys along V^T's rows),
+  // into a fresh accumulator.
+  __device__ static void issue_pv(Acc& o, const PFrag& pa, uint32_t v_tile) {
+    settle(o);
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < T::kPvSteps; ++kk)
+      wgmma::mma_m64n128k32_e4m3_rs(
+          o, pa[kk], wgmma::make_desc(v_tile + uint32_t(kk * T::kMmaK), 0, wgmma::kAtomBytes),
+          kk > 0);
+    wgmma::commit();
+    settle(o);
+  }
+
+  // An fp32 the header holds at (header row, index) in a stage whose rows
+  // TMA wrote 128-byte swizzled from an atom's first row.
+  __device__ static uint32_t header_addr(uint32_t rows, int row, int index) {
+    const uint32_t byte = uint32_t(index) * 4;
+    return rows + uint32_t(row) * wgmma::kSwizzleBytes +
+           (((byte / 16) ^ (uint32_t(row) % 8)) * 16) + byte % 16;
+  }
+
+  // The tile's scores from S (kvi8s.hpp "scores") and, per row, the max of
+  // this thread's. A score is fma(float(dq), qk_b, corr_b) with qk_b >= 0,
+  // and a rounded fma does not decrease as dq grows, so the largest score of
+  // a block is the one of its largest dq: the max comes from the int32 dots
+  // (three-way DPX max) without waiting for the conversions. Keys past
+  // valid_keys (only a call's last tile has any) are -inf and skipped.
+  __device__ void scores(const Scores& s, uint32_t k_header, const float (&q_scale)[kRows],
+                         int valid_keys, Probs& p, float (&thread_max)[kRows]) const {
+    float sc[4];  // k_scale[0], k_scale[1], m_scale[0], m_scale[1]
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(sc[0]), "=f"(sc[1]), "=f"(sc[2]), "=f"(sc[3])
+                 : "r"(header_addr(k_header, kvi8s::kRowScales, 0)));
+    // q_code . (256 hi_b + lo_b): columns kBlockN + 2b and + 2b + 1, held by
+    // the quad's lane b (registers 4 * kKeyBlocks + {0, 1} for row g, + {2,
+    // 3} for row g + 8).
+    constexpr int kDigitReg = 4 * T::kKeyBlocks;
+    const int32_t mine[kRows] = {256 * s[kDigitReg] + s[kDigitReg + 1],
+                                 256 * s[kDigitReg + 2] + s[kDigitReg + 3]};
+    const int quad = lane & ~3;
+    constexpr float c = AttnScale::kSoftmaxScale;
+    float qk[kRows][kBlocks], corr[kRows][kBlocks];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int b = 0; b < kBlocks; ++b) {
+        const int32_t dm = __shfl_sync(0xffffffffu, mine[r], quad + b);
+        qk[r][b] = __fmul_rn(__fmul_rn(q_scale[r], sc[b]), c);
+        corr[r][b] = __fmul_rn(float(dm), __fmul_rn(__fmul_rn(q_scale[r], sc[kBlocks + b]), c));
+      }
+    constexpr int kBlocksPerKBlock = int(kvi8s::kBlock) / 8;  // n8 score blocks per K block
+#pragma unroll
+    for (int n = 0; n < T::kKeyBlocks; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = i / 2, b = n / kBlocksPerKBlock;
+        // I2FP: measured faster than the exact magic-number conversion
+        // (IADD + FADD), which costs an extra issue slot per score.
+        p[n][i] = __fmaf_rn(__int2float_rn(s[4 * n + i]), qk[r][b], corr[r][b]);
+      }
+    if (valid_keys < T::kBlockN) {
+      const int col = 2 * (lane % 4);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) thread_max[r] = -kInf;
+#pragma unroll
+      for (int n = 0; n < T::kKeyBlocks; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          if (n * 8 + col + i % 2 >= valid_keys) p[n][i] = -kInf;
+          thread_max[i / 2] = fmaxf(thread_max[i / 2], p[n][i]);
+        }
+      return;
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float block_max[kBlocks];
+#pragma unroll
+      for (int b = 0; b < kBlocks; ++b) {
+        const int n0 = b * kBlocksPerKBlock;
+        int32_t m = s[4 * n0 + 2 * r];
+#pragma unroll
+        for (int n = n0; n < n0 + kBlocksPerKBlock; ++n)
+          m = __vimax3_s32(m, s[4 * n + 2 * r], s[4 * n + 2 * r + 1]);
+        block_max[b] = __fmaf_rn(__int2float_rn(m), qk[r][b], corr[r][b]);
+      }
+      thread_max[r] = fmaxf(block_max[0], block_max[1]);
+    }
+  }
+
+  // acc = fma(O, vs, acc * alpha) per element, vs the tile's channel scales
+  // from the V stage's header rows (column 8j + col + {0, 1}: one 8-byte
+  // load). Channel 8j + 2t sits in row R = j / 4, 16-byte chunk 2 (j % 4) +
+  // t / 2 swizzled by R: with R a constant, the lane's part of the address
+  // is one of two values (R even or odd) and the rest is an immediate.
+  template <bool kRescale>
+  __device__ void fold_tile(Acc& acc, const Acc& o, uint32_t v_header,
+                            const float (&alpha)[kRows]) const {
+    const uint32_t t = uint32_t(lane % 4), half = t / 2, word = 8 * (t % 2);
+    const uint32_t lane_base[2] = {v_header + 16 * half + word, v_header + 16 * (half ^ 1) + word};
+#pragma unroll
+    for (int j = 0; j < T::kOBlocks; ++j) {
+      constexpr uint32_t kRowFloats = wgmma::kSwizzleBytes / 4;
+      const uint32_t row = uint32_t(8 * j) / kRowFloats;
+      const uint32_t offset = row * wgmma::kSwizzleBytes + 32 * ((uint32_t(j) % 4) ^ (row / 2));
+      float vs[2];
+      asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
+                   : "=f"(vs[0]), "=f"(vs[1])
+                   : "r"(lane_base[row % 2] + offset));
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float kept = kRescale ? __fmul_rn(acc[4 * j + i], alpha[i / 2]) : acc[4 * j + i];
+        acc[4 * j + i] = __fmaf_rn(o[4 * j + i], vs[i % 2], kept);
+      }
+    }
+  }
+  // Most tiles leave every row's max where it was (alpha = 1, and acc * 1 is
+  // acc): a warp whose rows all agree skips the multiply, with the same bits.
+  __device__ void fold(Acc& acc, const Acc& o, uint32_t v_header,
+                       const float (&alpha)[kRows]) const {
+    if (__all_sync(0xffffffffu, alpha[0] == 1.0f && alpha[1] == 1.0f))
+      fold_tile<false>(acc, o, v_header, alpha);
+    else
+      fold_tile<true>(acc, o, v_header, alpha);
+  }
+
+  // P's k32 step kk: score blocks 4kk..4kk+3 as the fp8 A fragment (a0: row
+  // g, keys 2t, 2t+1, 8+2t, 9+2t of the step; a1: row g + 8; a2 / a3: the
+  // same 16 keys on), the order kvi8s::v_position stores V^T's keys in.
+  __device__ static void pack_probs(const Probs& p, PFrag& pa) {
+#pragma unroll
+    for (int kk = 0; kk < T::kPvSteps; ++kk) {
+      const int n = 4 * kk;
+      pa[kk][0] = pack_e4m3x4(p[n][0], p[n][1], p[n + 1][0], p[n + 1][1]);
+      pa[kk][1] = pack_e4m3x4(p[n][2], p[n][3], p[n + 1][2], p[n + 1][3]);
+      pa[kk][2] = pack_e4m3x4(p[n + 2][0], p[n + 2][1], p[n + 3][0], p[n + 3][1]);
+      pa[kk][3] = pack_e4m3x4(p[n + 2][2], p[n + 2][3], p[n + 3][2], p[n + 3][3]);
+    }
+  }
+
+  __device__ void run(const AttnI8sParams& ps, const AttnI8sSmem<T>& smem, AttnWsTile tile,
+                      int n_tiles) const {
+    const AttnWsParams& p = ps.base;
+    const int tid = int(threadIdx.x) % arch::kWarpGroupThreads;
+    const int warp = tid / 32;
+    const int group_row = warp * 16 + lane / 4;  // the thread's first row in the group
+    // The state's two ends, built where each is used: nothing of them stays
+    // live across the key loop (the consumers' registers are all spoken for).
+    // (The indices are read with volatile asm so the compiler cannot keep the
+    // first one's 64-bit row alive for the second.)
+    auto ends = [&] {
+      uint32_t tid_x, block_x, block_y;
+      asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid_x));
+      asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(block_x));
+      asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(block_y));
+      const int l = int(tid_x % 32), row = int(tid_x) % arch::kWarpGroupThreads / 32 * 16 + l / 4;
+      return AttnWsEpilogue<T>{int64_t(block_x) * T::kBlockM + consumer * T::kGroupRows + row,
+                               int64_t(block_y), 2 * (l % 4), l % 4 == 0};
+    };
+    OnlineSoftmax st;
+    Acc acc;
+    ends().load(p, st, acc);
+    if (consumer == 1) pass_tensor_cores();  // consumer 0 goes first (ping-pong)
+
+    arch::mbar_wait(smem.q_full(), 0);
+    quantise_q(smem, tid);
+    const uint32_t q8 = smem.q8(consumer);
+    float q_scale[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      asm volatile("ld.shared.f32 %0, [%1];"
+                   : "=f"(q_scale[r])
+                   : "r"(smem.q_scale(consumer * T::kGroupRows + group_row + 8 * r)));
+
+    Scores s;
+    Probs pr;
+    Acc o;
+    PFrag pa;
+    float alpha[kRows];  // of the last tile whose P V is not folded yet
+
+    // Tile 0: S only.
+    arch::mbar_wait(smem.k_full(0), 0);
+    take_tensor_cores();
+    issue_qk(s, q8, smem.k(0));
+    pass_tensor_cores();
+    wgmma::wait<0>();
+    settle(s);
+    // Keys of the last tile (32-bit: the loop keeps no 64-bit key positions).
+    const int last_keys = int(p.key_end - p.key_begin - int64_t(n_tiles - 1) * T::kBlockN);
+    float thread_max[kRows];
+    scores(s, smem.k_header(0), q_scale, n_tiles == 1 ? last_keys : T::kBlockN, pr, thread_max);
+    arch::mbar_arrive(smem.k_empty(0));
+    st.consume_with_max<T::kKeyBlocks, T::kLog2PScale, T::kSoftmaxChains>(pr, thread_max, alpha);
+    pack_probs(pr, pa);
+
+    for (int t = 1; t < n_tiles; ++t) {
+      const int stage = t % T::kStages, prev = (t - 1) % T::kStages;
+      const uint32_t parity = uint32_t((t / T::kStages) & 1);
+      const uint32_t prev_parity = uint32_t(((t - 1) / T::kStages) & 1);
+      const int valid_keys = t == n_tiles - 1 ? last_keys : T::kBlockN;
+      arch::mbar_wait(smem.v_full(prev), prev_parity);
+      arch::mbar_wait(smem.k_full(stage), parity);
+      take_tensor_cores();
+      issue_pv(o, pa, smem.v(prev));
+      issue_qk(s, q8, smem.k(stage));
+      pass_tensor_cores();
+      wgmma::wait<1>();  // O_{t-1} (committed first) is done: pa and V's stage are free
+      settle(o);
+      fold(acc, o, smem.v_header(prev), alpha);
+      arch::mbar_arrive(smem.v_empty(prev));
+      wgmma::wait<0>();  // S_t is done
+      settle(s);
+      scores(s, smem.k_header(stage), q_scale, valid_keys, pr, thread_max);
+      arch::mbar_arrive(smem.k_empty(stage));
+      st.consume_with_max<T::kKeyBlocks, T::kLog2PScale, T::kSoftmaxChains>(pr, thread_max, alpha);
+      pack_probs(pr, pa);
+    }
+
+    // The last tile's P V.
+    const int last = (n_tiles - 1) % T::kStages;
+    arch::mbar_wait(smem.v_full(last), uint32_t(((n_tiles - 1) / T::kStages) & 1));
+    take_tensor_cores();
+    issue_pv(o, pa, smem.v(last));
+    pass_tensor_cores();
+    wgmma::wait<0>();
+    settle(o);
+    fold(acc, o, smem.v_header(last), alpha);
+    arch::mbar_arrive(smem.v_empty(last));
+
+    ends().store(p, st, acc);
+    // Consumer 1's last hand-over arrived on consumer 0's barrier; absorb it.
+    if (consumer == 0) take_tensor_cores();
+  }
+};
+
+}  // namespace h3s::cuda::attn

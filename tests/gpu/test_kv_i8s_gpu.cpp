@@ -1,0 +1,210 @@
+// The kvi8s K/V tier on the GPU (Hopper). Its quantiser is bit-equal to the
+// definition of record the CPU backend runs (kv/kvi8s.hpp), through the
+// store's open tile (chunks of any size). Its attention (int8 Q K^T and fp8
+// P V on wgmma) gives the definition's scores bit for bit and differs from
+// it only in ex2.approx, P's 2^8 folded into the exponent and the order of
+// the fp8 products' sums: bounded against the CPU, and its error against
+// the exact attention measured beside the CPU's. Inside the tier, query-row
+// chunks and chained K/V blocks give the single pass's bits.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "core/dtype.hpp"
+#include "core/rng.hpp"
+#include "deviation.hpp"
+#include "gpu_fixture.hpp"
+#include "kv/kv_i8s.hpp"
+#include "kv/kvi8s.hpp"
+
+namespace h3s::test {
+namespace {
+
+constexpr int64_t kHd = 128;
+using Bits = std::vector<uint16_t>;
+
+// N(0, 1) rows with a K-like structure: a per-channel offset (what the block
+// mean removes) and one outlier channel; a few rows all zero.
+Bits random_rows(int64_t rows, int64_t width, uint64_t seed, float offset) {
+  Rng r(seed);
+  Bits v(static_cast<size_t>(rows * width));
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t c = 0; c < width; ++c) {
+      const float x = r.normal() * (c % kHd == 17 ? 12.0f : 1.0f) + offset * float(c % 7);
+      v[size_t(t * width + c)] = f32_to_bf16(t % 97 == 5 ? 0.0f : x).bits;
+    }
+  return v;
+}
+
+struct Problem {
+  int64_t rows, seq, heads;
+  Bits q, k, v;
+  Problem(int64_t r, int64_t s, int64_t h, uint64_t seed)
+      : rows(r),
+        seq(s),
+        heads(h),
+        q(random_rows(r, h * kHd, seed, 0.0f)),
+        k(random_rows(s, h * kHd, seed + 1, 0.5f)),
+        v(random_rows(s, h * kHd, seed + 2, 0.0f)) {}
+  int64_t width() const { return heads * kHd; }
+  std::string label() const {
+    return std::to_string(rows) + " rows x " + std::to_string(seq) + " keys x " +
+           std::to_string(heads) + " heads";
+  }
+};
+
+struct StoreBytes {
+  std::vector<uint8_t> k_code, v_code, header;
+};
+
+class GpuKvi8s : public GpuBackendTest {
+ protected:
+  void SetUp() override {
+    GpuBackendTest::SetUp();
+    if (!gpu_) return;  // skipped
+    if (!gpu_->has_kv_tier("kvi8s"))
+      GTEST_FAIL() << "this GPU has no kvi8s kernel (Hopper only); the device runs are on H200";
+  }
+
+  OwnedTensor put(Backend& be, Arena& arena, const Bits& host, int64_t n, int64_t w,
+                  const char* what) {
+    OwnedTensor t = arena.tensor(DType::bf16, {n, w}, what);
+    be.upload(host.data(), t.view);
+    return t;
+  }
+
+  // K/V written into the store in chunks of `chunk` rows (0: one write).
+  void write(Backend& be, Arena& arena, KvI8sStore& store, const Problem& p, int64_t chunk) {
+    OwnedTensor k = put(be, arena, p.k, p.seq, p.width(), "k");
+    OwnedTensor v = put(be, arena, p.v, p.seq, p.width(), "v");
+    const int64_t step = chunk == 0 ? std::max<int64_t>(p.seq, 1) : chunk;
+    for (int64_t r0 = 0; r0 < p.seq; r0 += step) {
+      const int64_t r1 = std::min(p.seq, r0 + step);
+      store.write(be, {r0, r1}, k.view.rows_view(r0, r1), v.view.rows_view(r0, r1));
+    }
+  }
+
+  StoreBytes quantised(Backend& be, Arena& arena, const Problem& p, int64_t chunk) {
+    KvI8sStore store(arena, p.seq, p.heads, kHd, 0);
+    write(be, arena, store, p, chunk);
+    const KvI8sView view = store.view();
+    StoreBytes out;
+    for (auto [t, host] : {std::pair{&view.k_code, &out.k_code},
+                           {&view.v_code, &out.v_code},
+                           {&view.header, &out.header}}) {
+      host->resize(size_t(t->numel()));
+      be.download(*t, host->data());
+    }
+    be.synchronize();
+    return out;
+  }
+
+  // The tier's attention: the store written in one pass, queries in chunks
+  // of `row_chunk` (0: all), K/V in blocks of `kv_block` (0: one pass).
+  // `exact`: the exact bf16 attention instead.
+  Bits attend(Backend& be, Arena& arena, const Problem& p, int64_t row_chunk, int64_t kv_block,
+              bool exact = false) {
+    OwnedTensor q = put(be, arena, p.q, p.rows, p.width(), "q");
+    OwnedTensor out = arena.tensor(DType::bf16, {p.rows, p.width()}, "out");
+    std::unique_ptr<KvStore> store =
+        make_resident_kv_store(be, arena, exact ? "bf16" : "kvi8s", p.seq, p.heads, kHd, kv_block);
+    OwnedTensor k = put(be, arena, p.k, p.seq, p.width(), "k");
+    OwnedTensor v = put(be, arena, p.v, p.seq, p.width(), "v");
+    store->write(be, {0, p.seq}, k.view, v.view);
+    const int64_t step = row_chunk == 0 ? p.rows : row_chunk;
+    for (int64_t r0 = 0; r0 < p.rows; r0 += step) {
+      const int64_t r1 = std::min(p.rows, r0 + step);
+      AttnState s = AttnState::allocate(arena, r1 - r0, p.heads, kHd);
+      be.attn_state_reset(s);
+      const QueryChunk c{q.view.rows_view(r0, r1), &s};
+      store->attend(be, {&c, 1});
+      store->finish(be, s, out.view.rows_view(r0, r1));
+    }
+    Bits host(static_cast<size_t>(p.rows * p.width()));
+    be.download(out.view, host.data());
+    be.synchronize();
+    return host;
+  }
+  Bits on_gpu(const Problem& p, int64_t row_chunk = 0, int64_t kv_block = 0, bool exact = false) {
+    return attend(*gpu_, *arena_, p, row_chunk, kv_block, exact);
+  }
+  Bits on_cpu(const Problem& p, bool exact = false) {
+    HostMemory memory;
+    Arena arena(memory, 0);
+    return attend(*cpu_, arena, p, 0, 0, exact);
+  }
+};
+
+Deviation deviation(const Problem& p, const Bits& got, const Bits& want) {
+  const int64_t w = p.width();
+  auto value = [](uint16_t bits) { return double(bf16_to_f32(bf16{bits})); };
+  return measure_deviation(
+      p.rows, w, [&](int64_t r, int64_t c) { return value(got[size_t(r * w + c)]); },
+      [&](int64_t r, int64_t c) { return value(want[size_t(r * w + c)]); });
+}
+
+// Codes, digits and scales: the definition's bytes, written in one pass or
+// in chunks that leave tiles open (1 row, a prime, a tile and a half).
+TEST_F(GpuKvi8s, QuantiserIsTheDefinitionsBytes) {
+  uint64_t seed = 8100;
+  for (const auto& [seq, heads] :
+       {std::pair<int64_t, int64_t>{1, 1}, {100, 2}, {128, 1}, {300, 3}, {1000, 2}}) {
+    const Problem p(1, seq, heads, ++seed);
+    HostMemory memory;
+    Arena arena(memory, 0);
+    const StoreBytes cpu = quantised(*cpu_, arena, p, 0);
+    for (const int64_t chunk : {int64_t(0), int64_t(1), int64_t(67), int64_t(192)}) {
+      if (chunk == 1 && seq > 300) continue;  // one row a write: slow, and 300 covers it
+      const StoreBytes gpu = quantised(*gpu_, *arena_, p, chunk);
+      EXPECT_EQ(gpu.k_code, cpu.k_code) << p.label() << ", chunk " << chunk;
+      EXPECT_EQ(gpu.v_code, cpu.v_code) << p.label() << ", chunk " << chunk;
+      EXPECT_EQ(gpu.header, cpu.header) << p.label() << ", chunk " << chunk;
+    }
+  }
+}
+
+// The attention against the definition (CPU), and both against the exact
+// attention: the GPU's tier error must be the definition's. Lengths: one
+// key, a partial tile, tiles plus a tail.
+TEST_F(GpuKvi8s, AttentionMatchesTheDefinition) {
+  uint64_t seed = 8200;
+  for (const auto& [rows, seq, heads] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {67, 100, 2}, {300, 1000, 3}}) {
+    const Problem p(rows, seq, heads, ++seed);
+    const Bits gpu = on_gpu(p), cpu = on_cpu(p), exact = on_gpu(p, 0, 0, /*exact=*/true);
+    const Deviation vs_cpu = deviation(p, gpu, cpu);
+    const Deviation gpu_err = deviation(p, gpu, exact), cpu_err = deviation(p, cpu, exact);
+    std::printf("[ deviation ] kvi8s attention vs its definition | %s | %s\n", p.label().c_str(),
+                vs_cpu.describe().c_str());
+    std::printf("[ deviation ] kvi8s vs exact | %s | GPU rel-rms %.4g, CPU rel-rms %.4g\n",
+                p.label().c_str(), gpu_err.rel_rms, cpu_err.rel_rms);
+    // ex2.approx (2 ulp) moves a probability's fp8 rounding now and then by
+    // one e4m3 step (2^-4 relative); bound 1e-2 rel-rms, 5e-2 worst row.
+    expect_within(vs_cpu, DeviationBound{1e-2, 5e-2, 0.5}, p.label() + " vs the definition");
+    EXPECT_NEAR(gpu_err.rel_rms, cpu_err.rel_rms, 0.1 * cpu_err.rel_rms + 1e-4) << p.label();
+    if (seq > 1) {
+      EXPECT_GT(gpu_err.rel_rms, 1e-3) << p.label() << ": the tier is not the exact store";
+    }
+  }
+}
+
+// Inside the tier: row chunks (down to 1 row) and chained K/V blocks give
+// the single pass's bits; so does a second run.
+TEST_F(GpuKvi8s, ChunksAndBlocksGiveTheSinglePassBits) {
+  const Problem p(259, 1000, 3, 8300);
+  const Bits single = on_gpu(p);
+  EXPECT_EQ(on_gpu(p), single) << "repeated run";
+  for (const auto& [chunk, block] :
+       {std::pair<int64_t, int64_t>{1, 0}, {64, 0}, {131, 0}, {0, 128}, {0, 384}, {7, 256}})
+    EXPECT_EQ(on_gpu(p, chunk, block), single) << "row chunk " << chunk << ", kv_block " << block;
+}
+
+}  // namespace
+}  // namespace h3s::test
