@@ -121,8 +121,8 @@ void bind_options(nb::module_& m) {
         "and kvi8s also run on Hopper GPUs, elsewhere CUDA runs 'bf16' and says so)");
   field(c, "exact_av_rows", &ExecOptions::exact_av_rows,
         "with an approximate kv_store: text and audio query rows attend a retained exact bf16 "
-        "K/V (their attention rows are the exact store's bit for bit; the full forward only: "
-        "run_block has no segment layout)");
+        "K/V (their attention rows are the exact store's bit for bit; the full forward takes "
+        "the rows from its layout, run_block from the call's mod runs)");
   field(c, "trim_forward", &ExecOptions::trim_forward,
         "release embed buffers once packed (the full forward only)");
   field(c, "self_check", &ExecOptions::self_check,
