@@ -71,7 +71,7 @@ if [ "$mode" = tiers ]; then
   kvi8r_variants=${KVI8R_VARIANTS:-codes2-item8 codes1-item16 codes2-item16}
   for v in $kvi8r_variants; do
     step "gpu_tests_kvi8r_$v" 120 env H3S_KVI8R_KERNEL=$v $bin/h3s_tests_gpu \
-      --gtest_filter='GpuKvi8r.*:*Kvi8r*' --gtest_output=json:"$OUT/gpu_tests_kvi8r_$v.json"
+      --gtest_filter='GpuKvi8r.*:*EightBit*' --gtest_output=json:"$OUT/gpu_tests_kvi8r_$v.json"
     [ -f "$OUT/gpu_tests_kvi8r_$v.json" ] && no_skips "gpu_tests_kvi8r_$v" "$OUT/gpu_tests_kvi8r_$v.json"
   done
   kvi8s_variants=${KVI8S_VARIANTS:-s4 s4-nopp s4-chain1 s3}
