@@ -2,6 +2,7 @@
 #include "kv/kvfp4s.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -22,7 +23,7 @@ float quantise_nvfp4(const float (*x)[kDim], int64_t n, uint8_t* code, int64_t c
   float amax = 0.0f;
   for (int64_t t = 0; t < n; ++t)
     for (int d = 0; d < kDim; ++d) amax = std::fmax(amax, std::fabs(x[t][d]));
-  const float global = amax / (kE4m3Max * kE2m1Max);
+  const float global = global_of(amax);
   for (int64_t t = 0; t < n; ++t) {
     uint8_t* c = code + t * code_stride;
     std::fill(c, c + kDim / 2, uint8_t(0));
@@ -83,35 +84,60 @@ void decode_row(const uint8_t* code, const uint8_t* scale, float* out) {
   }
 }
 
+float global_of(float amax) {
+  const uint32_t u = std::bit_cast<uint32_t>(amax / (kE4m3Max * kE2m1Max));
+  // Up to the next bf16 (non-negative and finite: amax is a max of |x|).
+  const uint32_t r = (u & 0xffffu) != 0 ? (u | 0xffffu) + 1u : u;
+  return std::bit_cast<float>(r);
+}
+
+uint16_t bf16_fma_rn(float x, float g, float c) {
+  // a = x g is exact in double; s + err = a + c exactly (Knuth's TwoSum).
+  const double a = double(x) * double(g), s = a + double(c);
+  const double bb = s - a, err = (a - (s - bb)) + (double(c) - bb);
+  if (s == 0.0) return f32_to_bf16(float(s)).bits;
+  int e;
+  std::frexp(std::fabs(s), &e);
+  const int exp = std::max(e - 1, -126);                  // bf16's smallest normal exponent
+  const double q = std::ldexp(1.0, exp - 7);              // bf16's step there
+  const double t = std::fabs(s) / q, lo = std::floor(t);  // exact: q is a power of 2
+  double r = std::nearbyint(t);                           // ties to even
+  if (t - lo == 0.5 && err != 0.0) r = (err > 0.0) == (s > 0.0) ? lo + 1.0 : lo;  // not a tie
+  return f32_to_bf16(float(std::copysign(r * q, s))).bits;  // a bf16 value (or inf): exact
+}
+
+void decode_kv_row(const uint8_t* code, const uint8_t* scale, float global, const uint16_t* mean,
+                   float* out) {
+  decode_row(code, scale, out);
+  for (int d = 0; d < kDim; ++d) {
+    const float c = mean != nullptr ? bf16_to_f32(bf16{mean[d]}) : 0.0f;
+    out[d] = bf16_to_f32(bf16{bf16_fma_rn(out[d], global, c)});
+  }
+}
+
 void attend_row(const uint16_t* q_bf16, const HeadRows& kv, int64_t begin, int64_t end, float& m,
-                float& l, float* acc) {
+                float& l, float* acc, Scratch& w) {
   constexpr int64_t kTile = 128;  // the exact path's key tile
-  const float inv_sqrt_d = 1.0f / std::sqrt(float(kDim));
-  float q[kDim], mean[kDim], p[kTile], t[kDim], row[kDim];
+  const float scale = 1.0f / std::sqrt(float(kDim));
+  float q[kDim];
   for (int d = 0; d < kDim; ++d) q[d] = bf16_to_f32(bf16{q_bf16[d]});
   for (int64_t k0 = begin; k0 < end; k0 += kTile) {
     const int64_t n = std::min(kTile, end - k0), b = k0 / kBlock;
-    const uint16_t* mb = kv.k_mean + b * kv.mean_stride;
-    for (int d = 0; d < kDim; ++d) mean[d] = bf16_to_f32(bf16{mb[d]});
-    const float corr = cpu::dot_f32(q, mean, kDim), gk = kv.k_global[b * kv.global_stride];
+    const uint16_t* mean = kv.k_mean + b * kv.mean_stride;
+    const float gk = kv.k_global[b * kv.global_stride], gv = kv.v_global[b * kv.global_stride];
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t key = k0 + j;
+      decode_kv_row(kv.k_code + key * kv.code_stride, kv.k_scale + key * kv.scale_stride, gk, mean,
+                    w.kt + j * kDim);
+      decode_kv_row(kv.v_code + key * kv.code_stride, kv.v_scale + key * kv.scale_stride, gv,
+                    nullptr, w.vt + j * kDim);
+    }
     float mt = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < n; ++j) {
-      decode_row(kv.k_code + (k0 + j) * kv.code_stride, kv.k_scale + (k0 + j) * kv.scale_stride,
-                 row);
-      p[j] = (cpu::dot_f32(q, row, kDim) * gk + corr) * inv_sqrt_d;
-      mt = std::max(mt, p[j]);
+      w.p[j] = cpu::dot_f32(q, w.kt + j * kDim, kDim) * scale;
+      mt = std::max(mt, w.p[j]);
     }
-    const cpu::SoftmaxStep s = cpu::softmax_tile(p, n, mt, m);
-    std::fill(t, t + kDim, 0.0f);
-    for (int64_t j = 0; j < n; ++j) {
-      decode_row(kv.v_code + (k0 + j) * kv.code_stride, kv.v_scale + (k0 + j) * kv.scale_stride,
-                 row);
-      for (int d = 0; d < kDim; ++d) t[d] += p[j] * row[d];
-    }
-    const float gv = kv.v_global[b * kv.global_stride];
-    l = l * s.alpha + s.psum;
-    for (int d = 0; d < kDim; ++d) acc[d] = acc[d] * s.alpha + t[d] * gv;
-    m = s.m_new;
+    cpu::fold_key_tile(w.p, n, mt, w.vt, nullptr, kDim, m, l, acc, w.o);
   }
 }
 

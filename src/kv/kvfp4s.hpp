@@ -1,34 +1,36 @@
 // kvfp4s, the NVFP4 K/V tier (FEATURES.md "K/V storage tiers"): K and V as
 // e2m1 codes with an e4m3 scale per 16 elements. This header is its
-// definition of record on the CPU: the arithmetic a Hopper kernel performs
-// after decoding the codes to bf16 in shared memory (Hopper has no fp4
-// tensor cores, and e2m1 x e4m3 is exact in bf16: at most 2 + 4 significant
-// bits). Groups sit at absolute token positions, so nothing depends on where
-// a chunk starts. No engine store holds it yet: h3s kvbench measures it.
+// definition of record: the CPU backend runs exactly this, and the Hopper
+// kernel (attn_fwd_fp4s_sm90.cu: Hopper has no fp4 tensor cores) decodes the
+// codes to the same bf16 K~ and V~ in shared memory, then runs the exact
+// kernel's bf16 arithmetic on them. Groups sit at absolute token positions,
+// so nothing depends on where a chunk starts.
 //
 //   stat blocks   tokens [256 b, 256 b + 256) from token 0 (the last may be
-//                 shorter); per (block, head) a K mean and one fp32 global
-//                 scale each for K and V (the NVFP4 "tensor" scale, per block
-//                 so that no statistic spans the sequence).
+//                 shorter); per (block, head) a K mean and one global scale
+//                 each for K and V (the NVFP4 "tensor" scale, per block so
+//                 that no statistic spans the sequence).
 //   K             k' = rotate(k) (kvi8r's Hadamard-128, fp32); mean[d] =
 //                 bf16(sum_t k'_t[d] / n) (fp32 sum in token order); r = k' -
 //                 mean; then NVFP4 of r (below).
 //   V             NVFP4 of v (not rotated).
-//   NVFP4 of x    global g = max|x| over the block / (448 * 6) (fp32); per
-//                 token and group of 16 channels: s = e4m3(min(max|x_group| /
-//                 6 / g, 448)), step = float(s) * g, code = e2m1(x / step)
-//                 (0 when step is 0); decoded x^ = e2m1(code) * float(s),
-//                 exact, and the global is applied once per block (below).
+//   NVFP4 of x    global g = max|x| over the block / (448 * 6), rounded UP to
+//                 a bf16 value (held in fp32; so the decode below is one
+//                 bf16 fma); per token and group of 16 channels: s =
+//                 e4m3(min(max|x_group| / 6 / g, 448)), step = float(s) * g,
+//                 code = e2m1(x / step) (0 when step is 0); x^ = e2m1(code) *
+//                 float(s), exact in bf16 (at most 2 + 4 significant bits).
 //                 As our NVFP4 weights: the even element in the high nibble.
+//   decode        k~ = bf16(x^ * g_k + mean[d]), v~ = bf16(x^ * g_v), each
+//                 rounded once (RNE) from the exact value: what fma.rn.bf16x2
+//                 and mul.rn.bf16x2 give the kernel.
 //   Q             the rotated bf16 query rotate_heads leaves (q' =
 //                 bf16(rotate(q))), used as is (bf16 operand).
-//   scores        s = (dot(q', r^) * g_k[b] + q' . mean[b]) * 1/sqrt(128): fp32
-//                 dots in the CPU backend's fixed order (cpu/math.hpp dot_f32).
-//   softmax       per key tile of 128 from key 0 (the exact path's schedule,
-//                 cpu::softmax_tile); a tile lies in one stat block.
-//   P V           t[d] = sum_t p_t * v^_t[d] in fp32, token order; acc[d] =
-//                 acc[d] * alpha + t[d] * g_v[b].
-//   finish        the exact path's: out = bf16(acc / l).
+//   attention     per key tile of 128 from key 0 (the exact path's schedule;
+//                 a tile lies in one stat block): s = (q' . k~) * 1/sqrt(128),
+//                 fp32, the dot in the CPU backend's fixed order (cpu/math.hpp
+//                 dot_f32); the online softmax of the exact path; o += p * v~.
+//   finish        the exact path's: out = bf16(acc / l) (V is not rotated).
 // Bytes per K/V element: 0.5 (codes) + 1/16 (scales) + the per-block mean and
 // globals (K: 2 * 128 + 4 bytes per 256 x 128 elements, V: 4): ~0.5665.
 #pragma once
@@ -57,6 +59,15 @@ void quantise_v_block(const uint16_t* src, int64_t src_stride, int64_t n, uint8_
                       int64_t code_stride, uint8_t* scale, int64_t scale_stride, float* global);
 // Decodes one token's codes and scales to x^ (without the global).
 void decode_row(const uint8_t* code, const uint8_t* scale, float* out);
+// k~ (mean: the block's 128 bf16 means) or v~ (mean null) of one token, as
+// fp32 values of the bf16 results.
+void decode_kv_row(const uint8_t* code, const uint8_t* scale, float global, const uint16_t* mean,
+                   float* out);
+// The block global of amax: amax / (448 * 6) rounded up to a bf16 value.
+float global_of(float amax);
+// bf16 bits of x * g + c rounded once from the exact value (x, g, c with at
+// most 24 significant bits each and x * g exact in double).
+uint16_t bf16_fma_rn(float x, float g, float c);
 
 // One head's K/V, pointers at token / block 0 of that head: token r's codes
 // at + r * code_stride, its scales at + r * scale_stride; block b's globals
@@ -68,12 +79,17 @@ struct HeadRows {
   int64_t code_stride, scale_stride, global_stride, mean_stride;
 };
 
+// Scratch of attend_row, kept by the caller (one per thread).
+struct Scratch {
+  float kt[128 * kDim], vt[128 * kDim], p[128], o[kDim];
+};
+
 // The attention of one (query row, head) over keys [begin, end) (begin on a
 // 128-key tile), continuing the state (m, l, acc[128]); q_bf16 is the query
 // in the store's basis (rotated; unrotated for a store made with rotated =
 // false).
 void attend_row(const uint16_t* q_bf16, const HeadRows& kv, int64_t begin, int64_t end, float& m,
-                float& l, float* acc);
+                float& l, float* acc, Scratch& scratch);
 
 // Store bytes of the tier for `seq` rows: codes and scales of K and V, per
 // (stat block, head) K's mean and both globals.

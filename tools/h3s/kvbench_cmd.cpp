@@ -9,9 +9,8 @@
 // length and thread count sees the same values for the same tokens.
 // Baselines: kvi8r's is per-row int8 without the Hadamard basis; kvi8s' is
 // SageAttention-2's layout without it; kvfp4s' is rotated NVFP4 without the
-// K mean. kvfp4s is measured by its definition of record (kv/kvfp4s.hpp)
-// directly on the host, which is what the CPU backend's store runs; it has
-// no GPU kernel yet.
+// K mean. Every tier runs through the backend's store (the CPU backend runs
+// the definitions of record); the baselines run on the host.
 #include "kvbench_cmd.hpp"
 
 #include <fmt/format.h>
@@ -185,9 +184,9 @@ Rows baseline_attention(const std::string& tier, const Inputs& in, ThreadPool& p
   return out;
 }
 
-// kvfp4s by its definition of record, on the host: K rotated and (centred:
-// the tier; not: its baseline) NVFP4 per 256-token block and head, V NVFP4,
-// the query rotated as rotate_heads leaves it.
+// kvfp4s' baseline by the definition of record, on the host: K rotated and
+// (centred: the tier; not: its baseline) NVFP4 per 256-token block and head,
+// V NVFP4, the query rotated as rotate_heads leaves it.
 Rows fp4s_attention(const Inputs& in, bool centred, ThreadPool& pool) {
   using namespace kvfp4s;
   const int64_t n = in.tokens, heads = in.heads;
@@ -210,6 +209,7 @@ Rows fp4s_attention(const Inputs& in, bool centred, ThreadPool& pool) {
   });
   Rows out(size_t(n * inner));
   pool.parallel_for(n * heads, 16, [&](int64_t t0, int64_t t1) {
+    auto scratch = std::make_unique<Scratch>();
     float qf[kHd], acc[kHd];
     uint16_t q[kHd];
     for (int64_t task = t0; task < t1; ++task) {
@@ -231,7 +231,7 @@ Rows fp4s_attention(const Inputs& in, bool centred, ThreadPool& pool) {
                         inner};
       float m = -INFINITY, l = 0.0f;
       std::fill(acc, acc + kHd, 0.0f);
-      attend_row(q, kv, 0, n, m, l, acc);
+      attend_row(q, kv, 0, n, m, l, acc, *scratch);
       for (int64_t d = 0; d < kHd; ++d) out[at + size_t(d)] = f32_to_bf16(acc[d] / l).bits;
     }
   });
@@ -258,8 +258,7 @@ Error2 compare(const Rows& exact, const Rows& approx) {
 
 void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a) {
   cmd.add_option("--kv-store", a.kv_store,
-                 "the approximate tier to measure: kvi8r, kvi8s or kvfp4s (kvfp4s: its "
-                 "definition of record on the host; no GPU kernel yet)")
+                 "the approximate tier to measure: kvi8r, kvi8s or kvfp4s")
       ->check(CLI::IsMember({"kvi8r", "kvi8s", "kvfp4s"}))
       ->capture_default_str();
   cmd.add_option("--backend", a.backend,
@@ -313,11 +312,7 @@ int run_kvbench(const KvBenchArgs& args) {
   if (!a.checkpoint.empty() && !wants_checkpoint) a.inputs.push_back("checkpoint");
   EngineBackend b(a.backend, 0, 0, a.threads);
   Backend& be = b.ops();
-  const bool by_definition = a.kv_store == "kvfp4s";  // the host definition (no GPU kernel)
-  if (by_definition && a.backend != "cpu")
-    fail(ErrorKind::invalid_argument,
-         "kvbench: kvfp4s has no kernels yet; its definition of record runs with --backend cpu");
-  if (!by_definition && !be.has_kv_tier(a.kv_store))
+  if (!be.has_kv_tier(a.kv_store))
     fail(ErrorKind::invalid_argument,
          "kvbench: the {} backend has no {} kernels yet; measure the definition of record with "
          "--backend cpu",
@@ -326,9 +321,7 @@ int run_kvbench(const KvBenchArgs& args) {
   ExecOptions o;
   o.kv_store = a.kv_store;
   const double bytes_per_element =
-      double(by_definition ? kvfp4s::store_bytes(a.tokens, a.heads)
-                           : int64_t(kv_store_bytes(o, a.tokens, a.heads, kHd))) /
-      double(2 * a.tokens * a.heads * kHd);
+      double(kv_store_bytes(o, a.tokens, a.heads, kHd)) / double(2 * a.tokens * a.heads * kHd);
   nlohmann::json results = nlohmann::json::array();
   for (const std::string& kind : a.inputs) {
     Inputs in;
@@ -354,11 +347,7 @@ int run_kvbench(const KvBenchArgs& args) {
       in = make_inputs(kind, a.tokens, a.heads, a.seed, pool);
     }
     const Attended exact = backend_attention(be, b.arena(), in, "bf16");
-    Attended tier_run;
-    if (by_definition)
-      tier_run.out = fp4s_attention(in, true, pool);
-    else
-      tier_run = backend_attention(be, b.arena(), in, a.kv_store);
+    const Attended tier_run = backend_attention(be, b.arena(), in, a.kv_store);
     const Error2 tier = compare(exact.out, tier_run.out);
     const char* baseline = a.kv_store == "kvi8r"   ? "per-row int8 without rotation"
                            : a.kv_store == "kvi8s" ? "SageAttention-2 layout without rotation"
@@ -370,8 +359,8 @@ int run_kvbench(const KvBenchArgs& args) {
     std::string base_text = "not computed (--no-baseline)";
     if (a.baseline) {
       const Error2 base =
-          compare(exact.out, by_definition ? fp4s_attention(in, false, pool)
-                                           : baseline_attention(a.kv_store, in, pool));
+          compare(exact.out, a.kv_store == "kvfp4s" ? fp4s_attention(in, false, pool)
+                                                    : baseline_attention(a.kv_store, in, pool));
       r["baseline_rel_rms"] = base.rel_rms;
       r["baseline_cosine"] = base.cosine;
       base_text = fmt::format("{:.4g}", base.rel_rms);
@@ -379,7 +368,7 @@ int run_kvbench(const KvBenchArgs& args) {
       r["baseline_rel_rms"] = nullptr;
     }
     std::string speed;
-    if (a.backend == "cuda" && !by_definition) {
+    if (a.backend == "cuda") {
       // 4 N^2 (heads x 128) multiply-adds x 2: QK^T and PV over every pair.
       const double ops = 4.0 * double(in.tokens) * double(in.tokens) * double(in.heads * kHd);
       r["seconds"] = tier_run.seconds;
@@ -400,17 +389,16 @@ int run_kvbench(const KvBenchArgs& args) {
                                       : std::string());
   }
   if (a.json) {
-    const nlohmann::json j = {
-        {"command", "kvbench"},
-        {"exact_kernel", std::string(be.attention_kernel())},
-        {"kv_store", a.kv_store},
-        {"approximate", true},
-        {"backend", a.backend},
-        {"measured", by_definition ? "definition of record (host)" : "backend store"},
-        {"tokens", a.tokens},
-        {"heads", a.heads},
-        {"bytes_per_element", bytes_per_element},
-        {"inputs", results}};
+    const nlohmann::json j = {{"command", "kvbench"},
+                              {"exact_kernel", std::string(be.attention_kernel())},
+                              {"kv_store", a.kv_store},
+                              {"approximate", true},
+                              {"backend", a.backend},
+                              {"measured", "backend store"},
+                              {"tokens", a.tokens},
+                              {"heads", a.heads},
+                              {"bytes_per_element", bytes_per_element},
+                              {"inputs", results}};
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("{} (approximate): {:.4f} bytes per K/V element\n", a.kv_store, bytes_per_element);

@@ -4,6 +4,7 @@
 // kAttnKvTile tiles from key 0), so blocked keys and chunked queries repeat
 // the single pass bit for bit.
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
@@ -94,6 +95,7 @@ void CpuBackend::attention_kvfp4s(const Tensor& q, const KvFp4sView& kv, RowRang
   expect_store(kv, heads, op);
   checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
   pool_.parallel_for(heads * rows, 1, [&](int64_t t0, int64_t t1) {
+    auto scratch = std::make_unique<kvfp4s::Scratch>();  // 130 KiB: not on the stack
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t h = task / rows, r = task % rows;
       const kvfp4s::HeadRows head{.k_code = kv.k_code.row<uint8_t>(0) + h * kCodeBytes,
@@ -109,7 +111,7 @@ void CpuBackend::attention_kvfp4s(const Tensor& q, const KvFp4sView& kv, RowRang
                                   .mean_stride = kv.k_mean.row_stride()};
       kvfp4s::attend_row(q.row<uint16_t>(r) + h * kHd, head, keys.begin, keys.end,
                          s.m.view.ptr<float>()[r * heads + h], s.l.view.ptr<float>()[r * heads + h],
-                         s.acc.view.ptr<float>() + (r * heads + h) * kHd);
+                         s.acc.view.ptr<float>() + (r * heads + h) * kHd, *scratch);
     }
   });
 }
