@@ -6,11 +6,12 @@
 # reference; JSON and logs under $OUT.
 #   usage: bash scripts/device-check.sh [tests|bench|placement|attention|tiers|all] [token list] [formats]
 # tiers: the K/V tier GPU tests on each kvi8r and kvi8s kernel variant (H3S_KVI8R_KERNEL,
-# H3S_KVI8S_KERNEL; KVI8R_VARIANTS, KVI8S_VARIANTS), racecheck/synccheck on both tiers'
-# kernels (SANITIZE_TIERS), kvbench (error and speed against the exact kernel) at the token
-# list (default 217088) for the defaults and the other variants (KVI8R_BENCH_VARIANTS,
-# KVI8S_BENCH_VARIANTS), the int8 block with each tier's store beside the exact store's
-# (streamed and stock, bit-equality within the tier) and the PyTorch anchor.
+# H3S_KVI8S_KERNEL; KVI8R_VARIANTS, KVI8S_VARIANTS) and kvfp4s', racecheck/synccheck on
+# each tier's kernel (SANITIZE_FILTERS), kvbench (error and speed against the exact kernel)
+# at the token list (default 217088) for the defaults (KV_TIERS) and the other variants
+# (KVI8R_BENCH_VARIANTS, KVI8S_BENCH_VARIANTS), each tier at 300,001 tokens (LONG_TOKENS),
+# the int8 block with each tier's store beside the exact store's (streamed and stock,
+# bit-equality within the tier) and the PyTorch anchor (TORCH_ANCHOR=0 skips it).
 # attention: the GPU tests (every test on the default kernel, the attention and block
 # tests again on each other kernel variant), sanitizers, then attention alone for every
 # variant at the token list (default 217088), the int8 block, and the PyTorch anchor with
@@ -66,22 +67,29 @@ if ! nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,nohead
 fi
 attn_variants="ws-s3 ws-s2-nopp ws-s3-nopp wgmma sm80"
 if [ "$mode" = tiers ]; then
-  # KVI8R_VARIANTS: the variants tested (the first is the default kernel);
-  # KVI8R_BENCH_VARIANTS: the others timed beside the default.
-  kvi8r_variants=${KVI8R_VARIANTS:-codes2-item8 codes1-item16 codes2-item16}
+  # KVI8R_VARIANTS / KVI8S_VARIANTS: the variants tested (the first is the default
+  # kernel; empty skips the tier's tests); KVI8R_BENCH_VARIANTS / KVI8S_BENCH_VARIANTS:
+  # the others timed beside the default; KV_TIERS: the tiers measured (kvbench, the int8
+  # block); LONG_TOKENS: the tiers (LONG_TIERS, default KV_TIERS) again at that length
+  # (gaussian, no baseline; empty skips); TORCH_ANCHOR=0 skips the PyTorch blocks.
+  kvi8r_variants=${KVI8R_VARIANTS-codes2-item8 codes1-item16 codes2-item16}
   for v in $kvi8r_variants; do
     step "gpu_tests_kvi8r_$v" 120 env H3S_KVI8R_KERNEL=$v $bin/h3s_tests_gpu \
-      --gtest_filter='GpuKvi8r.*:*EightBit*' --gtest_output=json:"$OUT/gpu_tests_kvi8r_$v.json"
+      --gtest_filter='GpuKvi8r.*:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvi8r_$v.json"
     [ -f "$OUT/gpu_tests_kvi8r_$v.json" ] && no_skips "gpu_tests_kvi8r_$v" "$OUT/gpu_tests_kvi8r_$v.json"
   done
-  kvi8s_variants=${KVI8S_VARIANTS:-s4 s4-nopp s4-chain1 s3}
+  kvi8s_variants=${KVI8S_VARIANTS-s4 s4-nopp s4-chain1 s3}
   for v in $kvi8s_variants; do
     step "gpu_tests_kvi8s_$v" 120 env H3S_KVI8S_KERNEL=$v $bin/h3s_tests_gpu \
-      --gtest_filter='GpuKvi8s.*:*EightBit*' --gtest_output=json:"$OUT/gpu_tests_kvi8s_$v.json"
+      --gtest_filter='*GpuKvStore.*/kvi8s:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvi8s_$v.json"
     [ -f "$OUT/gpu_tests_kvi8s_$v.json" ] && no_skips "gpu_tests_kvi8s_$v" "$OUT/gpu_tests_kvi8s_$v.json"
   done
+  step gpu_tests_kvfp4s 120 $bin/h3s_tests_gpu \
+    --gtest_filter='*GpuKvStore.*/kvfp4s:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvfp4s.json"
+  [ -f "$OUT/gpu_tests_kvfp4s.json" ] && no_skips gpu_tests_kvfp4s "$OUT/gpu_tests_kvfp4s.json"
+  kv_tiers=${KV_TIERS-kvi8r kvi8s kvfp4s}
   for t in ${tokens//,/ }; do
-    for tier in kvi8r kvi8s; do
+    for tier in $kv_tiers; do
       step "kvbench_${tier}_default_$t" 300 $bin/h3s kvbench \
         --kv-store $tier --backend cuda --tokens "$t" --no-baseline --json
     done
@@ -89,13 +97,15 @@ if [ "$mode" = tiers ]; then
       step "kvbench_kvi8s_${v}_$t" 200 env H3S_KVI8S_KERNEL=$v $bin/h3s kvbench \
         --kv-store kvi8s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done
-    for kv in bf16 kvi8r kvi8s; do
+    for kv in bf16 $kv_tiers; do
       step "bench_int8_${kv}_$t" 240 $bin/h3s bench --backend cuda --preset h3 --format int8 \
         --token-list "$t" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384 \
         --kv-store $kv --skip-attention
     done
     # The PyTorch anchor beside those blocks (flash: what ComfyUI runs; cuDNN: the bar).
-    if [ -f .ext/torch_h3_block.py ]; then
+    if [ "${TORCH_ANCHOR-1}" = 0 ]; then
+      :
+    elif [ -f .ext/torch_h3_block.py ]; then
       step "torch_block_flash_$t" 300 env ATTN=FLASH_ATTENTION python3 .ext/torch_h3_block.py "$t"
       step "torch_block_cudnn_$t" 300 env ATTN=CUDNN_ATTENTION python3 .ext/torch_h3_block.py "$t"
     else
@@ -106,10 +116,20 @@ if [ "$mode" = tiers ]; then
         --kv-store kvi8r --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done
   done
-  for tier in ${SANITIZE_TIERS-Kvi8r Kvi8s}; do
+  # Every tier past 2^31 bytes of K/V views (64-bit offsets).
+  for t in ${LONG_TOKENS-300001}; do
+    for tier in ${LONG_TIERS-$kv_tiers}; do
+      step "kvbench_${tier}_long_$t" 300 $bin/h3s kvbench \
+        --kv-store $tier --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
+    done
+  done
+  for filter in ${SANITIZE_FILTERS-GpuKvi8r.ChunksAndBlocksGiveTheSinglePassBits \
+    Tiers/GpuKvStore.ChunksAndBlocksGiveTheSinglePassBits/kvi8s \
+    Tiers/GpuKvStore.ChunksAndBlocksGiveTheSinglePassBits/kvfp4s}; do
+    name=$(echo "$filter" | tr -c 'A-Za-z0-9\n' '_')
     for tool in racecheck synccheck; do
-      step "${tool}_$tier" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
-        $bin/h3s_tests_gpu --gtest_filter="Gpu$tier.ChunksAndBlocksGiveTheSinglePassBits"
+      step "${tool}_$name" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
+        $bin/h3s_tests_gpu --gtest_filter="$filter"
     done
   done
 fi

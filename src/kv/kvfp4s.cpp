@@ -110,7 +110,8 @@ void decode_kv_row(const uint8_t* code, const uint8_t* scale, float global, cons
                    float* out) {
   decode_row(code, scale, out);
   for (int d = 0; d < kDim; ++d) {
-    const float c = mean != nullptr ? bf16_to_f32(bf16{mean[d]}) : 0.0f;
+    // V: + -0 keeps every product's bits (-0 included), as mul.rn.bf16x2 does.
+    const float c = mean != nullptr ? bf16_to_f32(bf16{mean[d]}) : -0.0f;
     out[d] = bf16_to_f32(bf16{bf16_fma_rn(out[d], global, c)});
   }
 }

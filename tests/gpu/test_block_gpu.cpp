@@ -103,16 +103,17 @@ TEST_P(GpuBlockExact, StreamedEqualsStockBitForBit) {
   }
 }
 
-// The 8-bit tiers on the GPU (kvi8r, kvi8s): the streamed block equals the
-// tier's stock block bit for bit over the chunkings above, and differs from
-// the exact store's block (the tier really ran).
-TEST_P(GpuBlockExact, EightBitTiersStreamedEqualTheirStockBitForBit) {
+// The approximate tiers on the GPU (kvi8r, kvi8s, kvfp4s): the streamed
+// block equals the tier's stock block bit for bit over the chunkings above
+// (kvfp4s' 256-token stat blocks left open by every chunking but the last),
+// and differs from the exact store's block (the tier really ran).
+TEST_P(GpuBlockExact, ApproximateTiersStreamedEqualTheirStockBitForBit) {
   const ModelWeights& w = weights_for(GetParam());
   GpuBlock g(w, small_layout(w.config, 17, 11, 400, true, true));
   const int64_t seq = g.layout.seq_len;
   const std::vector<uint16_t> x0 = random_x(seq * w.config.hidden, uint64_t(seq) + 1);
   const std::vector<uint16_t> exact = g.run(x0, nullptr, "bf16");
-  for (const std::string tier : {"kvi8r", "kvi8s"}) {
+  for (const std::string tier : {"kvi8r", "kvi8s", "kvfp4s"}) {
     ASSERT_TRUE(g.be->has_kv_tier(tier)) << tier << ": the device runs are on Hopper";
     const std::vector<uint16_t> stock = g.run(x0, nullptr, tier);
     EXPECT_FALSE(bits_equal(stock, exact)) << tier << " gave the exact bits";

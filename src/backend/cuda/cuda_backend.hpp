@@ -88,6 +88,10 @@ class CudaBackend final : public Backend {
                       int64_t first_row, const KvI8sView& out) override;
   void attention_kvi8s(const Tensor& q_rot, const KvI8sView& kv, RowRange keys,
                        AttnState& s) override;
+  void kvfp4s_quantize(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
+                       int64_t first_row, const KvFp4sView& out) override;
+  void attention_kvfp4s(const Tensor& q_rot, const KvFp4sView& kv, RowRange keys,
+                        AttnState& state) override;
   void gated_residual(const Tensor& x, const Tensor& y, const Tensor& gate,
                       std::span<const ModRun> runs) override;
   void add_residual(const Tensor& x, const Tensor& y) override;

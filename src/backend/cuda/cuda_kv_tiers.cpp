@@ -2,7 +2,9 @@
 // ops bit-exact with the definition of record, its attention the
 // warp-specialised kernel over int8 codes, attn_fwd_i8r_sm90.cu) and kvi8s
 // (its quantiser bit-exact, its attention on int8/fp8 wgmma,
-// attn_fwd_i8s_sm90.cu). Tiers
+// attn_fwd_i8s_sm90.cu) and kvfp4s (its quantiser bit-exact, its attention
+// the exact kernel's consumers over codes decoded to bf16,
+// attn_fwd_fp4s_sm90.cu). Tiers
 // without kernels here report so through has_kv_tier, and the executor
 // keeps the exact store (kv/kv_i8r.cpp logs the one line).
 #include <string_view>
@@ -12,6 +14,7 @@
 #include "backend/cuda/cuda_checks.hpp"
 #include "backend/op_checks.hpp"
 #include "core/error.hpp"
+#include "kv/kvfp4s.hpp"
 #include "kv/kvi8s.hpp"
 
 namespace h3s::cuda {
@@ -37,7 +40,8 @@ void expect_heads_bf16(const Tensor& t, const char* op, const char* operand) {
 
 bool CudaBackend::has_kv_tier(std::string_view tier) const {
   return tier == "bf16" || (tier == "kvi8r" && attention_kvi8r_supported()) ||
-         (tier == "kvi8s" && attention_kvi8s_supported());
+         (tier == "kvi8s" && attention_kvi8s_supported()) ||
+         (tier == "kvfp4s" && attention_kvfp4s_supported());
 }
 
 void CudaBackend::kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) {
@@ -92,20 +96,19 @@ void CudaBackend::attn_state_finish_rotated(const AttnState& s, const Tensor& ou
                              out.stride[0], s.rows, s.heads, stream_);
 }
 
-void CudaBackend::kvi8s_quantize(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
-                                 int64_t first_row, const KvI8sView& out) {
-  const char* op = "kvi8s_quantize";
-  if (out.k_code.cols() % kHd != 0)
-    fail(ErrorKind::invalid_argument, "{}: {} columns are not whole {}-dim heads", op,
-         out.k_code.cols(), kHd);
-  const int64_t heads = out.k_code.cols() / kHd;
-  const int64_t seq = checks::kvi8s_store_args(out, heads, Device::cuda, op);
+namespace {
+
+// A quantiser's K/V rows: one or two row-wise parts each (a kept tail, then
+// the chunk), whole `group`-token groups from first_row unless they end the
+// sequence of `seq`.
+KvRowParts row_parts(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
+                     int64_t heads, int64_t first_row, int64_t seq, int64_t group, const char* op) {
   if (k_parts.size() != v_parts.size() || k_parts.empty() || k_parts.size() > 2)
     fail(ErrorKind::invalid_argument,
          "{}: K and V come as one or two row-wise parts each (a kept tail, then the chunk); got "
          "{} and {}",
          op, k_parts.size(), v_parts.size());
-  Kvi8sRows in{};
+  KvRowParts in{};
   int64_t n = 0;
   for (size_t i = 0; i < k_parts.size(); ++i) {
     const Tensor &k = k_parts[i], &v = v_parts[i];
@@ -120,12 +123,26 @@ void CudaBackend::kvi8s_quantize(std::span<const Tensor> k_parts, std::span<cons
     in.rows[i] = k.rows();
     n += k.rows();
   }
-  if (first_row < 0 || first_row % kvi8s::kTile != 0 || first_row + n > seq ||
-      (n % kvi8s::kTile != 0 && first_row + n != seq))
+  if (first_row < 0 || first_row % group != 0 || first_row + n > seq ||
+      (n % group != 0 && first_row + n != seq))
     fail(ErrorKind::invalid_argument,
-         "{}: rows [{}, {}) of {} are not whole {}-token tiles (only the sequence's last may be "
+         "{}: rows [{}, {}) of {} are not whole {}-token groups (only the sequence's last may be "
          "short)",
-         op, first_row, first_row + n, seq, kvi8s::kTile);
+         op, first_row, first_row + n, seq, group);
+  return in;
+}
+
+}  // namespace
+
+void CudaBackend::kvi8s_quantize(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
+                                 int64_t first_row, const KvI8sView& out) {
+  const char* op = "kvi8s_quantize";
+  if (out.k_code.cols() % kHd != 0)
+    fail(ErrorKind::invalid_argument, "{}: {} columns are not whole {}-dim heads", op,
+         out.k_code.cols(), kHd);
+  const int64_t heads = out.k_code.cols() / kHd;
+  const int64_t seq = checks::kvi8s_store_args(out, heads, Device::cuda, op);
+  const KvRowParts in = row_parts(k_parts, v_parts, heads, first_row, seq, kvi8s::kTile, op);
   cuda::kvi8s_quantize(in, first_row, heads, out.k_code.ptr<int8_t>(), out.k_code.row_stride(),
                        out.v_code.ptr<uint8_t>(), out.v_code.row_stride(),
                        out.header.ptr<uint8_t>(), stream_);
@@ -158,6 +175,95 @@ void CudaBackend::attention_kvi8s(const Tensor& q, const KvI8sView& kv, RowRange
                                s.l.view.ptr<float>(),
                                s.acc.view.ptr<float>()};
   cuda::attention_kvi8s(p, stream_);
+}
+
+namespace {
+
+// The kvfp4s store's tensors on this device, with their shapes and strides
+// (the CPU backend's checks, the same ones).
+Kvfp4sStore fp4s_store(const KvFp4sView& kv, int64_t heads, const char* op) {
+  constexpr int64_t kCodeBytes = kvfp4s::kDim / 2, kScales = kvfp4s::kGroups;
+  const int64_t seq = kv.rows(), blocks = (seq + kvfp4s::kBlock - 1) / kvfp4s::kBlock;
+  for (const Tensor* t : {&kv.k_code, &kv.v_code}) {
+    checks::expect_dtype(*t, DType::u8, Device::cuda, op, "codes");
+    checks::expect_rows(*t, seq, op, "codes");
+    checks::expect_cols(*t, heads * kCodeBytes, op, "codes");
+    checks::expect_unit_col_stride(*t, op, "codes");
+  }
+  for (const Tensor* t : {&kv.k_scale, &kv.v_scale}) {
+    checks::expect_dtype(*t, DType::f8e4m3, Device::cuda, op, "scales");
+    checks::expect_rows(*t, seq, op, "scales");
+    checks::expect_cols(*t, heads * kScales, op, "scales");
+    checks::expect_unit_col_stride(*t, op, "scales");
+  }
+  for (const Tensor* t : {&kv.k_global, &kv.v_global}) {
+    checks::expect_dtype(*t, DType::f32, Device::cuda, op, "globals");
+    checks::expect_rows(*t, blocks, op, "globals");
+    checks::expect_cols(*t, heads, op, "globals");
+    checks::expect_unit_col_stride(*t, op, "globals");
+  }
+  checks::expect_dtype(kv.k_mean, DType::bf16, Device::cuda, op, "K means");
+  checks::expect_rows(kv.k_mean, blocks, op, "K means");
+  checks::expect_cols(kv.k_mean, heads * kvfp4s::kDim, op, "K means");
+  checks::expect_unit_col_stride(kv.k_mean, op, "K means");
+  if (kv.k_code.row_stride() != kv.v_code.row_stride() ||
+      kv.k_scale.row_stride() != kv.v_scale.row_stride() ||
+      kv.k_global.row_stride() != kv.v_global.row_stride())
+    fail(ErrorKind::invalid_argument,
+         "{}: K and V codes, scales and globals must share their row strides", op);
+  return {kv.k_code.ptr<uint8_t>(),  kv.v_code.ptr<uint8_t>(), kv.k_scale.ptr<uint8_t>(),
+          kv.v_scale.ptr<uint8_t>(), kv.k_code.row_stride(),   kv.k_scale.row_stride(),
+          kv.k_global.ptr<float>(),  kv.v_global.ptr<float>(), kv.k_global.row_stride(),
+          kv.k_mean.ptr<uint16_t>(), kv.k_mean.row_stride()};
+}
+
+}  // namespace
+
+void CudaBackend::kvfp4s_quantize(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
+                                  int64_t first_row, const KvFp4sView& out) {
+  const char* op = "kvfp4s_quantize";
+  if (out.k_code.cols() % (kvfp4s::kDim / 2) != 0)
+    fail(ErrorKind::invalid_argument, "{}: {} code bytes a row are not whole {}-dim heads", op,
+         out.k_code.cols(), kvfp4s::kDim);
+  const int64_t heads = out.k_code.cols() / (kvfp4s::kDim / 2);
+  const Kvfp4sStore store = fp4s_store(out, heads, op);
+  const KvRowParts in =
+      row_parts(k_parts, v_parts, heads, first_row, out.rows(), kvfp4s::kBlock, op);
+  cuda::kvfp4s_quantize(in, first_row, heads, store, stream_);
+}
+
+void CudaBackend::attention_kvfp4s(const Tensor& q, const KvFp4sView& kv, RowRange keys,
+                                   AttnState& s) {
+  const char* op = "attention_kvfp4s";
+  expect_attn_state(s, op);
+  checks::expect_dtype(q, DType::bf16, Device::cuda, op, "q");
+  checks::expect_rows(q, s.rows, op, "q");
+  checks::expect_cols(q, s.heads * kHd, op, "q");
+  checks::expect_unit_col_stride(q, op, "q");
+  const Kvfp4sStore st = fp4s_store(kv, s.heads, op);
+  checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
+  if (s.rows == 0) return;
+  const attn::KvFp4sFwdParams p{q.ptr<uint16_t>(),
+                                q.stride[0],
+                                s.rows,
+                                s.heads,
+                                st.k_code,
+                                st.v_code,
+                                st.code_stride,
+                                st.k_scale,
+                                st.v_scale,
+                                st.scale_stride,
+                                st.k_global,
+                                st.v_global,
+                                st.global_stride,
+                                st.k_mean,
+                                st.mean_stride,
+                                keys.begin,
+                                keys.end,
+                                s.m.view.ptr<float>(),
+                                s.l.view.ptr<float>(),
+                                s.acc.view.ptr<float>()};
+  cuda::attention_kvfp4s(p, stream_);
 }
 
 }  // namespace h3s::cuda

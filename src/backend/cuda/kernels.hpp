@@ -116,19 +116,39 @@ const char* attention_kvi8r_kernel_name();
 void attention_kvi8s(const attn::KvI8sFwdParams& p, cudaStream_t s);
 bool attention_kvi8s_supported();
 const char* attention_kvi8s_kernel_name();
-// Quantises K/V rows into the kvi8s store, bit-exact with
-// kvi8s::quantise_tile: rows [first_row, first_row + n) given as up to two
-// row-wise parts (a kept tail, then the chunk), n whole tiles unless they
-// end the sequence.
-struct Kvi8sRows {
+// K/V rows [first_row, first_row + n) of a tier's quantiser, given as up to
+// two row-wise parts (a kept tail, then the chunk).
+struct KvRowParts {
   const uint16_t* k[2];
   const uint16_t* v[2];
   int64_t ldk[2], ldv[2];
   int64_t rows[2];
 };
-void kvi8s_quantize(const Kvi8sRows& in, int64_t first_row, int64_t heads, int8_t* k_code,
+// Quantises K/V rows into the kvi8s store, bit-exact with
+// kvi8s::quantise_tile: n whole tiles unless they end the sequence.
+void kvi8s_quantize(const KvRowParts& in, int64_t first_row, int64_t heads, int8_t* k_code,
                     int64_t code_stride, uint8_t* v_code, int64_t v_stride, uint8_t* header,
                     cudaStream_t s);
+// The kvfp4s store (kv/kvfp4s.hpp): codes [seq, heads * 64] and e4m3 scales
+// [seq, heads * 8] of K and V (shared row strides), per (stat block, head)
+// the fp32 globals [blocks, global_stride] and K's bf16 means [blocks,
+// mean_stride].
+struct Kvfp4sStore {
+  uint8_t *k_code, *v_code, *k_scale, *v_scale;
+  int64_t code_stride, scale_stride;
+  float *k_global, *v_global;
+  int64_t global_stride;
+  uint16_t* k_mean;
+  int64_t mean_stride;
+};
+// Quantises K/V rows into it, bit-exact with kvfp4s::quantise_{k,v}_block:
+// n whole 256-token stat blocks unless they end the sequence.
+void kvfp4s_quantize(const KvRowParts& in, int64_t first_row, int64_t heads, const Kvfp4sStore& out,
+                     cudaStream_t s);
+// The kvfp4s tier's attention on Hopper: the codes decoded to bf16 in shared
+// memory, the exact kernel's consumers; the state always ends stored.
+void attention_kvfp4s(const attn::KvFp4sFwdParams& p, cudaStream_t s);
+bool attention_kvfp4s_supported();
 
 // ---- elementwise (elementwise/) ---------------------------------------------
 // Per run row r (mod_row[r] >= 0): x = bf16(x + y * gate[mod_row[r]]); the

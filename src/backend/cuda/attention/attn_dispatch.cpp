@@ -233,4 +233,26 @@ void attention_kvi8s(const attn::KvI8sFwdParams& p, cudaStream_t s) {
   attn::attention_fwd_kvi8s_sm90(p, i8s_choice().variant, s);
 }
 
+bool attention_kvfp4s_supported() {
+  return attention_kvi8r_supported();  // the same Hopper features: wgmma and TMA
+}
+
+void attention_kvfp4s(const attn::KvFp4sFwdParams& p, cudaStream_t s) {
+  const char* op = "attention_kvfp4s";
+  if (!attention_kvfp4s_supported())
+    fail(ErrorKind::invalid_argument,
+         "{}: the kvfp4s kernel needs an sm_90 GPU (Hopper); use kv_store 'bf16' here", op);
+  if (!expect_keys_and_heads(p, op) || p.key_end == p.key_begin) return;
+  if (!aligned_to(p.q, 16) || p.ldq % 8 != 0 || !aligned_to(p.k_code, 16) ||
+      !aligned_to(p.v_code, 16) || p.code_stride % 16 != 0 || !aligned_to(p.k_scale, 8) ||
+      !aligned_to(p.v_scale, 8) || p.scale_stride % 8 != 0 || !aligned_to(p.k_mean, 4) ||
+      p.mean_stride % 2 != 0)
+    fail(ErrorKind::invalid_argument,
+         "{}: TMA needs q and the codes 16-byte aligned, ldq a multiple of 8 and a code row "
+         "stride of 16 bytes; the scales 8-byte rows, the means 4-byte pairs (ldq {}, code "
+         "stride {}, scale stride {}, mean stride {})",
+         op, p.ldq, p.code_stride, p.scale_stride, p.mean_stride);
+  attn::attention_fwd_kvfp4s_sm90(p, s);
+}
+
 }  // namespace h3s::cuda

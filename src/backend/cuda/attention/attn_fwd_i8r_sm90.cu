@@ -1,51 +1,23 @@
-// The kvi8r Hopper attention (sm_90a): the warp-specialised exact kernel's
-// consumers (attn_ws_sm90_mainloop.cuh, with per-key scales) fed by a
-// producer warpgroup that loads int8 K/V codes with TMA and converts them to
-// bf16 in shared memory (attn_i8r_sm90_load.cuh), under AttnI8rTraits; and
-// its launcher. The variants (code-ring depth, converter item size) are built side by side
-// so one binary measures them.
+// The kvi8r Hopper attention (sm_90a): the converting kernel
+// (attn_convert_sm90_kernel.cuh: the warp-specialised exact kernel's
+// consumers) fed by a producer warpgroup that loads int8 K/V codes with TMA
+// and dequantises them to fp16 in shared memory (attn_i8r_sm90_load.cuh),
+// under AttnI8rTraits; and its launcher. The variants (code-ring depth, converter item size) are
+// built side by side so one binary measures them.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "backend/cuda/arch/tma_desc.hpp"
-#include "backend/cuda/arch/warpgroup.cuh"
+#include "backend/cuda/attention/attn_convert_sm90_kernel.cuh"
 #include "backend/cuda/attention/attn_i8r_sm90_load.cuh"
 #include "backend/cuda/attention/attn_i8r_sm90_params.cuh"
-#include "backend/cuda/attention/attn_i8r_sm90_smem.cuh"
 #include "backend/cuda/attention/attn_i8r_sm90_traits.cuh"
 #include "backend/cuda/attention/attn_params.cuh"
-#include "backend/cuda/attention/attn_ws_sm90_mainloop.cuh"
-#include "backend/cuda/attention/attn_ws_sm90_scheduler.cuh"
 #include "backend/cuda/common.cuh"
 
 namespace h3s::cuda::attn {
 namespace i8r {
-
-template <class T>
-__global__ void __launch_bounds__(T::kThreads, 1)
-    attn_fwd_i8r_sm90(const __grid_constant__ AttnI8rParams p) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const AttnI8rSmem<T> smem = AttnI8rSmem<T>::from(smem_raw);
-  const AttnWsTile tile = AttnWsStaticScheduler<T>::tile();
-  const int n_tiles = int((p.base.key_end - p.base.key_begin + T::kBlockN - 1) / T::kBlockN);
-  if (threadIdx.x == 0) smem.init_barriers();
-  __syncthreads();
-  const int wg = arch::warpgroup_index();
-  if (wg < T::kProducerWarpGroups) {
-    arch::setmaxnreg_dec<T::kProducerRegs>();
-    AttnI8rLoad<T>::run(p, smem, tile, n_tiles, int(threadIdx.x));
-  } else {
-    arch::setmaxnreg_inc<T::kConsumerRegs>();
-    const AttnWsConsumer<T> consumer{wg - T::kProducerWarpGroups, 2 * (int(threadIdx.x) % 4)};
-    consumer.run(p.base, smem, tile, n_tiles);
-  }
-#else
-  (void)p;
-  __trap();  // never launched: the dispatcher selects this kernel on sm_90 only
-#endif
-}
 
 template <class T>
 void launch(const KvI8rFwdParams& f, bool fresh, cudaStream_t s) {
@@ -78,10 +50,7 @@ void launch(const KvI8rFwdParams& f, bool fresh, cudaStream_t s) {
   p.k_scale = f.k_scale;
   p.v_scale = f.v_scale;
   p.scale_stride = f.scale_stride;
-  const auto kernel = attn_fwd_i8r_sm90<T>;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmemBytes));
-  kernel<<<AttnWsStaticScheduler<T>::grid(f.rows, f.heads), T::kThreads, T::kSmemBytes, s>>>(p);
-  check_launch("attn_fwd_i8r_sm90");
+  launch_convert_sm90<T, AttnI8rLoad<T>>(p, s, "attn_fwd_i8r_sm90");
 }
 
 }  // namespace i8r

@@ -85,45 +85,50 @@ __device__ __forceinline__ void st_shared_u16(uint32_t a, uint16_t v) {
 
 }  // namespace i8r
 
-// Where one converter thread's items sit, in the code tile (unswizzled
-// 128-byte rows) and in the 16-bit tile (two halves of 128-byte swizzled
-// rows), in a tile's first pass of kRowsPerPass rows; pass i adds
-// i * kPassBytes to each. Fixed per thread, so a tile's addresses are one add
-// and immediate offsets (the first version derived them per item with signed
-// division and spent more issue slots on addresses than on conversion).
+// Where one converter thread's items sit, in the code tile (unswizzled rows
+// of kCodeRowBytes: 128 one-byte codes for kvi8r, 64 bytes of e2m1 pairs for
+// kvfp4s) and in the 16-bit tile (two halves of 128-byte swizzled rows), in
+// a tile's first pass of kRowsPerPass rows; pass i adds i kRowsPerPass rows
+// to each. Fixed per thread, so a tile's addresses are one add and immediate
+// offsets (the first version derived them per item with signed division and
+// spent more issue slots on addresses than on conversion).
 struct ConvertPlan {
   uint32_t src;    // the item's codes
   uint32_t dst0;   // its first 16-byte chunk of 16-bit values
   uint32_t dst1;   // its second (16-code items)
-  uint32_t scale;  // its key's scale in the tile's scale slot (2 bytes a key)
+  uint32_t scale;  // its key's scales in the tile's scale slot (kScaleItemBytes a key)
+  uint32_t elem;   // its first element's channel
 };
+
+// 16-code items: 16 threads cover a row pair (2 rows x 8 items). A
+// quarter-warp takes the lower half of one row and the upper half of the
+// other, so its 16-byte loads cover 128 distinct bytes of banks and its
+// stores land on positions of both parities (j ^ (row % 8) with rows of
+// different parity): no bank conflict on either side. 8-code items: a
+// quarter-warp converts one row half, chunk c to position c ^ (row % 8).
+template <class T>
+__device__ ConvertPlan convert_plan(int tid) {
+  constexpr uint32_t kRowBytes = wgmma::kSwizzleBytes, kChunk = 16;
+  constexpr uint32_t kCodeBits = 8u * T::kCodeRowBytes / T::kHeadDim;  // 8 or 4
+  const uint32_t u = uint32_t(tid);
+  if constexpr (T::kItemCodes == 16) {
+    const uint32_t pair = u / 16, quarter = (u / 8) % 2, half = (u / 4) % 2, pos = u % 4;
+    const uint32_t row = 2 * pair + (quarter ^ half), chunk = 2 * pos;
+    const uint32_t line = half * T::kKvHalfBytes + row * kRowBytes;
+    const uint32_t elem = half * T::kHalfDims + pos * T::kItemCodes;
+    return {row * T::kCodeRowBytes + elem * kCodeBits / 8, line + (chunk ^ (row % 8)) * kChunk,
+            line + ((chunk + 1) ^ (row % 8)) * kChunk, row * T::kScaleItemBytes, elem};
+  } else {
+    const uint32_t row = u / 16, half = (u / 8) % 2, chunk = u % 8;
+    const uint32_t line = half * T::kKvHalfBytes + row * kRowBytes;
+    const uint32_t elem = half * T::kHalfDims + chunk * T::kItemCodes;
+    return {row * T::kCodeRowBytes + elem * kCodeBits / 8, line + (chunk ^ (row % 8)) * kChunk, 0,
+            row * T::kScaleItemBytes, elem};
+  }
+}
 
 template <class T>
 struct AttnI8rLoad {
-  // 16-code items: 16 threads cover a row pair (2 rows x 8 items). A
-  // quarter-warp takes the lower half of one row and the upper half of the
-  // other, so its 16-byte loads cover 128 distinct bytes of banks and its
-  // stores land on positions of both parities (j ^ (row % 8) with rows of
-  // different parity): no bank conflict on either side. 8-code items: a
-  // quarter-warp converts one row half, chunk c to position c ^ (row % 8).
-  __device__ static ConvertPlan plan(int tid) {
-    constexpr uint32_t kRowBytes = wgmma::kSwizzleBytes, kChunk = 16;
-    const uint32_t u = uint32_t(tid);
-    if constexpr (T::kItemCodes == 16) {
-      const uint32_t pair = u / 16, quarter = (u / 8) % 2, half = (u / 4) % 2, pos = u % 4;
-      const uint32_t row = 2 * pair + (quarter ^ half), chunk = 2 * pos;
-      const uint32_t line = half * T::kKvHalfBytes + row * kRowBytes;
-      return {row * T::kCodeRowBytes + half * T::kHalfDims + pos * T::kItemCodes,
-              line + (chunk ^ (row % 8)) * kChunk, line + ((chunk + 1) ^ (row % 8)) * kChunk,
-              row * T::kScaleItemBytes};
-    } else {
-      const uint32_t row = u / 16, half = (u / 8) % 2, chunk = u % 8;
-      const uint32_t line = half * T::kKvHalfBytes + row * kRowBytes;
-      return {row * T::kCodeRowBytes + half * T::kHalfDims + chunk * T::kItemCodes,
-              line + (chunk ^ (row % 8)) * kChunk, 0, row * T::kScaleItemBytes};
-    }
-  }
-
   // Eight codes (two words) times their key's scale -> one 16-byte chunk.
   __device__ static void store_chunk(uint32_t dst, uint32_t w0, uint32_t w1, uint32_t scale2) {
     uint32_t o[4];
@@ -191,7 +196,7 @@ struct AttnI8rLoad {
                              int n_tiles, int tid) {
     const int32_t head = int32_t(tile.head);
     const bool issuer = tid == 0;
-    const ConvertPlan items = plan(tid);
+    const ConvertPlan items = convert_plan<T>(tid);
     if (issuer) {
       arch::tma_prefetch_desc(&p.base.q_map);
       arch::tma_prefetch_desc(&p.base.k_map);

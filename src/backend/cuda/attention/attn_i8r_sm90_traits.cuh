@@ -60,7 +60,7 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   // Each pass converts kRowsPerPass code rows, one item per thread; a
   // thread's items in successive passes sit kPassBytes apart in both tiles
   // (code rows and swizzled rows are both 128 bytes), at the same row % 8, so
-  // the swizzle is fixed per thread (AttnI8rLoad::plan).
+  // the swizzle is fixed per thread (convert_plan).
   static constexpr int kRowsPerPass = kConverterThreads / kItemsPerRow;  // 16 or 8
   static constexpr int kPasses = Base::kBlockN / kRowsPerPass;           // 8 or 16
   static constexpr uint32_t kPassBytes = uint32_t(kRowsPerPass) * wgmma::kSwizzleBytes;

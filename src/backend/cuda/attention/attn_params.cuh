@@ -117,6 +117,34 @@ struct KvI8sFwdParams {
 // Its variants: ring depth, softmax chains, ping-pong (attn_i8s_sm90_traits.cuh).
 enum class AttnI8sVariant { s4, s4_nopp, s4_chain1, s3 };
 
+// The kvfp4s tier's attention (kv/kvfp4s.hpp): q rotated bf16 as FwdParams';
+// K and V e2m1 codes [keys, heads * 64] (row stride code_stride bytes), e4m3
+// scales [keys, heads * 8] (row stride scale_stride), per (256-key stat
+// block, head) fp32 globals [blocks, global_stride] (bf16 values) and K's bf16
+// means [blocks, mean_stride]. The state always ends stored.
+struct KvFp4sFwdParams {
+  const uint16_t* q;
+  int64_t ldq;
+  int64_t rows;
+  int64_t heads;
+  const uint8_t* k_code;
+  const uint8_t* v_code;
+  int64_t code_stride;
+  const uint8_t* k_scale;
+  const uint8_t* v_scale;
+  int64_t scale_stride;
+  const float* k_global;
+  const float* v_global;
+  int64_t global_stride;
+  const uint16_t* k_mean;
+  int64_t mean_stride;
+  int64_t key_begin;
+  int64_t key_end;
+  float* m;
+  float* l;
+  float* acc;
+};
+
 // Launchers; callers (attn_dispatch.cpp) validate and check the device first.
 void attention_fwd_sm80(const FwdParams& p, cudaStream_t s);  // mma.sync, any sm_80+
 void attention_fwd_sm90(const FwdParams& p, cudaStream_t s);  // wgmma, cp.async (sm_90a)
@@ -126,5 +154,7 @@ void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh, AttnI8rVarian
                               cudaStream_t s);  // the same with int8 K/V (sm_90a)
 void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v,
                               cudaStream_t s);  // int8 QK, fp8 PV (sm_90a)
+void attention_fwd_kvfp4s_sm90(const KvFp4sFwdParams& p,
+                               cudaStream_t s);  // fp4 K/V decoded to bf16 (sm_90a)
 
 }  // namespace h3s::cuda::attn

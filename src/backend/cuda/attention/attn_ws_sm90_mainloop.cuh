@@ -28,6 +28,7 @@
 #include "backend/cuda/arch/mma_sm80.cuh"
 #include "backend/cuda/arch/warpgroup.cuh"
 #include "backend/cuda/arch/wgmma.cuh"
+#include "backend/cuda/attention/attn_params.cuh"
 #include "backend/cuda/attention/attn_state.cuh"
 #include "backend/cuda/attention/attn_ws_sm90_epilogue.cuh"
 #include "backend/cuda/attention/attn_ws_sm90_params.cuh"

@@ -25,7 +25,7 @@ constexpr float kHeadroom = 1.0f + 0x1p-7f;
 
 // The call's row i (bf16 bits) of head h: the kept tail's rows first.
 struct Rows {
-  Kvi8sRows in;
+  KvRowParts in;
   __device__ const uint16_t* k(int64_t i, int64_t h) const {
     return i < in.rows[0] ? in.k[0] + i * in.ldk[0] + h * kvi8s::kDim
                           : in.k[1] + (i - in.rows[0]) * in.ldk[1] + h * kvi8s::kDim;
@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void kvi8s_quantize(const Kvi8sRows& in, int64_t first_row, int64_t heads, int8_t* k_code,
+void kvi8s_quantize(const KvRowParts& in, int64_t first_row, int64_t heads, int8_t* k_code,
                     int64_t code_stride, uint8_t* v_code, int64_t v_stride, uint8_t* header,
                     cudaStream_t s) {
   const int64_t n = in.rows[0] + in.rows[1];

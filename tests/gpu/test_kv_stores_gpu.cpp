@@ -1,11 +1,15 @@
-// The kvi8s K/V tier on the GPU (Hopper). Its quantiser is bit-equal to the
-// definition of record the CPU backend runs (kv/kvi8s.hpp), through the
-// store's open tile (chunks of any size). Its attention (int8 Q K^T and fp8
-// P V on wgmma) gives the definition's scores bit for bit and differs from
-// it only in ex2.approx, P's 2^8 folded into the exponent and the order of
-// the fp8 products' sums: bounded against the CPU, and its error against
-// the exact attention measured beside the CPU's. Inside the tier, query-row
-// chunks and chained K/V blocks give the single pass's bits.
+// The K/V tiers whose stores quantise in groups of tokens (kvi8s: 64-token
+// blocks in 128-token tiles; kvfp4s: 256-token stat blocks) on the GPU
+// (Hopper). Their quantisers are bit-equal to the definitions of record the
+// CPU backend runs (kv/kvi8s.hpp, kv/kvfp4s.hpp), through the store's open
+// group (chunks of any size). kvi8s' attention (int8 Q K^T and fp8 P V on
+// wgmma) gives the definition's scores bit for bit and differs from it only
+// in ex2.approx, P's 2^8 folded into the exponent and the order of the fp8
+// products' sums; kvfp4s' decodes the definition's bf16 K~ and V~ and runs
+// the exact kernel's arithmetic on them (bf16 P, ex2.approx, the MMA's sum
+// order). Each is bounded against the CPU, and its error against the exact
+// attention measured beside the CPU's. Inside a tier, query-row chunks and
+// chained K/V blocks give the single pass's bits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,8 +25,8 @@
 #include "core/rng.hpp"
 #include "deviation.hpp"
 #include "gpu_fixture.hpp"
+#include "kv/kv_fp4s.hpp"
 #include "kv/kv_i8s.hpp"
-#include "kv/kvi8s.hpp"
 
 namespace h3s::test {
 namespace {
@@ -60,18 +64,28 @@ struct Problem {
   }
 };
 
-struct StoreBytes {
-  std::vector<uint8_t> k_code, v_code, header;
-};
+// Every tensor of a store, as bytes, in the view's order.
+using StoreBytes = std::vector<std::vector<uint8_t>>;
 
-class GpuKvi8s : public GpuBackendTest {
+std::vector<Tensor> store_tensors(const KvStore& store) {
+  if (const auto* s = dynamic_cast<const KvI8sStore*>(&store)) {
+    const KvI8sView v = s->view();
+    return {v.k_code, v.v_code, v.header};
+  }
+  const KvFp4sView v = dynamic_cast<const KvFp4sStore&>(store).view();
+  return {v.k_code, v.k_scale, v.k_global, v.k_mean, v.v_code, v.v_scale, v.v_global};
+}
+
+class GpuKvStore : public GpuBackendTest, public ::testing::WithParamInterface<std::string> {
  protected:
   void SetUp() override {
     GpuBackendTest::SetUp();
     if (!gpu_) return;  // skipped
-    if (!gpu_->has_kv_tier("kvi8s"))
-      GTEST_FAIL() << "this GPU has no kvi8s kernel (Hopper only); the device runs are on H200";
+    if (!gpu_->has_kv_tier(tier()))
+      GTEST_FAIL() << "this GPU has no " << tier()
+                   << " kernel (Hopper only); the device runs are on H200";
   }
+  const std::string& tier() const { return GetParam(); }
 
   OwnedTensor put(Backend& be, Arena& arena, const Bits& host, int64_t n, int64_t w,
                   const char* what) {
@@ -81,7 +95,7 @@ class GpuKvi8s : public GpuBackendTest {
   }
 
   // K/V written into the store in chunks of `chunk` rows (0: one write).
-  void write(Backend& be, Arena& arena, KvI8sStore& store, const Problem& p, int64_t chunk) {
+  void write(Backend& be, Arena& arena, KvStore& store, const Problem& p, int64_t chunk) {
     OwnedTensor k = put(be, arena, p.k, p.seq, p.width(), "k");
     OwnedTensor v = put(be, arena, p.v, p.seq, p.width(), "v");
     const int64_t step = chunk == 0 ? std::max<int64_t>(p.seq, 1) : chunk;
@@ -92,15 +106,13 @@ class GpuKvi8s : public GpuBackendTest {
   }
 
   StoreBytes quantised(Backend& be, Arena& arena, const Problem& p, int64_t chunk) {
-    KvI8sStore store(arena, p.seq, p.heads, kHd, 0);
-    write(be, arena, store, p, chunk);
-    const KvI8sView view = store.view();
+    std::unique_ptr<KvStore> store =
+        make_resident_kv_store(be, arena, tier(), p.seq, p.heads, kHd, 0);
+    write(be, arena, *store, p, chunk);
     StoreBytes out;
-    for (auto [t, host] : {std::pair{&view.k_code, &out.k_code},
-                           {&view.v_code, &out.v_code},
-                           {&view.header, &out.header}}) {
-      host->resize(size_t(t->numel()));
-      be.download(*t, host->data());
+    for (const Tensor& t : store_tensors(*store)) {
+      out.emplace_back(size_t(t.numel()) * dtype_size(t.dtype));
+      be.download(t, out.back().data());
     }
     be.synchronize();
     return out;
@@ -114,7 +126,7 @@ class GpuKvi8s : public GpuBackendTest {
     OwnedTensor q = put(be, arena, p.q, p.rows, p.width(), "q");
     OwnedTensor out = arena.tensor(DType::bf16, {p.rows, p.width()}, "out");
     std::unique_ptr<KvStore> store =
-        make_resident_kv_store(be, arena, exact ? "bf16" : "kvi8s", p.seq, p.heads, kHd, kv_block);
+        make_resident_kv_store(be, arena, exact ? "bf16" : tier(), p.seq, p.heads, kHd, kv_block);
     OwnedTensor k = put(be, arena, p.k, p.seq, p.width(), "k");
     OwnedTensor v = put(be, arena, p.v, p.seq, p.width(), "v");
     store->write(be, {0, p.seq}, k.view, v.view);
@@ -150,9 +162,10 @@ Deviation deviation(const Problem& p, const Bits& got, const Bits& want) {
       [&](int64_t r, int64_t c) { return value(want[size_t(r * w + c)]); });
 }
 
-// Codes, digits and scales: the definition's bytes, written in one pass or
-// in chunks that leave tiles open (1 row, a prime, a tile and a half).
-TEST_F(GpuKvi8s, QuantiserIsTheDefinitionsBytes) {
+// Codes, scales, means and globals: the definition's bytes, written in one
+// pass or in chunks that leave groups open (1 row, a prime, a tile and a
+// half).
+TEST_P(GpuKvStore, QuantiserIsTheDefinitionsBytes) {
   uint64_t seed = 8100;
   for (const auto& [seq, heads] :
        {std::pair<int64_t, int64_t>{1, 1}, {100, 2}, {128, 1}, {300, 3}, {1000, 2}}) {
@@ -163,9 +176,10 @@ TEST_F(GpuKvi8s, QuantiserIsTheDefinitionsBytes) {
     for (const int64_t chunk : {int64_t(0), int64_t(1), int64_t(67), int64_t(192)}) {
       if (chunk == 1 && seq > 300) continue;  // one row a write: slow, and 300 covers it
       const StoreBytes gpu = quantised(*gpu_, *arena_, p, chunk);
-      EXPECT_EQ(gpu.k_code, cpu.k_code) << p.label() << ", chunk " << chunk;
-      EXPECT_EQ(gpu.v_code, cpu.v_code) << p.label() << ", chunk " << chunk;
-      EXPECT_EQ(gpu.header, cpu.header) << p.label() << ", chunk " << chunk;
+      ASSERT_EQ(gpu.size(), cpu.size());
+      for (size_t i = 0; i < gpu.size(); ++i)
+        EXPECT_EQ(gpu[i], cpu[i]) << tier() << " tensor " << i << ", " << p.label() << ", chunk "
+                                  << chunk;
     }
   }
 }
@@ -173,7 +187,7 @@ TEST_F(GpuKvi8s, QuantiserIsTheDefinitionsBytes) {
 // The attention against the definition (CPU), and both against the exact
 // attention: the GPU's tier error must be the definition's. Lengths: one
 // key, a partial tile, tiles plus a tail.
-TEST_F(GpuKvi8s, AttentionMatchesTheDefinition) {
+TEST_P(GpuKvStore, AttentionMatchesTheDefinition) {
   uint64_t seed = 8200;
   for (const auto& [rows, seq, heads] :
        {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {67, 100, 2}, {300, 1000, 3}}) {
@@ -181,12 +195,13 @@ TEST_F(GpuKvi8s, AttentionMatchesTheDefinition) {
     const Bits gpu = on_gpu(p), cpu = on_cpu(p), exact = on_gpu(p, 0, 0, /*exact=*/true);
     const Deviation vs_cpu = deviation(p, gpu, cpu);
     const Deviation gpu_err = deviation(p, gpu, exact), cpu_err = deviation(p, cpu, exact);
-    std::printf("[ deviation ] kvi8s attention vs its definition | %s | %s\n", p.label().c_str(),
-                vs_cpu.describe().c_str());
-    std::printf("[ deviation ] kvi8s vs exact | %s | GPU rel-rms %.4g, CPU rel-rms %.4g\n",
-                p.label().c_str(), gpu_err.rel_rms, cpu_err.rel_rms);
-    // ex2.approx (2 ulp) moves a probability's fp8 rounding now and then by
-    // one e4m3 step (2^-4 relative); bound 1e-2 rel-rms, 5e-2 worst row.
+    std::printf("[ deviation ] %s attention vs its definition | %s | %s\n", tier().c_str(),
+                p.label().c_str(), vs_cpu.describe().c_str());
+    std::printf("[ deviation ] %s vs exact | %s | GPU rel-rms %.4g, CPU rel-rms %.4g\n",
+                tier().c_str(), p.label().c_str(), gpu_err.rel_rms, cpu_err.rel_rms);
+    // kvi8s: ex2.approx (2 ulp) moves a probability's fp8 rounding now and
+    // then by one e4m3 step (2^-4 relative); kvfp4s: P in bf16 (2^-9). Bound
+    // 1e-2 rel-rms, 5e-2 worst row.
     expect_within(vs_cpu, DeviationBound{1e-2, 5e-2, 0.5}, p.label() + " vs the definition");
     EXPECT_NEAR(gpu_err.rel_rms, cpu_err.rel_rms, 0.1 * cpu_err.rel_rms + 1e-4) << p.label();
     if (seq > 1) {
@@ -197,7 +212,7 @@ TEST_F(GpuKvi8s, AttentionMatchesTheDefinition) {
 
 // Inside the tier: row chunks (down to 1 row) and chained K/V blocks give
 // the single pass's bits; so does a second run.
-TEST_F(GpuKvi8s, ChunksAndBlocksGiveTheSinglePassBits) {
+TEST_P(GpuKvStore, ChunksAndBlocksGiveTheSinglePassBits) {
   const Problem p(259, 1000, 3, 8300);
   const Bits single = on_gpu(p);
   EXPECT_EQ(on_gpu(p), single) << "repeated run";
@@ -205,6 +220,9 @@ TEST_F(GpuKvi8s, ChunksAndBlocksGiveTheSinglePassBits) {
        {std::pair<int64_t, int64_t>{1, 0}, {64, 0}, {131, 0}, {0, 128}, {0, 384}, {7, 256}})
     EXPECT_EQ(on_gpu(p, chunk, block), single) << "row chunk " << chunk << ", kv_block " << block;
 }
+
+INSTANTIATE_TEST_SUITE_P(Tiers, GpuKvStore, ::testing::Values("kvi8s", "kvfp4s"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace
 }  // namespace h3s::test

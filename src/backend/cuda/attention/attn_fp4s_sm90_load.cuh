@@ -1,0 +1,256 @@
+// The producer warpgroup of the kvfp4s attention. Thread 0 issues the TMA
+// loads (Q once; the K and V code tiles in key order into the code ring,
+// kI8Stages tiles ahead). All 128 threads then, per key tile t:
+//
+//   thread i writes key i's K and V scales (bf16), and threads 0-63 the
+//   tile's K means, thread 64 its globals (all loaded from global memory one
+//   tile ahead) into the stage's slot; the warpgroup meets at a named
+//   barrier; wait K codes[t] and the 16-bit stage's release; decode (below)
+//   into the stage in the exact kernel's swizzled layout; fence (wgmma reads
+//   through the async proxy); arrive K full; release the codes. Then V.
+//
+// Decoding eight codes (a 32-bit word, byte j: element 2j in the high
+// nibble) takes no conversion instruction: the magnitude's bf16 high and low
+// bytes come from two 8-entry byte tables (prmt), two more prmt interleave
+// them into bf16 pairs, and a prmt in sign-replicate mode spreads each
+// code's sign bit into a byte mask. Then per pair, as kv/kvfp4s.hpp
+// defines: x^ = mul.rn.bf16x2(|e2m1| with sign, scale) (exact), K~ =
+// fma.rn.bf16x2(x^, g_k, mean) and V~ = mul.rn.bf16x2(x^, g_v), each one
+// rounding from the exact value.
+#pragma once
+
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "backend/cuda/arch/mbarrier.cuh"
+#include "backend/cuda/arch/tma.cuh"
+#include "backend/cuda/arch/wgmma.cuh"
+#include "backend/cuda/attention/attn_fp4s_sm90_params.cuh"
+#include "backend/cuda/attention/attn_i8r_sm90_load.cuh"
+#include "backend/cuda/attention/attn_i8r_sm90_smem.cuh"
+#include "backend/cuda/attention/attn_ws_sm90_scheduler.cuh"
+
+namespace h3s::cuda::attn {
+
+namespace fp4s {
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t r;  // the generic mode: a selector nibble's bit 3 replicates the byte's sign
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
+__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
+  uint32_t r;
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+#else
+  r = a ^ b;  // never run: the kernel traps off sm_90a
+#endif
+  return r;
+}
+__device__ __forceinline__ uint32_t fma_bf16x2(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t r;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+}
+
+// Eight e2m1 codes -> four bf16x2 of their values, pair j = elements (2j,
+// 2j + 1) with 2j in the low half.
+__device__ __forceinline__ void decode_e2m1x8(uint32_t w, uint32_t (&o)[4]) {
+  // bf16 of 0, 0.5, 1, 1.5 | 2, 3, 4, 6: high bytes, low bytes.
+  constexpr uint32_t kHi0 = 0x3F3F3F00u, kHi1 = 0x40404040u;
+  constexpr uint32_t kLo0 = 0xC0800000u, kLo1 = 0xC0804000u;
+  const uint32_t mag = w & 0x77777777u, w4 = w << 4;  // w4: byte j's msb = element 2j + 1's sign
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    // Selector nibbles (element order within byte pairs 2 half, 2 half + 1):
+    // e1, e0, e3, e2 -> table bytes H, L in that order.
+    const uint32_t sel = half == 0 ? mag : mag >> 16;
+    const uint32_t hi = prmt(kHi0, kHi1, sel), lo = prmt(kLo0, kLo1, sel);
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const uint32_t j = uint32_t(2 * half + k);
+      // (L e_even, H e_even, L e_odd, H e_odd): bytes 1, 5, 0, 4 or 3, 7, 2, 6.
+      const uint32_t value = prmt(lo, hi, k == 0 ? 0x4051u : 0x6273u);
+      // Bytes 1 and 3: the sign of w's byte j (even element), of w4's (odd).
+      const uint32_t sign = prmt(w, w4, ((0xCu + j) << 12) | ((0x8u + j) << 4));
+      o[j] = value | (sign & 0x80008000u);
+    }
+  }
+}
+
+// e4m3 bits -> bf16 bits (exact: e4m3 is a subset of bf16).
+__device__ __forceinline__ uint32_t e4m3_to_bf16(uint32_t c) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(c & 0xffu), __NV_E4M3);
+  return __float_as_uint(__half2float(__half(h))) >> 16;
+}
+// Eight e4m3 (two words) -> eight bf16 (four words, in order).
+__device__ __forceinline__ uint4 e4m3x8_to_bf16(uint2 s) {
+  uint32_t o[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t w = i < 2 ? s.x : s.y, b = 16 * uint32_t(i % 2);
+    o[i] = e4m3_to_bf16(w >> b) | e4m3_to_bf16(w >> (b + 8)) << 16;
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+}  // namespace fp4s
+
+template <class T>
+struct AttnFp4sLoad {
+  // What thread i loads for a tile one tile ahead: key i's scales; threads
+  // 0-63 one K mean pair, thread 64 the two globals (extra).
+  struct TileData {
+    uint2 ks, vs;
+    uint32_t extra0, extra1;
+  };
+
+  __device__ static TileData fetch(const AttnFp4sParams& p, int32_t head, int t, int n_tiles,
+                                   int tid) {
+    TileData d{};
+    if (t >= n_tiles) return d;
+    const int64_t key0 = p.base.key_begin + int64_t(t) * T::kBlockN, key = key0 + tid;
+    if (key < p.base.key_end) {  // past the keys: scale 0 (and masked)
+      const int64_t at = key * p.scale_stride + int64_t(head) * T::kGroups;
+      d.ks = *reinterpret_cast<const uint2*>(p.k_scale + at);
+      d.vs = *reinterpret_cast<const uint2*>(p.v_scale + at);
+    }
+    const int64_t block = key0 / p.stat_block;
+    if (tid < T::kHeadDim / 2) {
+      d.extra0 = *reinterpret_cast<const uint32_t*>(p.k_mean + block * p.mean_stride +
+                                                    int64_t(head) * T::kHeadDim + 2 * tid);
+    } else if (tid == T::kHeadDim / 2) {
+      d.extra0 = __float_as_uint(p.k_global[block * p.global_stride + head]);
+      d.extra1 = __float_as_uint(p.v_global[block * p.global_stride + head]);
+    }
+    return d;
+  }
+
+  __device__ static void put(uint32_t slot, const TileData& d, int tid) {
+    const uint4 k = fp4s::e4m3x8_to_bf16(d.ks), v = fp4s::e4m3x8_to_bf16(d.vs);
+    const uint32_t k_at = slot + uint32_t(tid) * T::kScaleItemBytes;
+    i8r::st_shared_u128(k_at, k.x, k.y, k.z, k.w);
+    i8r::st_shared_u128(k_at + uint32_t(T::kBlockN) * T::kScaleItemBytes, v.x, v.y, v.z, v.w);
+    if (tid < T::kHeadDim / 2) {
+      asm volatile("st.shared.u32 [%0], %1;" ::"r"(slot + T::kSlotMeans + 4u * uint32_t(tid)),
+                   "r"(d.extra0)
+                   : "memory");
+    } else if (tid == T::kHeadDim / 2) {
+      const uint32_t gk = d.extra0 >> 16, gv = d.extra1 >> 16;  // bf16 values held in fp32
+      asm volatile("st.shared.v2.u32 [%0], {%1, %2};" ::"r"(slot + T::kSlotGlobals),
+                   "r"(gk | gk << 16), "r"(gv | gv << 16)
+                   : "memory");
+    }
+  }
+
+  // One code tile -> one bf16 tile: kPasses passes of one item per thread,
+  // kBatch items loaded before the first is decoded.
+  template <bool kKeys>
+  __device__ static void decode(uint32_t codes, uint32_t tile, uint32_t slot,
+                                const ConvertPlan& plan) {
+    constexpr uint32_t kPassScaleBytes = T::kRowsPerPass * T::kScaleItemBytes;
+    const uint32_t src = codes + plan.src, dst0 = tile + plan.dst0, dst1 = tile + plan.dst1;
+    const uint32_t scales = slot + (kKeys ? 0u : uint32_t(T::kBlockN) * T::kScaleItemBytes) +
+                            plan.scale + (plan.elem / T::kGroup) * 2u;
+    uint32_t g2;
+    asm volatile("ld.shared.u32 %0, [%1];"
+                 : "=r"(g2)
+                 : "r"(slot + T::kSlotGlobals + (kKeys ? 0u : 4u)));
+    uint32_t mean[8] = {};
+    if constexpr (kKeys) {
+      const uint4 m0 = i8r::ld_shared_u128(slot + T::kSlotMeans + plan.elem * 2u);
+      const uint4 m1 = i8r::ld_shared_u128(slot + T::kSlotMeans + plan.elem * 2u + 16u);
+      const uint32_t m[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) mean[j] = m[j];
+    }
+#pragma unroll
+    for (int i = 0; i < T::kPasses; i += T::kBatch) {
+      uint2 w[T::kBatch];
+      uint32_t s2[T::kBatch];
+#pragma unroll
+      for (int b = 0; b < T::kBatch; ++b) {
+        w[b] = i8r::ld_shared_u64(src + (i + b) * T::kPassCodeBytes);
+        s2[b] = i8r::ld_shared_scale2(scales + (i + b) * kPassScaleBytes);
+      }
+#pragma unroll
+      for (int b = 0; b < T::kBatch; ++b) {
+        uint32_t o[8];
+        fp4s::decode_e2m1x8(w[b].x, reinterpret_cast<uint32_t(&)[4]>(o[0]));
+        fp4s::decode_e2m1x8(w[b].y, reinterpret_cast<uint32_t(&)[4]>(o[4]));
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const uint32_t x = fp4s::mul_bf16x2(o[j], s2[b]);
+          o[j] = kKeys ? fp4s::fma_bf16x2(x, g2, mean[j]) : fp4s::mul_bf16x2(x, g2);
+        }
+        i8r::st_shared_u128(dst0 + (i + b) * T::kPassBytes, o[0], o[1], o[2], o[3]);
+        i8r::st_shared_u128(dst1 + (i + b) * T::kPassBytes, o[4], o[5], o[6], o[7]);
+      }
+    }
+  }
+
+  __device__ static void issue_codes(const AttnFp4sParams& p, const AttnI8rSmem<T>& s, int32_t head,
+                                     int t) {
+    const int s8 = t % T::kI8Stages;
+    const uint32_t free_parity = uint32_t((t / T::kI8Stages) & 1) ^ 1u;
+    const int32_t key0 = int32_t(p.base.key_begin + int64_t(t) * T::kBlockN);
+    arch::mbar_wait(s.k_codes_empty(s8), free_parity);
+    arch::mbar_arrive_expect_tx(s.k_codes_full(s8), T::kI8TileBytes);
+    arch::tma_load_3d(s.k_codes(s8), &p.base.k_map, s.k_codes_full(s8), 0, head, key0);
+    arch::mbar_wait(s.v_codes_empty(s8), free_parity);
+    arch::mbar_arrive_expect_tx(s.v_codes_full(s8), T::kI8TileBytes);
+    arch::tma_load_3d(s.v_codes(s8), &p.base.v_map, s.v_codes_full(s8), 0, head, key0);
+  }
+
+  __device__ static void run(const AttnFp4sParams& p, const AttnI8rSmem<T>& s, AttnWsTile tile,
+                             int n_tiles, int tid) {
+    const int32_t head = int32_t(tile.head);
+    const bool issuer = tid == 0;
+    const ConvertPlan items = convert_plan<T>(tid);
+    if (issuer) {
+      arch::tma_prefetch_desc(&p.base.q_map);
+      arch::tma_prefetch_desc(&p.base.k_map);
+      arch::tma_prefetch_desc(&p.base.v_map);
+      arch::mbar_arrive_expect_tx(s.q_full(), T::kQBytes);
+#pragma unroll
+      for (int h = 0; h < T::kHalves; ++h)
+        arch::tma_load_3d(s.q() + uint32_t(h) * T::kQHalfBytes, &p.base.q_map, s.q_full(),
+                          h * T::kHalfDims, head, int32_t(tile.row0));
+      for (int t = 0; t < T::kI8Stages && t < n_tiles; ++t) issue_codes(p, s, head, t);
+    }
+    TileData next = fetch(p, head, 0, n_tiles, tid);
+    for (int t = 0; t < n_tiles; ++t) {
+      const int s8 = t % T::kI8Stages, stage = t % T::kStages;
+      const uint32_t parity8 = uint32_t((t / T::kI8Stages) & 1);
+      const uint32_t free_parity = uint32_t((t / T::kStages) & 1) ^ 1u;
+      const TileData now = next;
+      next = fetch(p, head, t + 1, n_tiles, tid);
+      // The tile's slot: the slots alternate with the stage, and a thread
+      // writes tile t + 1's only after this barrier of tile t, which every
+      // thread reaches after decoding tile t - 1.
+      const uint32_t slot = s.k_scales(stage);
+      put(slot, now, tid);
+      arch::named_bar_sync(T::kScaleBarrier, T::kConverterThreads);
+
+      arch::mbar_wait(s.k_codes_full(s8), parity8);
+      arch::mbar_wait(s.k_empty(stage), free_parity);
+      decode<true>(s.k_codes(s8), s.k(stage), slot, items);
+      wgmma::fence_proxy_async_smem();
+      arch::mbar_arrive(s.k_full(stage));
+      arch::mbar_arrive(s.k_codes_empty(s8));
+
+      arch::mbar_wait(s.v_codes_full(s8), parity8);
+      arch::mbar_wait(s.v_empty(stage), free_parity);
+      decode<false>(s.v_codes(s8), s.v(stage), slot, items);
+      wgmma::fence_proxy_async_smem();
+      arch::mbar_arrive(s.v_full(stage));
+      arch::mbar_arrive(s.v_codes_empty(s8));
+
+      if (issuer && t + T::kI8Stages < n_tiles) issue_codes(p, s, head, t + T::kI8Stages);
+    }
+  }
+};
+
+}  // namespace h3s::cuda::attn
