@@ -5,13 +5,14 @@
 # compute-sanitizer, the Python tests on the CUDA wheel, block benchmark and the PyTorch
 # reference; JSON and logs under $OUT.
 #   usage: bash scripts/device-check.sh [tests|bench|placement|attention|tiers|all] [token list] [formats]
-# tiers: the K/V tier GPU tests on each kvi8r and kvi8s kernel variant (H3S_KVI8R_KERNEL,
-# H3S_KVI8S_KERNEL; KVI8R_VARIANTS, KVI8S_VARIANTS) and kvfp4s', racecheck/synccheck on
-# each tier's kernel (SANITIZE_FILTERS), kvbench (error and speed against the exact kernel)
-# at the token list (default 217088) for the defaults (KV_TIERS) and the other variants
-# (KVI8R_BENCH_VARIANTS, KVI8S_BENCH_VARIANTS), each tier at 300,001 tokens (LONG_TOKENS),
-# the int8 block with each tier's store beside the exact store's (streamed and stock,
-# bit-equality within the tier) and the PyTorch anchor (TORCH_ANCHOR=0 skips it).
+# tiers: the K/V tier GPU tests on each kvi8r, kvi8s and kvfp4s kernel variant
+# (H3S_KVI8R_KERNEL, H3S_KVI8S_KERNEL, H3S_KVFP4S_KERNEL; KVI8R_VARIANTS, KVI8S_VARIANTS,
+# KVFP4S_VARIANTS), racecheck/synccheck on each tier's kernel (SANITIZE_FILTERS), kvbench
+# (error and speed against the exact kernel) at the token list (default 217088) for the
+# defaults (KV_TIERS) and the other variants (KVI8R_BENCH_VARIANTS, KVI8S_BENCH_VARIANTS,
+# KVFP4S_BENCH_VARIANTS), each tier at 300,001 tokens (LONG_TOKENS, LONG_TIERS), the int8
+# block with each tier's store beside the exact store's (streamed and stock, bit-equality
+# within the tier) and the PyTorch anchor (TORCH_ANCHOR=0 skips it).
 # attention: the GPU tests (every test on the default kernel, the attention and block
 # tests again on each other kernel variant), sanitizers, then attention alone for every
 # variant at the token list (default 217088), the int8 block, and the PyTorch anchor with
@@ -84,14 +85,21 @@ if [ "$mode" = tiers ]; then
       --gtest_filter='*GpuKvStore.*/kvi8s:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvi8s_$v.json"
     [ -f "$OUT/gpu_tests_kvi8s_$v.json" ] && no_skips "gpu_tests_kvi8s_$v" "$OUT/gpu_tests_kvi8s_$v.json"
   done
-  step gpu_tests_kvfp4s 120 $bin/h3s_tests_gpu \
-    --gtest_filter='*GpuKvStore.*/kvfp4s:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvfp4s.json"
-  [ -f "$OUT/gpu_tests_kvfp4s.json" ] && no_skips gpu_tests_kvfp4s "$OUT/gpu_tests_kvfp4s.json"
+  kvfp4s_variants=${KVFP4S_VARIANTS-codes2-batch4 codes2-batch2}
+  for v in $kvfp4s_variants; do
+    step "gpu_tests_kvfp4s_$v" 120 env H3S_KVFP4S_KERNEL=$v $bin/h3s_tests_gpu \
+      --gtest_filter='*GpuKvStore.*/kvfp4s:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvfp4s_$v.json"
+    [ -f "$OUT/gpu_tests_kvfp4s_$v.json" ] && no_skips "gpu_tests_kvfp4s_$v" "$OUT/gpu_tests_kvfp4s_$v.json"
+  done
   kv_tiers=${KV_TIERS-kvi8r kvi8s kvfp4s}
   for t in ${tokens//,/ }; do
     for tier in $kv_tiers; do
       step "kvbench_${tier}_default_$t" 300 $bin/h3s kvbench \
         --kv-store $tier --backend cuda --tokens "$t" --no-baseline --json
+    done
+    for v in ${KVFP4S_BENCH_VARIANTS-codes2-batch2}; do
+      step "kvbench_kvfp4s_${v}_$t" 200 env H3S_KVFP4S_KERNEL=$v $bin/h3s kvbench \
+        --kv-store kvfp4s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done
     for v in ${KVI8S_BENCH_VARIANTS-s4-nopp s4-chain1 s3}; do
       step "kvbench_kvi8s_${v}_$t" 200 env H3S_KVI8S_KERNEL=$v $bin/h3s kvbench \

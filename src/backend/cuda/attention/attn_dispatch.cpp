@@ -167,6 +167,13 @@ Choice<attn::AttnI8sVariant> i8s_choice() {
   return choose("H3S_KVI8S_KERNEL", kI8sChoices, "kvi8s");
 }
 
+constexpr Choice<attn::AttnFp4sVariant> kFp4sChoices[] = {
+    {attn::AttnFp4sVariant::codes2_batch4, "codes2-batch4"},
+    {attn::AttnFp4sVariant::codes2_batch2, "codes2-batch2"}};
+Choice<attn::AttnFp4sVariant> fp4s_choice() {
+  return choose("H3S_KVFP4S_KERNEL", kFp4sChoices, "kvfp4s");
+}
+
 // Keys on the engine's tile, and the heads a grid can hold.
 template <class P>
 bool expect_keys_and_heads(const P& p, const char* op) {
@@ -252,7 +259,7 @@ void attention_kvfp4s(const attn::KvFp4sFwdParams& p, cudaStream_t s) {
          "stride of 16 bytes; the scales 8-byte rows, the means 4-byte pairs (ldq {}, code "
          "stride {}, scale stride {}, mean stride {})",
          op, p.ldq, p.code_stride, p.scale_stride, p.mean_stride);
-  attn::attention_fwd_kvfp4s_sm90(p, s);
+  attn::attention_fwd_kvfp4s_sm90(p, fp4s_choice().variant, s);
 }
 
 }  // namespace h3s::cuda

@@ -25,7 +25,7 @@
 
 namespace h3s::cuda::attn {
 
-template <int kCodeStages_>
+template <int kCodeStages_, int kBatch_>
 struct AttnFp4sTraits : AttnWsTraits<2, true> {
   using Base = AttnWsTraits<2, true>;
   static constexpr int kI8Stages = kCodeStages_;  // code-ring depth
@@ -57,7 +57,7 @@ struct AttnFp4sTraits : AttnWsTraits<2, true> {
   static constexpr int kPasses = Base::kBlockN / kRowsPerPass;           // 8
   static constexpr uint32_t kPassBytes = uint32_t(kRowsPerPass) * wgmma::kSwizzleBytes;
   static constexpr uint32_t kPassCodeBytes = uint32_t(kRowsPerPass) * kCodeRowBytes;
-  static constexpr int kBatch = 2;  // items loaded before the first is decoded
+  static constexpr int kBatch = kBatch_;  // items loaded before the first is decoded
 
   // Per 16-bit stage, a slot the decoders read: each key's K scales then
   // V scales (kGroups bf16 each), the tile's K means (128 bf16: a tile lies

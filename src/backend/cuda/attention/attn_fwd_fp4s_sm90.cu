@@ -2,7 +2,9 @@
 // (attn_convert_sm90_kernel.cuh: the warp-specialised exact kernel's bf16
 // consumers) fed by a producer warpgroup that loads NVFP4 K/V codes with TMA
 // and decodes them to bf16 in shared memory (attn_fp4s_sm90_load.cuh), under
-// AttnFp4sTraits; and its launcher.
+// AttnFp4sTraits; and its launcher. The variants (code-ring depth, items
+// loaded before the first is decoded) are built side by side so one binary
+// measures them.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -17,8 +19,10 @@
 
 namespace h3s::cuda::attn {
 
-void attention_fwd_kvfp4s_sm90(const KvFp4sFwdParams& f, cudaStream_t s) {
-  using T = AttnFp4sTraits<2>;
+namespace {
+
+template <class T>
+void launch_fp4s(const KvFp4sFwdParams& f, cudaStream_t s) {
   static_assert(T::kGroups == kvfp4s::kGroups && T::kGroup == kvfp4s::kGroup,
                 "the kernel's scale groups are the tier's");
   static_assert(kvfp4s::kBlock % T::kBlockN == 0, "a key tile lies in one stat block");
@@ -58,6 +62,18 @@ void attention_fwd_kvfp4s_sm90(const KvFp4sFwdParams& f, cudaStream_t s) {
   p.mean_stride = f.mean_stride;
   p.stat_block = kvfp4s::kBlock;
   launch_convert_sm90<T, AttnFp4sLoad<T>>(p, s, "attn_fwd_fp4s_sm90");
+}
+
+}  // namespace
+
+void attention_fwd_kvfp4s_sm90(const KvFp4sFwdParams& p, AttnFp4sVariant v, cudaStream_t s) {
+  switch (v) {
+    case AttnFp4sVariant::codes2_batch2:
+      return launch_fp4s<AttnFp4sTraits<2, 2>>(p, s);
+    case AttnFp4sVariant::codes2_batch4:
+      return launch_fp4s<AttnFp4sTraits<2, 4>>(p, s);
+  }
+  fail_internal("attention_fwd_kvfp4s_sm90: unknown variant");
 }
 
 }  // namespace h3s::cuda::attn

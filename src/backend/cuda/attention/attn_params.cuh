@@ -145,6 +145,10 @@ struct KvFp4sFwdParams {
   float* acc;
 };
 
+// Its variants: the decoder batch (attn_fp4s_sm90_traits.cuh; a third code
+// stage or a batch of 8 spills).
+enum class AttnFp4sVariant { codes2_batch2, codes2_batch4 };
+
 // Launchers; callers (attn_dispatch.cpp) validate and check the device first.
 void attention_fwd_sm80(const FwdParams& p, cudaStream_t s);  // mma.sync, any sm_80+
 void attention_fwd_sm90(const FwdParams& p, cudaStream_t s);  // wgmma, cp.async (sm_90a)
@@ -154,7 +158,7 @@ void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh, AttnI8rVarian
                               cudaStream_t s);  // the same with int8 K/V (sm_90a)
 void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v,
                               cudaStream_t s);  // int8 QK, fp8 PV (sm_90a)
-void attention_fwd_kvfp4s_sm90(const KvFp4sFwdParams& p,
+void attention_fwd_kvfp4s_sm90(const KvFp4sFwdParams& p, AttnFp4sVariant v,
                                cudaStream_t s);  // fp4 K/V decoded to bf16 (sm_90a)
 
 }  // namespace h3s::cuda::attn
