@@ -101,8 +101,11 @@ CONTROLS = (
         "but takes ~1.3x the exact attention's time); kvi8s = SageAttention-2 layout, int8 "
         "Q/K and fp8 V/P (1.04 bytes/element, attention rel-rms ~4e-2; on an H100/H200 "
         "~1.2x faster than the exact attention, the 217k-token int8 block in 0.84x "
-        "PyTorch-cuDNN's time at 0.58x the exact store's memory); kvfp4s (NVFP4) has no GPU "
-        "kernel yet. On a GPU without the tier's kernel the engine logs one line and runs "
+        "PyTorch-cuDNN's time at 0.58x the exact store's memory); kvfp4s = NVFP4 K (rotated, "
+        "centred per 256-token block) and V (0.57 bytes/element, attention rel-rms ~0.14: "
+        "the cheapest in memory, the least accurate; on an H100/H200 ~1.9x the exact "
+        "attention's time, since Hopper has no fp4 tensor cores and the kernel decodes the "
+        "codes to bf16). On a GPU without the tier's kernel the engine logs one line and runs "
         "the exact store. kvmix is not built yet."),
     Control(
         "trim_forward", "BOOLEAN", True,

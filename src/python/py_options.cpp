@@ -117,8 +117,8 @@ void bind_options(nb::module_& m) {
   field(c, "final_layer_chunk", &ExecOptions::final_layer_chunk,
         "rows per output-head chunk (>= 0; the full forward only)");
   field(c, "kv_store", &ExecOptions::kv_store,
-        "K/V storage tier: 'bf16' (exact), 'kvi8r', 'kvi8s' or 'kvfp4s' (approximate; kvi8r "
-        "and kvi8s also run on Hopper GPUs, elsewhere CUDA runs 'bf16' and says so)");
+        "K/V storage tier: 'bf16' (exact), 'kvi8r', 'kvi8s' or 'kvfp4s' (approximate; all "
+        "three also run on Hopper GPUs, elsewhere CUDA runs 'bf16' and says so)");
   field(c, "exact_av_rows", &ExecOptions::exact_av_rows,
         "with an approximate kv_store: text and audio query rows attend a retained exact bf16 "
         "K/V (their attention rows are the exact store's bit for bit; the full forward takes "

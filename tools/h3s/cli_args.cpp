@@ -109,8 +109,8 @@ void add_control_flags(CLI::App& cmd, ExecOptions& o, std::string& final_gemm) {
                  "K/V storage tier: bf16 (exact), kvi8r (approximate: int8 + one fp16 scale "
                  "per row in a Hadamard basis), kvi8s (approximate: int8 K smoothed per "
                  "64-token block, fp8 V and P) or kvfp4s (approximate: NVFP4 K, rotated and "
-                 "centred per 256-token block, and V, ~0.57 bytes an element); kvi8r and kvi8s "
-                 "also run on Hopper GPUs, elsewhere CUDA runs bf16 and says so")
+                 "centred per 256-token block, and V, ~0.57 bytes an element); all three also run "
+                 "on Hopper GPUs, elsewhere CUDA runs bf16 and says so")
       ->check(CLI::IsMember({"bf16", "kvi8r", "kvi8s", "kvfp4s"}))
       ->capture_default_str();
   cmd.add_flag("--exact-av-rows", o.exact_av_rows,

@@ -117,7 +117,7 @@ struct AttnFp4sLoad {
       d.ks = *reinterpret_cast<const uint2*>(p.k_scale + at);
       d.vs = *reinterpret_cast<const uint2*>(p.v_scale + at);
     }
-    const int64_t block = key0 / p.stat_block;
+    const int64_t block = key0 / T::kStatBlock;
     if (tid < T::kHeadDim / 2) {
       d.extra0 = *reinterpret_cast<const uint32_t*>(p.k_mean + block * p.mean_stride +
                                                     int64_t(head) * T::kHeadDim + 2 * tid);

@@ -19,7 +19,6 @@ struct AttnFp4sParams {
   int64_t global_stride;
   const uint16_t* k_mean;
   int64_t mean_stride;
-  int64_t stat_block;  // keys per stat block (kvfp4s::kBlock)
 };
 
 }  // namespace h3s::cuda::attn

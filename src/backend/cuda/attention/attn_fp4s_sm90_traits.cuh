@@ -31,6 +31,7 @@ struct AttnFp4sTraits : AttnWsTraits<2, true> {
   static constexpr int kI8Stages = kCodeStages_;  // code-ring depth
   static constexpr int kGroup = 16;               // elements per e4m3 scale
   static constexpr int kGroups = Base::kHeadDim / kGroup;
+  static constexpr int64_t kStatBlock = 256;  // keys per stat block: a shift, not a division
 
   // The decoder holds a batch of codes, the item's eight K mean pairs, the
   // byte tables, its 16-bit results and their addresses: ptxas spills it at

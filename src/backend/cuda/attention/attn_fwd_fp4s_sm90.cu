@@ -25,7 +25,8 @@ template <class T>
 void launch_fp4s(const KvFp4sFwdParams& f, cudaStream_t s) {
   static_assert(T::kGroups == kvfp4s::kGroups && T::kGroup == kvfp4s::kGroup,
                 "the kernel's scale groups are the tier's");
-  static_assert(kvfp4s::kBlock % T::kBlockN == 0, "a key tile lies in one stat block");
+  static_assert(T::kStatBlock == kvfp4s::kBlock && kvfp4s::kBlock % T::kBlockN == 0,
+                "a key tile lies in one of the tier's stat blocks");
   AttnFp4sParams p{};
   const uint64_t kRowBytes = uint64_t(T::kHeadDim) * T::kElemBytes;
   const uint32_t q_box[3] = {uint32_t(T::kHalfDims), 1, uint32_t(T::kBlockM)};
@@ -60,7 +61,6 @@ void launch_fp4s(const KvFp4sFwdParams& f, cudaStream_t s) {
   p.global_stride = f.global_stride;
   p.k_mean = f.k_mean;
   p.mean_stride = f.mean_stride;
-  p.stat_block = kvfp4s::kBlock;
   launch_convert_sm90<T, AttnFp4sLoad<T>>(p, s, "attn_fwd_fp4s_sm90");
 }
 
