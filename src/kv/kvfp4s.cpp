@@ -116,12 +116,12 @@ void decode_kv_row(const uint8_t* code, const uint8_t* scale, float global, cons
   }
 }
 
-void attend_row(const uint16_t* q_bf16, const HeadRows& kv, int64_t begin, int64_t end, float& m,
-                float& l, float* acc, Scratch& w) {
+void attend_rows(const uint16_t* q_bf16, int64_t q_stride, int64_t rows, const HeadRows& kv,
+                 int64_t begin, int64_t end, float* m, float* l, int64_t ml_stride, float* acc,
+                 int64_t acc_stride, Scratch& w) {
   constexpr int64_t kTile = 128;  // the exact path's key tile
   const float scale = 1.0f / std::sqrt(float(kDim));
   float q[kDim];
-  for (int d = 0; d < kDim; ++d) q[d] = bf16_to_f32(bf16{q_bf16[d]});
   for (int64_t k0 = begin; k0 < end; k0 += kTile) {
     const int64_t n = std::min(kTile, end - k0), b = k0 / kBlock;
     const uint16_t* mean = kv.k_mean + b * kv.mean_stride;
@@ -133,13 +133,22 @@ void attend_row(const uint16_t* q_bf16, const HeadRows& kv, int64_t begin, int64
       decode_kv_row(kv.v_code + key * kv.code_stride, kv.v_scale + key * kv.scale_stride, gv,
                     nullptr, w.vt + j * kDim);
     }
-    float mt = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < n; ++j) {
-      w.p[j] = cpu::dot_f32(q, w.kt + j * kDim, kDim) * scale;
-      mt = std::max(mt, w.p[j]);
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int d = 0; d < kDim; ++d) q[d] = bf16_to_f32(bf16{q_bf16[i * q_stride + d]});
+      float mt = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < n; ++j) {
+        w.p[j] = cpu::dot_f32(q, w.kt + j * kDim, kDim) * scale;
+        mt = std::max(mt, w.p[j]);
+      }
+      cpu::fold_key_tile(w.p, n, mt, w.vt, nullptr, kDim, m[i * ml_stride], l[i * ml_stride],
+                         acc + i * acc_stride, w.o);
     }
-    cpu::fold_key_tile(w.p, n, mt, w.vt, nullptr, kDim, m, l, acc, w.o);
   }
+}
+
+void attend_row(const uint16_t* q_bf16, const HeadRows& kv, int64_t begin, int64_t end, float& m,
+                float& l, float* acc, Scratch& w) {
+  attend_rows(q_bf16, kDim, 1, kv, begin, end, &m, &l, 1, acc, kDim, w);
 }
 
 int64_t store_bytes(int64_t seq, int64_t heads) {

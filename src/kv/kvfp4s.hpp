@@ -91,6 +91,13 @@ struct Scratch {
 void attend_row(const uint16_t* q_bf16, const HeadRows& kv, int64_t begin, int64_t end, float& m,
                 float& l, float* acc, Scratch& scratch);
 
+// attend_row for n query rows at once (row i: q_bf16 + i * q_stride, its
+// state m[i * ml_stride], l[i * ml_stride], acc + i * acc_stride): each key
+// tile decoded once for all of them; every row's bits are attend_row's.
+void attend_rows(const uint16_t* q_bf16, int64_t q_stride, int64_t n, const HeadRows& kv,
+                 int64_t begin, int64_t end, float* m, float* l, int64_t ml_stride, float* acc,
+                 int64_t acc_stride, Scratch& scratch);
+
 // Store bytes of the tier for `seq` rows: codes and scales of K and V, per
 // (stat block, head) K's mean and both globals.
 int64_t store_bytes(int64_t seq, int64_t heads);

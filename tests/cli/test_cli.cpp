@@ -301,9 +301,11 @@ TEST(CliCheckpoint, InspectReportsTheFirstProblem) {
 // tiers stay within the bounds (kvi8r 0.013, kvi8s 0.039, kvfp4s
 // 0.192); on the outlier inputs the rotation pays (kvi8r at or below per-row
 // int8, kvi8s at most 0.6x the unrotated SageAttention-2 layout) and so does
-// kvfp4s' K mean (at or below rotated NVFP4 without it); kvfp4s within 0.57
-// bytes an element (kvi8s' 2.03 at 300 tokens is its open tile's bf16 rows
-// and the padded last tile; 1.04 at 217k).
+// kvfp4s' K mean (at or below rotated NVFP4 without it). Bytes an element
+// are the engine store's, its kept tail included: at 300 tokens kvi8s' 2.03
+// is its open tile's bf16 rows and the padded last tile (1.04 at 217k), and
+// kvfp4s' ~2.3 its open 256-token block's (0.569 at 217k: the 0.57 bound is
+// KvFp4s.BytesPerElementAtH3Shapes').
 TEST(Cli, KvbenchMeasuresEachTierAgainstExactAndItsBaseline) {
   struct Bounds {
     std::string tier;

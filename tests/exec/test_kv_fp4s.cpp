@@ -184,6 +184,26 @@ TEST(KvFp4s, StateCarriesAcrossKeyRangesBitForBit) {
   EXPECT_EQ(std::memcmp(a1, a2, sizeof a1), 0);
 }
 
+// attend_rows (the CPU backend's: each key tile decoded once for a block of
+// query rows) gives every row attend_row's bits.
+TEST(KvFp4s, RowBlocksGiveTheSingleRowBits) {
+  Rng r(26);
+  const int64_t n = 300, nq = 5;
+  const std::vector<uint16_t> k = random_rows(r, n, 1.0f), v = random_rows(r, n, 1.0f),
+                              q = random_rows(r, nq, 1.0f);
+  const Tier t = make_tier(k, v, n, true);
+  auto w = std::make_unique<Scratch>();
+  std::vector<float> m(nq, -INFINITY), l(nq, 0.0f), acc(size_t(nq * kDim), 0.0f);
+  attend_rows(q.data(), kDim, nq, t.rows(), 0, n, m.data(), l.data(), 1, acc.data(), kDim, *w);
+  for (int64_t i = 0; i < nq; ++i) {
+    float m1 = -INFINITY, l1 = 0.0f, a1[kDim] = {};
+    attend_row(&q[size_t(i * kDim)], t.rows(), 0, n, m1, l1, a1, *w);
+    EXPECT_EQ(std::memcmp(&m1, &m[size_t(i)], 4), 0) << i;
+    EXPECT_EQ(std::memcmp(&l1, &l[size_t(i)], 4), 0) << i;
+    EXPECT_EQ(std::memcmp(a1, &acc[size_t(i * kDim)], sizeof a1), 0) << i;
+  }
+}
+
 // The tier's attention error against fp32 exact attention on outlier-like
 // keys (channel outliers and a per-head offset), measured and printed beside
 // the baseline without the K mean; bounded loosely (the reference's 0.192 on

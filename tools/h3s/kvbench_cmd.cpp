@@ -19,6 +19,7 @@
 #include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/rng.hpp"
@@ -207,17 +208,27 @@ Rows fp4s_attention(const Inputs& in, bool centred, ThreadPool& pool) {
       quantise_v_block(&in.v[at], inner, rows, &vc[c], code_w, &vs[s], scale_w, &vg[size_t(task)]);
     }
   });
-  Rows out(size_t(n * inner));
-  pool.parallel_for(n * heads, 16, [&](int64_t t0, int64_t t1) {
-    auto scratch = std::make_unique<Scratch>();
-    float qf[kHd], acc[kHd];
-    uint16_t q[kHd];
+  // The queries rotated as rotate_heads leaves them, then (head, 32-row
+  // block) tasks: each key tile decoded once per task (attend_rows).
+  Rows q(size_t(n * inner));
+  pool.parallel_for(n * heads, 64, [&](int64_t t0, int64_t t1) {
+    float qf[kHd];
     for (int64_t task = t0; task < t1; ++task) {
-      const int64_t t = task / heads, h = task % heads;
-      const size_t at = size_t(t * inner + h * kHd);
+      const size_t at = size_t(task * kHd);
       for (int64_t d = 0; d < kHd; ++d) qf[d] = bf16_to_f32(bf16{in.q[at + size_t(d)]});
       kvi8r::rotate(qf);
-      for (int64_t d = 0; d < kHd; ++d) q[d] = f32_to_bf16(qf[d]).bits;
+      for (int64_t d = 0; d < kHd; ++d) q[at + size_t(d)] = f32_to_bf16(qf[d]).bits;
+    }
+  });
+  constexpr int64_t kRowBlock = 32;
+  const int64_t row_blocks = (n + kRowBlock - 1) / kRowBlock;
+  Rows out(size_t(n * inner));
+  pool.parallel_for(heads * row_blocks, 1, [&](int64_t t0, int64_t t1) {
+    auto scratch = std::make_unique<Scratch>();
+    std::vector<float> m(kRowBlock), l(kRowBlock), acc(size_t(kRowBlock * kHd));
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t h = task / row_blocks, r0 = task % row_blocks * kRowBlock;
+      const int64_t rows = std::min(kRowBlock, n - r0);
       const HeadRows kv{&kc[size_t(h * kDim / 2)],
                         &ks[size_t(h * kGroups)],
                         &vc[size_t(h * kDim / 2)],
@@ -229,10 +240,15 @@ Rows fp4s_attention(const Inputs& in, bool centred, ThreadPool& pool) {
                         scale_w,
                         heads,
                         inner};
-      float m = -INFINITY, l = 0.0f;
-      std::fill(acc, acc + kHd, 0.0f);
-      attend_row(q, kv, 0, n, m, l, acc, *scratch);
-      for (int64_t d = 0; d < kHd; ++d) out[at + size_t(d)] = f32_to_bf16(acc[d] / l).bits;
+      std::fill(m.begin(), m.end(), -INFINITY);
+      std::fill(l.begin(), l.end(), 0.0f);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      attend_rows(&q[size_t(r0 * inner + h * kHd)], inner, rows, kv, 0, n, m.data(), l.data(), 1,
+                  acc.data(), kHd, *scratch);
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t d = 0; d < kHd; ++d)
+          out[size_t((r0 + i) * inner + h * kHd + d)] =
+              f32_to_bf16(acc[size_t(i * kHd + d)] / l[size_t(i)]).bits;
     }
   });
   return out;

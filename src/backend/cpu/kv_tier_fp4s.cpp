@@ -94,10 +94,14 @@ void CpuBackend::attention_kvfp4s(const Tensor& q, const KvFp4sView& kv, RowRang
   expect_unit_col_stride(q, op, "q");
   expect_store(kv, heads, op);
   checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
-  pool_.parallel_for(heads * rows, 1, [&](int64_t t0, int64_t t1) {
+  // Tasks of (head, kRowBlock query rows): each key tile decoded once per task.
+  constexpr int64_t kRowBlock = 32;
+  const int64_t row_blocks = (rows + kRowBlock - 1) / kRowBlock;
+  pool_.parallel_for(heads * row_blocks, 1, [&](int64_t t0, int64_t t1) {
     auto scratch = std::make_unique<kvfp4s::Scratch>();  // 130 KiB: not on the stack
     for (int64_t task = t0; task < t1; ++task) {
-      const int64_t h = task / rows, r = task % rows;
+      const int64_t h = task / row_blocks, r0 = task % row_blocks * kRowBlock;
+      const int64_t n = std::min(kRowBlock, rows - r0);
       const kvfp4s::HeadRows head{.k_code = kv.k_code.row<uint8_t>(0) + h * kCodeBytes,
                                   .k_scale = kv.k_scale.row<uint8_t>(0) + h * kScales,
                                   .v_code = kv.v_code.row<uint8_t>(0) + h * kCodeBytes,
@@ -109,9 +113,10 @@ void CpuBackend::attention_kvfp4s(const Tensor& q, const KvFp4sView& kv, RowRang
                                   .scale_stride = kv.k_scale.row_stride(),
                                   .global_stride = kv.k_global.row_stride(),
                                   .mean_stride = kv.k_mean.row_stride()};
-      kvfp4s::attend_row(q.row<uint16_t>(r) + h * kHd, head, keys.begin, keys.end,
-                         s.m.view.ptr<float>()[r * heads + h], s.l.view.ptr<float>()[r * heads + h],
-                         s.acc.view.ptr<float>() + (r * heads + h) * kHd, *scratch);
+      const int64_t at = r0 * heads + h;
+      kvfp4s::attend_rows(q.row<uint16_t>(r0) + h * kHd, q.row_stride(), n, head, keys.begin,
+                          keys.end, s.m.view.ptr<float>() + at, s.l.view.ptr<float>() + at, heads,
+                          s.acc.view.ptr<float>() + at * kHd, heads * kHd, *scratch);
     }
   });
 }
