@@ -12,7 +12,8 @@
 # defaults (KV_TIERS) and the other variants (KVI8R_BENCH_VARIANTS, KVI8S_BENCH_VARIANTS,
 # KVFP4S_BENCH_VARIANTS), each tier at 300,001 tokens (LONG_TOKENS, LONG_TIERS), the int8
 # block with each tier's store beside the exact store's (streamed and stock, bit-equality
-# within the tier) and the PyTorch anchor (TORCH_ANCHOR=0 skips it).
+# within the tier; BLOCK_TIERS, default KV_TIERS) and the PyTorch anchor (TORCH_ANCHOR=0
+# skips it); FULL_SUITE=1 runs the whole GPU test suite first.
 # attention: the GPU tests (every test on the default kernel, the attention and block
 # tests again on each other kernel variant), sanitizers, then attention alone for every
 # variant at the token list (default 217088), the int8 block, and the PyTorch anchor with
@@ -73,6 +74,10 @@ if [ "$mode" = tiers ]; then
   # the others timed beside the default; KV_TIERS: the tiers measured (kvbench, the int8
   # block); LONG_TOKENS: the tiers (LONG_TIERS, default KV_TIERS) again at that length
   # (gaussian, no baseline; empty skips); TORCH_ANCHOR=0 skips the PyTorch blocks.
+  if [ "${FULL_SUITE-0}" = 1 ]; then
+    step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
+    [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
+  fi
   kvi8r_variants=${KVI8R_VARIANTS-codes2-item8 codes1-item16 codes2-item16}
   for v in $kvi8r_variants; do
     step "gpu_tests_kvi8r_$v" 120 env H3S_KVI8R_KERNEL=$v $bin/h3s_tests_gpu \
@@ -105,7 +110,7 @@ if [ "$mode" = tiers ]; then
       step "kvbench_kvi8s_${v}_$t" 200 env H3S_KVI8S_KERNEL=$v $bin/h3s kvbench \
         --kv-store kvi8s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done
-    for kv in bf16 $kv_tiers; do
+    for kv in bf16 ${BLOCK_TIERS-$kv_tiers}; do
       step "bench_int8_${kv}_$t" 240 $bin/h3s bench --backend cuda --preset h3 --format int8 \
         --token-list "$t" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384 \
         --kv-store $kv --skip-attention

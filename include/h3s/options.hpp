@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace h3s {
 
@@ -38,7 +39,12 @@ struct ExecOptions {
   int64_t kv_block = 0;
   int64_t final_layer_chunk = 16384;  // rows per output-head chunk; 0 = stock
   FinalLayerGemm final_layer_gemm = FinalLayerGemm::exact;
-  std::string kv_store = "bf16";  // bf16 (exact), kvi8r, kvi8s, kvfp4s (approximate)
+  std::string kv_store = "bf16";  // bf16 (exact), kvi8r, kvi8s, kvfp4s, kvmix (approximate)
+  // kvmix: the heads kept on 8 bits (kvi8s), the others on 4 (kvfp4s), the
+  // same for every block; empty: calibrated per block on its first call
+  // (kv/kvmix.hpp), kv_mix_count heads (0: half of them, 28 of H3's 56).
+  std::vector<int> kv_mix_heads;
+  int64_t kv_mix_count = 0;
   // With an approximate kv_store: text and audio query rows attend a retained
   // exact bf16 K/V (their attention rows are the exact store's, bit for bit).
   bool exact_av_rows = false;

@@ -15,7 +15,7 @@ INT_MAX_CHUNK = 262144
 @dataclass(frozen=True)
 class Control:
     name: str
-    kind: str  # "INT" | "BOOLEAN" | "COMBO"
+    kind: str  # "INT" | "BOOLEAN" | "COMBO" | "STRING"
     default: object
     tooltip: str
     min: Optional[int] = None
@@ -27,6 +27,9 @@ class Control:
         """The (type, options) pair of a ComfyUI V1 INPUT_TYPES entry."""
         if self.kind == "COMBO":
             return (list(self.choices), {"default": self.default, "tooltip": self.tooltip})
+        if self.kind == "STRING":
+            return ("STRING", {"default": self.default, "tooltip": self.tooltip,
+                               "multiline": False})
         opts = {"default": self.default, "tooltip": self.tooltip}
         if self.kind == "INT":
             opts.update(min=self.min, max=self.max, step=self.step)
@@ -44,9 +47,29 @@ class Control:
         elif self.kind == "BOOLEAN":
             if not isinstance(value, bool):
                 raise ValueError(f"{self.name}: {value!r} is not a boolean")
+        elif self.kind == "STRING":
+            if not isinstance(value, str):
+                raise ValueError(f"{self.name}: {value!r} is not a string")
+            parse_head_list(self.name, value)
         elif value not in self.choices:
             raise ValueError(f"{self.name} = {value!r} is not one of {', '.join(self.choices)}")
         return value
+
+
+def parse_head_list(name, text):
+    """'0, 5,9' -> [0, 5, 9] (sorted); '' -> []. ValueError naming the bad item."""
+    heads = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item and "," not in text:
+            continue
+        if not item.isdigit():
+            raise ValueError(f"{name}: {item!r} is not a head index (give non-negative integers "
+                             f"separated by commas, e.g. '0,5,9', or leave it empty)")
+        heads.append(int(item))
+    if len(set(heads)) != len(heads):
+        raise ValueError(f"{name}: a head is listed twice in {text!r}")
+    return sorted(heads)
 
 
 # Exactness words used below: "exact" = the streamed block is bit-identical to
@@ -93,7 +116,7 @@ CONTROLS = (
         "full-span fp32 buffer; cuBLAS picks kernels by M, so the output can differ from "
         "stock by ~1e-6 relative."),
     Control(
-        "kv_store", "COMBO", "bf16", choices=("bf16", "kvi8r", "kvi8s", "kvfp4s"),
+        "kv_store", "COMBO", "bf16", choices=("bf16", "kvi8r", "kvi8s", "kvfp4s", "kvmix"),
         tooltip="K/V storage tier. bf16 = the exact resident store (2 bytes per element). "
         "The others are APPROXIMATE (never equal to the exact store; streamed == their own "
         "stock block bit for bit): kvi8r = int8 per row after a Hadamard rotation (1.02 "
@@ -105,8 +128,11 @@ CONTROLS = (
         "centred per 256-token block) and V (0.57 bytes/element, attention rel-rms ~0.14: "
         "the cheapest in memory, the least accurate; on an H100/H200 ~1.9x the exact "
         "attention's time, since Hopper has no fp4 tensor cores and the kernel decodes the "
-        "codes to bf16). On a GPU without the tier's kernel the engine logs one line and runs "
-        "the exact store. kvmix is not built yet."),
+        "codes to bf16); kvmix = per head either kvi8s or kvfp4s (28 of 56 heads on 8 bits "
+        "by default, ~0.80 bytes/element; the heads picked per block on its first call by "
+        "their fp4 sensitivity, or given in kv_mix_heads; error and speed between the two "
+        "stores'). On a GPU without the tier's kernel the engine logs one line and runs "
+        "the exact store."),
     Control(
         "trim_forward", "BOOLEAN", True,
         tooltip="Release the patch embeds once the packed sequence exists (the video embed "
@@ -143,7 +169,22 @@ ADDED = (
         "else host-staged. device: always on the device. host: always in pinned host "
         "memory (exact; costs bus traffic, saves ~28 KB of device memory per token)."),
 )
-CONTROLS = CONTROLS + ADDED
+# kvmix's head choice (issue 12), beyond FEATURES.md's table.
+KVMIX = (
+    Control(
+        "kv_mix_heads", "STRING", "",
+        tooltip="With kv_store kvmix: the heads kept on 8 bits (kvi8s), e.g. '0,5,9', the "
+        "same for every block; the others go on 4 bits (kvfp4s). Empty (default): each "
+        "block picks its own on its first call, the kv_mix_count heads whose K/V lose most "
+        "to fp4 (on a sample of up to 2,048 tokens), and keeps them for later steps. "
+        "APPROXIMATE like both stores; no effect with other stores."),
+    Control(
+        "kv_mix_count", "INT", 0, min=0, max=1024,
+        tooltip="With kv_store kvmix and kv_mix_heads empty: how many heads each block keeps "
+        "on 8 bits. 0 = half of them (28 of H3's 56). More = closer to kvi8s in error and "
+        "memory, fewer = closer to kvfp4s."),
+)
+CONTROLS = CONTROLS + ADDED + KVMIX
 
 BY_NAME = {c.name: c for c in CONTROLS}
 DEFAULTS = {c.name: c.default for c in CONTROLS}
@@ -166,6 +207,8 @@ def engine_options_kwargs(values):
     v = checked(values)
     out = {k: v[k] for k in ("q_chunk", "kv_chunk", "mlp_chunk", "min_tokens", "kv_block",
                              "final_layer_chunk", "final_layer_gemm", "kv_store",
-                             "exact_av_rows", "trim_forward", "self_check", "kv_placement")}
+                             "exact_av_rows", "trim_forward", "self_check", "kv_placement",
+                             "kv_mix_count")}
     out["vram_budget"] = v["vram_budget"] << 20  # MiB -> bytes
+    out["kv_mix_heads"] = parse_head_list("kv_mix_heads", v["kv_mix_heads"])
     return out

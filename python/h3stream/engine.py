@@ -210,6 +210,13 @@ class Engine:
         """The line of the last run_block with options.self_check, or None."""
         return self._e.last_self_check
 
+    @property
+    def kv_mix_heads(self):
+        """kv_store 'kvmix': {block index: [heads on 8 bits]} as each block's first call
+        calibrated them (kept for the later calls; {} until then, and when
+        Options.kv_mix_heads gives the heads)."""
+        return self._e.kv_mix_heads
+
     def forward(self, video_latent, audio_latent, context, sigma, *, cond_latent=None,
                 text_token_tags=None, audio_scale=4.0, seed=0, visual_cond_noise_aug=0.999,
                 mode="streamed", options=None):

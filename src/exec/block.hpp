@@ -50,6 +50,7 @@ struct KvTier {
   KvTier(const std::string& s, std::span<const RowRange> rows = {}) : store(s), exact_rows(rows) {}
   std::string_view store;
   std::span<const RowRange> exact_rows;
+  std::span<const int> mix_heads = {};  // kvmix: the heads on 8 bits (exec/kvmix_heads.hpp)
 };
 
 // "bf16" attends the fused QKV buffer directly, an approximate tier goes
@@ -76,6 +77,8 @@ struct StreamChunks {
   // Query rows attended over a retained exact K/V beside an approximate
   // store (KvTier::exact_rows); empty: none.
   std::vector<RowRange> exact_rows = {};
+  // kvmix: the block's heads on 8 bits (exec/kvmix_heads.hpp resolves them).
+  std::vector<int> kv_mix_heads = {};
   // Called as each phase (kv, attn, mlp) starts: a profiler's hook (h3s bench
   // --phase-times); empty: none.
   std::function<void(Phase)> on_phase = nullptr;

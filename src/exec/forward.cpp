@@ -10,6 +10,7 @@
 #include "exec/block.hpp"
 #include "exec/exact_rows.hpp"
 #include "exec/final_layer.hpp"
+#include "exec/kvmix_heads.hpp"
 #include "exec/placement.hpp"
 #include "exec/residual_rows.hpp"
 #include "exec/self_check.hpp"
@@ -264,6 +265,7 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
     chunks.kv_host = host.get();
     chunks.kv_queue = queue.get();
   }
+  KvMixHeads kv_mix;  // kvmix: each block's heads on 8 bits
   for (size_t i = 0; i < w.blocks.size(); ++i) {
     report(fmt::format("block {}/{}", i + 1, w.blocks.size()));
     arena.mark(int(i), Phase::setup);
@@ -288,15 +290,19 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
         return out;
       }
     }
+    chunks.kv_mix_heads = kv_mix.for_block(be, arena, view, *x.rows, opt);
+    if (opt.kv_store == "kvmix") out.kv_mix_heads[int(i)] = chunks.kv_mix_heads;
     if (i == 0 && opt.self_check)
-      out.log.push_back(
-          self_check_block(be, arena, view, x.rows->resident(), opt, chunks.exact_rows).line(seq));
+      out.log.push_back(self_check_block(be, arena, view, x.rows->resident(), opt,
+                                         chunks.exact_rows, chunks.kv_mix_heads)
+                            .line(seq));
     if (streamed) {
       run_block_streamed(be, arena, view, *x.rows, chunks);
       ++out.streamed_blocks;
     } else {
-      run_block_stock(be, arena, view, x.rows->resident(), BlockPhases::all,
-                      KvTier{opt.kv_store, chunks.exact_rows});
+      KvTier tier{opt.kv_store, chunks.exact_rows};
+      tier.mix_heads = chunks.kv_mix_heads;
+      run_block_stock(be, arena, view, x.rows->resident(), BlockPhases::all, tier);
       ++out.stock_blocks;
     }
     feed.done_block(i);

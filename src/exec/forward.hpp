@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,8 @@ struct ForwardOutputs {
   double seconds = 0.0;
   int64_t stock_blocks = 0, streamed_blocks = 0;
   std::vector<std::string> log;  // e.g. the self-check line
+  // kvmix: each DiT block's heads on 8 bits, by block index (empty otherwise).
+  std::map<int, std::vector<int>> kv_mix_heads;
 };
 
 // Called before DiT block `block` runs, with its view (modulation, RoPE) and

@@ -50,11 +50,24 @@ void ExecOptions::validate() const {
     fail(ErrorKind::invalid_argument,
          "kv_block = {} must be 0 or a multiple of the {}-row attention tile (try {})", kv_block,
          kAttnKvTile, (kv_block + kAttnKvTile - 1) / kAttnKvTile * kAttnKvTile);
-  if (kv_store != "bf16" && kv_store != "kvi8r" && kv_store != "kvi8s" && kv_store != "kvfp4s")
+  if (kv_store != "bf16" && kv_store != "kvi8r" && kv_store != "kvi8s" && kv_store != "kvfp4s" &&
+      kv_store != "kvmix")
     fail(ErrorKind::invalid_argument,
-         "kv_store '{}' is not available: this build has 'bf16' (exact), 'kvi8r', 'kvi8s' and "
-         "'kvfp4s' (approximate); kvmix is not built yet",
+         "kv_store '{}' is not available: this build has 'bf16' (exact), 'kvi8r', 'kvi8s', "
+         "'kvfp4s' and 'kvmix' (approximate)",
          kv_store);
+  range("kv_mix_count", kv_mix_count, 0);
+  for (size_t i = 0; i < kv_mix_heads.size(); ++i) {
+    if (kv_mix_heads[i] < 0)
+      fail(ErrorKind::invalid_argument, "kv_mix_heads: head {} is negative", kv_mix_heads[i]);
+    for (size_t j = 0; j < i; ++j)
+      if (kv_mix_heads[j] == kv_mix_heads[i])
+        fail(ErrorKind::invalid_argument, "kv_mix_heads: head {} is listed twice", kv_mix_heads[i]);
+  }
+  if (!kv_mix_heads.empty() && kv_mix_count != 0 && size_t(kv_mix_count) != kv_mix_heads.size())
+    fail(ErrorKind::invalid_argument,
+         "kv_mix_count = {} but kv_mix_heads lists {} heads: give the heads or the count, not both",
+         kv_mix_count, kv_mix_heads.size());
   if (kv_store != "bf16" && kv_placement == KvPlacement::host)
     fail(ErrorKind::invalid_argument,
          "kv_store '{}' with kv_placement = host: host-staged K/V holds the exact bf16 tier "

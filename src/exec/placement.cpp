@@ -18,6 +18,8 @@
 #include "kv/kv_fp4s.hpp"
 #include "kv/kv_i8r.hpp"
 #include "kv/kv_i8s.hpp"
+#include "kv/kv_mix.hpp"
+#include "kv/kvmix.hpp"
 #include "model/weights.hpp"
 
 namespace h3s {
@@ -81,6 +83,14 @@ size_t kv_store_bytes(const ExecOptions& o, int64_t seq, int64_t heads, int64_t 
   if (o.kv_store == "kvi8r") return exact + KvI8rStore::bytes(seq, heads, head_dim);
   if (o.kv_store == "kvi8s") return exact + KvI8sStore::bytes(seq, heads, head_dim);
   if (o.kv_store == "kvfp4s") return exact + KvFp4sStore::bytes(seq, heads, head_dim);
+  if (o.kv_store == "kvmix") {
+    // The calibrated count when no set is given; plus the gathers of one chunk.
+    const int64_t h8 = !o.kv_mix_heads.empty() ? int64_t(o.kv_mix_heads.size())
+                       : o.kv_mix_count > 0    ? std::min(o.kv_mix_count, heads)
+                                               : kvmix::default_8bit_count(heads);
+    return exact + KvMixStore::bytes(seq, heads, head_dim, h8) +
+           KvMixStore::chunk_bytes(std::min(seq, std::max(o.q_chunk, o.kv_chunk)), heads, head_dim);
+  }
   return size_t(2) * size_t(seq) * size_t(heads * head_dim) * 2;
 }
 

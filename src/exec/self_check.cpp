@@ -61,11 +61,13 @@ SelfCheckResult::Variant compare_bf16_bits(std::string name, std::span<const uin
 }
 
 SelfCheckResult self_check_block(Backend& be, Arena& arena, const BlockView& block, const Tensor& x,
-                                 const ExecOptions& o, std::span<const RowRange> exact_rows) {
+                                 const ExecOptions& o, std::span<const RowRange> exact_rows,
+                                 std::span<const int> mix_heads) {
   BlockView quiet = block;
   quiet.block_index = -1;  // keep the side runs out of the phase ledger
   const int64_t seq = x.rows(), n = x.numel();
-  const KvTier tier{o.kv_store, exact_rows};
+  KvTier tier{o.kv_store, exact_rows};
+  tier.mix_heads = mix_heads;
   auto run_copy = [&](const StreamChunks* chunks, std::vector<uint16_t>& host,
                       const KvTier& stock_tier) {
     OwnedTensor y = arena.tensor(DType::bf16, {seq, x.cols()}, "self_check copy of x");
@@ -81,10 +83,12 @@ SelfCheckResult self_check_block(Backend& be, Arena& arena, const BlockView& blo
   run_copy(nullptr, ref, tier);
   StreamChunks full = StreamChunks::from(o);
   full.exact_rows.assign(exact_rows.begin(), exact_rows.end());
+  full.kv_mix_heads.assign(mix_heads.begin(), mix_heads.end());
   // Every variant runs the checked tier (and its exact rows).
   const auto with_tier = [&](StreamChunks c) {
     c.kv_store = full.kv_store;
     c.exact_rows = full.exact_rows;
+    c.kv_mix_heads = full.kv_mix_heads;
     return c;
   };
   const int64_t whole = seq;  // one chunk

@@ -40,10 +40,12 @@ struct SelfCheckResult {
 };
 
 // exact_rows: the query rows attended over the exact K/V beside an
-// approximate store (KvTier::exact_rows), as the checked forward runs them.
+// approximate store (KvTier::exact_rows), as the checked forward runs them;
+// mix_heads: kvmix's heads on 8 bits (KvTier::mix_heads).
 SelfCheckResult self_check_block(Backend& be, Arena& arena, const BlockView& block, const Tensor& x,
                                  const ExecOptions& options,
-                                 std::span<const RowRange> exact_rows = {});
+                                 std::span<const RowRange> exact_rows = {},
+                                 std::span<const int> mix_heads = {});
 
 // One variant's comparison of bf16 bits `got` against `ref` (same length).
 SelfCheckResult::Variant compare_bf16_bits(std::string name, std::span<const uint16_t> ref,

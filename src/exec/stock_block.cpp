@@ -36,8 +36,8 @@ void run_block_stock(Backend& be, Arena& arena, const BlockView& b, const Tensor
     // exact_av_rows: those rows over the exact K/V first (the store rotates q).
     const std::vector<ExactRowsOut> exact =
         attend_exact_rows(be, arena, q, all, kv_tier.exact_rows, kv, 0, b.heads, b.head_dim);
-    const std::unique_ptr<KvStore> store =
-        make_resident_kv_store(be, arena, kv_tier.store, seq, b.heads, b.head_dim, 0);
+    const std::unique_ptr<KvStore> store = make_resident_kv_store(
+        be, arena, kv_tier.store, seq, b.heads, b.head_dim, 0, kv_tier.mix_heads);
     store->write(be, all, k, qkv.view.cols_view(2 * inner, 3 * inner));
     AttnState state = AttnState::allocate(arena, seq, b.heads, b.head_dim);
     be.attn_state_reset(state);

@@ -156,7 +156,8 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, ResidualR
     store = std::make_unique<KvStagedStore>(arena, *c.kv_host, *c.kv_queue, seq, b.heads,
                                             b.head_dim, c.kv_block);
   } else {
-    store = make_resident_kv_store(be, arena, c.kv_store, seq, b.heads, b.head_dim, c.kv_block);
+    store = make_resident_kv_store(be, arena, c.kv_store, seq, b.heads, b.head_dim, c.kv_block,
+                                   c.kv_mix_heads);
   }
   // exact_av_rows beside an approximate store: the exact bf16 K/V kept too.
   std::unique_ptr<KvBf16Store> exact;

@@ -1,14 +1,7 @@
 // The kvi8r K/V tier, resident (see kv_i8r.hpp).
 #include "kv/kv_i8r.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
-#include <cstdio>
-
-#include "kv/kv_bf16.hpp"
-#include "kv/kv_fp4s.hpp"
-#include "kv/kv_i8s.hpp"
 
 namespace h3s {
 
@@ -51,31 +44,6 @@ void KvI8rStore::attend(Backend& backend, std::span<const QueryChunk> chunks) {
 
 void KvI8rStore::finish(Backend& backend, const AttnState& state, const Tensor& out) {
   backend.attn_state_finish_rotated(state, out);
-}
-
-std::unique_ptr<KvStore> make_resident_kv_store(Backend& backend, Arena& arena,
-                                                std::string_view tier, int64_t seq, int64_t heads,
-                                                int64_t head_dim, int64_t kv_block) {
-  if (tier == "kvi8r" || tier == "kvi8s" || tier == "kvfp4s") {
-    if (backend.has_kv_tier(tier)) {
-      if (tier == "kvi8r")
-        return std::make_unique<KvI8rStore>(arena, seq, heads, head_dim, kv_block);
-      if (tier == "kvfp4s")
-        return std::make_unique<KvFp4sStore>(arena, seq, heads, head_dim, kv_block);
-      return std::make_unique<KvI8sStore>(arena, seq, heads, head_dim, kv_block);
-    }
-    static bool said = false;
-    if (!said) {
-      said = true;
-      fmt::print(stderr,
-                 "h3s: the {} backend has no {} kernels yet; using the exact bf16 K/V store\n",
-                 backend.name(), tier);
-    }
-  } else if (tier != "bf16") {
-    fail(ErrorKind::invalid_argument,
-         "kv_store '{}' is not a K/V tier (bf16, kvi8r, kvi8s, kvfp4s)", tier);
-  }
-  return std::make_unique<KvBf16Store>(arena, seq, heads, head_dim, kv_block);
 }
 
 }  // namespace h3s

@@ -229,6 +229,10 @@ void bind_engine(nb::module_& m) {
   c.def_prop_ro("backend", [](const PyEngine& e) { return e.engine->backend_name(); });
   c.def_prop_ro("device", [](const PyEngine& e) { return e.engine->device(); });
   c.def_prop_ro("last_self_check", [](const PyEngine& e) { return e.last_self_check; });
+  c.def_prop_ro(
+      "kv_mix_heads", [](const PyEngine& e) { return e.engine->kv_mix_heads(); },
+      "kv_store 'kvmix': the heads on 8 bits that each block's first call calibrated, by block "
+      "index ({} until then, and when Options.kv_mix_heads gives them)");
   c.def_prop_ro("last_placement", [](const PyEngine& e) {
     const BlockEngine::PlacementReport r = e.engine->last_placement();
     nb::dict d;

@@ -2,8 +2,12 @@
 // is built or changed, so a bad value fails where it is set, naming the
 // control, the value and the range.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
 
 #include "h3s/options.hpp"
 #include "python/bindings.hpp"
@@ -32,13 +36,15 @@ void field(nb::class_<ExecOptions>& c, const char* name, T ExecOptions::*member,
 std::string repr(const ExecOptions& o) {
   return fmt::format(
       "Options(q_chunk={}, kv_chunk={}, mlp_chunk={}, min_tokens={}, kv_block={}, "
-      "final_layer_chunk={}, final_layer_gemm='{}', kv_store='{}', exact_av_rows={}, "
+      "final_layer_chunk={}, final_layer_gemm='{}', kv_store='{}', kv_mix_heads=[{}], "
+      "kv_mix_count={}, exact_av_rows={}, "
       "trim_forward={}, self_check={}, merge_tail_below={}, kv_placement='{}', host_budget={}, "
       "vram_budget={})",
       o.q_chunk, o.kv_chunk, o.mlp_chunk, o.min_tokens, o.kv_block, o.final_layer_chunk,
-      final_gemm_name(o.final_layer_gemm), o.kv_store, o.exact_av_rows ? "True" : "False",
-      o.trim_forward ? "True" : "False", o.self_check ? "True" : "False", o.merge_tail_below,
-      kv_placement_name(o.kv_placement), o.host_budget, o.vram_budget);
+      final_gemm_name(o.final_layer_gemm), o.kv_store, fmt::join(o.kv_mix_heads, ", "),
+      o.kv_mix_count, o.exact_av_rows ? "True" : "False", o.trim_forward ? "True" : "False",
+      o.self_check ? "True" : "False", o.merge_tail_below, kv_placement_name(o.kv_placement),
+      o.host_budget, o.vram_budget);
 }
 
 nb::dict to_dict(const ExecOptions& o) {
@@ -51,6 +57,8 @@ nb::dict to_dict(const ExecOptions& o) {
   d["final_layer_chunk"] = o.final_layer_chunk;
   d["final_layer_gemm"] = std::string(final_gemm_name(o.final_layer_gemm));
   d["kv_store"] = o.kv_store;
+  d["kv_mix_heads"] = o.kv_mix_heads;
+  d["kv_mix_count"] = o.kv_mix_count;
   d["exact_av_rows"] = o.exact_av_rows;
   d["trim_forward"] = o.trim_forward;
   d["self_check"] = o.self_check;
@@ -72,7 +80,8 @@ void bind_options(nb::module_& m) {
       "__init__",
       [](ExecOptions* self, int64_t q_chunk, int64_t kv_chunk, int64_t mlp_chunk,
          int64_t min_tokens, int64_t kv_block, int64_t final_layer_chunk,
-         const std::string& final_layer_gemm, const std::string& kv_store, bool exact_av_rows,
+         const std::string& final_layer_gemm, const std::string& kv_store,
+         const std::vector<int>& kv_mix_heads, int64_t kv_mix_count, bool exact_av_rows,
          bool trim_forward, bool self_check, int64_t merge_tail_below,
          const std::string& kv_placement, uint64_t host_budget, uint64_t vram_budget) {
         ExecOptions o;
@@ -84,6 +93,9 @@ void bind_options(nb::module_& m) {
         o.final_layer_chunk = final_layer_chunk;
         o.final_layer_gemm = parse_final_gemm(final_layer_gemm);
         o.kv_store = kv_store;
+        o.kv_mix_heads = kv_mix_heads;
+        std::sort(o.kv_mix_heads.begin(), o.kv_mix_heads.end());
+        o.kv_mix_count = kv_mix_count;
         o.exact_av_rows = exact_av_rows;
         o.trim_forward = trim_forward;
         o.self_check = self_check;
@@ -98,7 +110,8 @@ void bind_options(nb::module_& m) {
       "mlp_chunk"_a = d.mlp_chunk, "min_tokens"_a = d.min_tokens, "kv_block"_a = d.kv_block,
       "final_layer_chunk"_a = d.final_layer_chunk,
       "final_layer_gemm"_a = std::string(final_gemm_name(d.final_layer_gemm)),
-      "kv_store"_a = d.kv_store, "exact_av_rows"_a = d.exact_av_rows,
+      "kv_store"_a = d.kv_store, "kv_mix_heads"_a = d.kv_mix_heads,
+      "kv_mix_count"_a = d.kv_mix_count, "exact_av_rows"_a = d.exact_av_rows,
       "trim_forward"_a = d.trim_forward, "self_check"_a = d.self_check,
       "merge_tail_below"_a = d.merge_tail_below,
       "kv_placement"_a = std::string(kv_placement_name(d.kv_placement)),
@@ -117,8 +130,15 @@ void bind_options(nb::module_& m) {
   field(c, "final_layer_chunk", &ExecOptions::final_layer_chunk,
         "rows per output-head chunk (>= 0; the full forward only)");
   field(c, "kv_store", &ExecOptions::kv_store,
-        "K/V storage tier: 'bf16' (exact), 'kvi8r', 'kvi8s' or 'kvfp4s' (approximate; all "
-        "three also run on Hopper GPUs, elsewhere CUDA runs 'bf16' and says so)");
+        "K/V storage tier: 'bf16' (exact), 'kvi8r', 'kvi8s', 'kvfp4s' or 'kvmix' (approximate; "
+        "all four also run on Hopper GPUs, elsewhere CUDA runs 'bf16' and says so)");
+  field(c, "kv_mix_heads", &ExecOptions::kv_mix_heads,
+        "kv_store 'kvmix': the heads kept on 8 bits (kvi8s), the rest on 4 (kvfp4s), the same "
+        "for every block; [] (default): calibrated per block on its first call "
+        "(Engine.kv_mix_heads shows the choice)");
+  field(c, "kv_mix_count", &ExecOptions::kv_mix_count,
+        "kv_store 'kvmix' without kv_mix_heads: how many heads the calibration keeps on 8 bits "
+        "(>= 0; 0: half, 28 of H3's 56)");
   field(c, "exact_av_rows", &ExecOptions::exact_av_rows,
         "with an approximate kv_store: text and audio query rows attend a retained exact bf16 "
         "K/V (their attention rows are the exact store's bit for bit; the full forward takes "

@@ -268,8 +268,12 @@ ExecMode BlockEngine::run_block(const TensorBlockCall& c) {
   with_block(c, [&](Backend& be, Arena& arena, const BlockView& view) {
     // exact_av_rows: the text and audio rows, from the call's mod runs.
     const std::vector<RowRange> exact = exact_query_rows(c.options, c.runs);
+    // kvmix: the block's heads on 8 bits, calibrated on its first call.
+    const std::vector<int> mix = kv_mix_.for_block(be, arena, view, c.x, c.options);
     if (mode == ExecMode::stock) {
-      run_block_stock(be, arena, view, c.x, c.phases, KvTier{c.options.kv_store, exact});
+      KvTier tier{c.options.kv_store, exact};
+      tier.mix_heads = mix;
+      run_block_stock(be, arena, view, c.x, c.phases, tier);
       last_placement_ = PlacementReport{};
       last_placement_.line = "stock";
       return;
@@ -298,6 +302,7 @@ ExecMode BlockEngine::run_block(const TensorBlockCall& c) {
                        PlanScope::block);
     StreamChunks chunks = StreamChunks::from(o);
     chunks.exact_rows = exact;
+    chunks.kv_mix_heads = mix;
     chunks.kv_block = place.kv_block;
     chunks.q_group = place.q_group;
     chunks.kv_first_pass = place.kv_first_pass;
@@ -335,7 +340,8 @@ BlockEngine::PlacementReport BlockEngine::last_placement() const {
 SelfCheckResult BlockEngine::self_check(const TensorBlockCall& c) {
   SelfCheckResult r;
   with_block(c, [&](Backend& be, Arena& arena, const BlockView& view) {
-    r = self_check_block(be, arena, view, c.x, c.options, exact_query_rows(c.options, c.runs));
+    r = self_check_block(be, arena, view, c.x, c.options, exact_query_rows(c.options, c.runs),
+                         kv_mix_.for_block(be, arena, view, c.x, c.options));
   });
   return r;
 }

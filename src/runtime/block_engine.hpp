@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "exec/block.hpp"
+#include "exec/kvmix_heads.hpp"
 #include "exec/latent_forward.hpp"
 #include "exec/self_check.hpp"
 #include "h3s/options.hpp"
@@ -50,6 +52,11 @@ class BlockEngine {
               int threads, size_t vram_budget = 0);
 
   const ModelWeights& weights() const { return weights_; }
+  // kvmix: the heads on 8 bits each block's first call calibrated, by index.
+  std::map<int, std::vector<int>> kv_mix_heads() const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return kv_mix_.kept();
+  }
   const ModelConfig& config() const { return weights_.config; }
   const std::string& backend_name() const { return backend_.name(); }
   Device device_kind() const { return backend_.device_kind(); }
@@ -131,6 +138,7 @@ class BlockEngine {
   Prepared per_call_;
   size_t weight_peak_ = 0;
   PlacementReport last_placement_;
+  KvMixHeads kv_mix_;         // kvmix: each block's heads on 8 bits, kept from its first call
   mutable std::mutex mutex_;  // one call at a time: the backend and arena are not thread-safe
 };
 

@@ -45,7 +45,7 @@ TEST(Cli, DemoWithAnApproximateTierIsBitEqualWithinTheTier) {
   const Result exact = run_cli("run" + chunks + "bf16", /*merge_stderr=*/false);
   ASSERT_EQ(exact.code, 0) << exact.out;
   EXPECT_FALSE(nlohmann::json::parse(exact.out).at("approximate").get<bool>());
-  for (const std::string tier : {"kvi8r", "kvi8s", "kvfp4s"}) {
+  for (const std::string tier : {"kvi8r", "kvi8s", "kvfp4s", "kvmix"}) {
     SCOPED_TRACE(tier);
     const Result demo = run_cli("demo" + chunks + tier, /*merge_stderr=*/false);
     ASSERT_EQ(demo.code, 0) << demo.out;
@@ -55,7 +55,13 @@ TEST(Cli, DemoWithAnApproximateTierIsBitEqualWithinTheTier) {
     for (const char* key : {"video_rel_rms", "audio_rel_rms"}) {
       const double e = d.at("error_vs_exact").at(key).get<double>();
       EXPECT_GT(e, 0.0) << key;
-      EXPECT_LT(e, tier == "kvfp4s" ? 0.2 : 5e-2) << key;  // 4 bits against 8
+      EXPECT_LT(e, tier == "kvfp4s" || tier == "kvmix" ? 0.2 : 5e-2) << key;  // 4 bits vs 8
+    }
+    if (tier == "kvmix") {  // each block's calibrated heads, the same in both runs
+      EXPECT_TRUE(d.at("kv_mix_same_in_both_runs").get<bool>());
+      ASSERT_EQ(d.at("kv_mix_heads").size(), size_t(d.at("blocks").get<int>()));
+      for (const auto& [block, heads] : d.at("kv_mix_heads").items())
+        EXPECT_EQ(heads.size(), 2u) << block;  // half the tiny model's 4 heads
     }
     const Result run = run_cli("run" + chunks + tier, /*merge_stderr=*/false);
     ASSERT_EQ(run.code, 0) << run.out;
@@ -126,7 +132,7 @@ TEST(Cli, BadValuesGiveOneLineAndExitCode2) {
       {"demo --memory-budget 12XB", "--memory-budget"},
       {"demo --vram-budget 3TB", "--vram-budget"},
       {"demo --final-layer-gemm fast", "--final-layer-gemm"},
-      {"demo --kv-store kvmix", "--kv-store"},
+      {"demo --kv-store kvi4", "--kv-store"},
       {"demo --no-such-flag", "no-such-flag"},
   };
   for (const auto& c : cases) {
@@ -336,8 +342,37 @@ TEST(Cli, KvbenchMeasuresEachTierAgainstExactAndItsBaseline) {
         EXPECT_LE(e, b.outlier_ratio * base);
     }
   }
-  const Result bad = run_cli("kvbench --kv-store kvmix");  // not a tier kvbench has
+  const Result bad = run_cli("kvbench --kv-store kvi4");  // not a tier
   EXPECT_EQ(bad.code, 2) << bad.out;
+}
+
+// kvbench --kv-store kvmix: the error lies between its two stores' (kvi8s on
+// every head, reported beside it, and kvfp4s on every head, its baseline),
+// on heads the calibration picked (half of them) or given ones; its bytes
+// between theirs; a bad head list is refused by name.
+TEST(Cli, KvbenchKvmixLiesBetweenItsTwoStores) {
+  const Result r = run_cli("kvbench --json --tokens 600 --heads 4 --kv-store kvmix", false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("kv_store"), "kvmix");
+  EXPECT_TRUE(j.at("approximate").get<bool>());
+  for (const nlohmann::json& in : j.at("inputs")) {
+    SCOPED_TRACE(in.at("name").get<std::string>());
+    EXPECT_EQ(in.at("kv_mix_heads").size(), 2u);
+    EXPECT_EQ(in.at("baseline"), "kvfp4s on every head");
+    EXPECT_LT(in.at("kvi8s_rel_rms").get<double>(), in.at("rel_rms").get<double>());
+    EXPECT_LT(in.at("rel_rms").get<double>(), in.at("baseline_rel_rms").get<double>());
+  }
+  const Result given = run_cli(
+      "kvbench --json --tokens 300 --heads 4 --kv-store kvmix --kv-mix-heads 3,0 "
+      "--inputs gaussian",
+      false);
+  ASSERT_EQ(given.code, 0) << given.out;
+  EXPECT_EQ(nlohmann::json::parse(given.out).at("inputs").at(0).at("kv_mix_heads"),
+            nlohmann::json::array({0, 3}));
+  const Result bad = run_cli("kvbench --tokens 300 --heads 4 --kv-store kvmix --kv-mix-heads 4");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("head 4"), std::string::npos) << bad.out;
 }
 
 // --no-baseline (the GPU runs at 217k, where the host baseline would take

@@ -137,12 +137,12 @@ TEST(ForwardErrors, BadInputsNameTheProblem) {
   bad.q_chunk = 0;
   EXPECT_THROW(bad.validate(), Error);
   bad = ExecOptions{};
-  bad.kv_store = "kvmix";
+  bad.kv_store = "kvi4";
   try {
     bad.validate();
     FAIL() << "unknown kv store accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("kvmix"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("kvi4"), std::string::npos);
   }
 }
 

@@ -58,12 +58,16 @@ struct GpuBlock {
                             const std::string& kv_store = "bf16") {
     be->upload(x0.data(), x.view);
     const BlockView v = BlockView::dit(block, ctx);
+    const std::vector<int> mix_heads = {1};  // kvmix: the second of the test model's two heads
     if (c) {
       StreamChunks tiered = *c;
       tiered.kv_store = kv_store;
+      tiered.kv_mix_heads = mix_heads;
       run_block_streamed(*be, arena, v, x.view, tiered);
     } else {
-      run_block_stock(*be, arena, v, x.view, BlockPhases::all, KvTier(kv_store));
+      KvTier tier(kv_store);
+      tier.mix_heads = mix_heads;
+      run_block_stock(*be, arena, v, x.view, BlockPhases::all, tier);
     }
     std::vector<uint16_t> out(x0.size());
     be->download(x.view, out.data());
@@ -113,7 +117,7 @@ TEST_P(GpuBlockExact, ApproximateTiersStreamedEqualTheirStockBitForBit) {
   const int64_t seq = g.layout.seq_len;
   const std::vector<uint16_t> x0 = random_x(seq * w.config.hidden, uint64_t(seq) + 1);
   const std::vector<uint16_t> exact = g.run(x0, nullptr, "bf16");
-  for (const std::string tier : {"kvi8r", "kvi8s", "kvfp4s"}) {
+  for (const std::string tier : {"kvi8r", "kvi8s", "kvfp4s", "kvmix"}) {
     ASSERT_TRUE(g.be->has_kv_tier(tier)) << tier << ": the device runs are on Hopper";
     const std::vector<uint16_t> stock = g.run(x0, nullptr, tier);
     EXPECT_FALSE(bits_equal(stock, exact)) << tier << " gave the exact bits";

@@ -64,6 +64,45 @@ struct Problem {
   }
 };
 
+OwnedTensor put(Backend& be, Arena& arena, const Bits& host, int64_t n, int64_t w,
+                const char* what) {
+  OwnedTensor t = arena.tensor(DType::bf16, {n, w}, what);
+  be.upload(host.data(), t.view);
+  return t;
+}
+
+// `tier`'s attention of p's queries on `be` (kvmix: heads8 on 8 bits): K/V
+// written in chunks of `kv_chunk` rows (0: one write) and attended in blocks
+// of `kv_block` keys (0: one pass), queries in chunks of `row_chunk` (0: all).
+Bits store_attention(Backend& be, Arena& arena, const Problem& p, const std::string& tier,
+                     std::span<const int> heads8, int64_t kv_chunk, int64_t kv_block,
+                     int64_t row_chunk) {
+  OwnedTensor q = put(be, arena, p.q, p.rows, p.width(), "q");
+  OwnedTensor out = arena.tensor(DType::bf16, {p.rows, p.width()}, "out");
+  std::unique_ptr<KvStore> store =
+      make_resident_kv_store(be, arena, tier, p.seq, p.heads, kHd, kv_block, heads8);
+  OwnedTensor k = put(be, arena, p.k, p.seq, p.width(), "k");
+  OwnedTensor v = put(be, arena, p.v, p.seq, p.width(), "v");
+  const int64_t kv_step = kv_chunk == 0 ? std::max<int64_t>(p.seq, 1) : kv_chunk;
+  for (int64_t r0 = 0; r0 < p.seq; r0 += kv_step) {
+    const int64_t r1 = std::min(p.seq, r0 + kv_step);
+    store->write(be, {r0, r1}, k.view.rows_view(r0, r1), v.view.rows_view(r0, r1));
+  }
+  const int64_t step = row_chunk == 0 ? p.rows : row_chunk;
+  for (int64_t r0 = 0; r0 < p.rows; r0 += step) {
+    const int64_t r1 = std::min(p.rows, r0 + step);
+    AttnState s = AttnState::allocate(arena, r1 - r0, p.heads, kHd);
+    be.attn_state_reset(s);
+    const QueryChunk c{q.view.rows_view(r0, r1), &s};
+    store->attend(be, {&c, 1});
+    store->finish(be, s, out.view.rows_view(r0, r1));
+  }
+  Bits host(static_cast<size_t>(p.rows * p.width()));
+  be.download(out.view, host.data());
+  be.synchronize();
+  return host;
+}
+
 // Every tensor of a store, as bytes, in the view's order.
 using StoreBytes = std::vector<std::vector<uint8_t>>;
 
@@ -86,13 +125,6 @@ class GpuKvStore : public GpuBackendTest, public ::testing::WithParamInterface<s
                    << " kernel (Hopper only); the device runs are on H200";
   }
   const std::string& tier() const { return GetParam(); }
-
-  OwnedTensor put(Backend& be, Arena& arena, const Bits& host, int64_t n, int64_t w,
-                  const char* what) {
-    OwnedTensor t = arena.tensor(DType::bf16, {n, w}, what);
-    be.upload(host.data(), t.view);
-    return t;
-  }
 
   // K/V written into the store in chunks of `chunk` rows (0: one write).
   void write(Backend& be, Arena& arena, KvStore& store, const Problem& p, int64_t chunk) {
@@ -123,26 +155,7 @@ class GpuKvStore : public GpuBackendTest, public ::testing::WithParamInterface<s
   // `exact`: the exact bf16 attention instead.
   Bits attend(Backend& be, Arena& arena, const Problem& p, int64_t row_chunk, int64_t kv_block,
               bool exact = false) {
-    OwnedTensor q = put(be, arena, p.q, p.rows, p.width(), "q");
-    OwnedTensor out = arena.tensor(DType::bf16, {p.rows, p.width()}, "out");
-    std::unique_ptr<KvStore> store =
-        make_resident_kv_store(be, arena, exact ? "bf16" : tier(), p.seq, p.heads, kHd, kv_block);
-    OwnedTensor k = put(be, arena, p.k, p.seq, p.width(), "k");
-    OwnedTensor v = put(be, arena, p.v, p.seq, p.width(), "v");
-    store->write(be, {0, p.seq}, k.view, v.view);
-    const int64_t step = row_chunk == 0 ? p.rows : row_chunk;
-    for (int64_t r0 = 0; r0 < p.rows; r0 += step) {
-      const int64_t r1 = std::min(p.rows, r0 + step);
-      AttnState s = AttnState::allocate(arena, r1 - r0, p.heads, kHd);
-      be.attn_state_reset(s);
-      const QueryChunk c{q.view.rows_view(r0, r1), &s};
-      store->attend(be, {&c, 1});
-      store->finish(be, s, out.view.rows_view(r0, r1));
-    }
-    Bits host(static_cast<size_t>(p.rows * p.width()));
-    be.download(out.view, host.data());
-    be.synchronize();
-    return host;
+    return store_attention(be, arena, p, exact ? "bf16" : tier(), {}, 0, kv_block, row_chunk);
   }
   Bits on_gpu(const Problem& p, int64_t row_chunk = 0, int64_t kv_block = 0, bool exact = false) {
     return attend(*gpu_, *arena_, p, row_chunk, kv_block, exact);
@@ -223,6 +236,35 @@ TEST_P(GpuKvStore, ChunksAndBlocksGiveTheSinglePassBits) {
 
 INSTANTIATE_TEST_SUITE_P(Tiers, GpuKvStore, ::testing::Values("kvi8s", "kvfp4s"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// kvmix on the GPU: each head is its sub-store's head bit for bit (kvi8s'
+// for the 8-bit heads, kvfp4s' for the others), whatever the head set and
+// the write, query and K/V-block chunks, over a prime number of keys and an
+// odd number of heads.
+class GpuKvMix : public GpuBackendTest {};
+
+TEST_F(GpuKvMix, EachHeadIsItsSubStoresHeadBitForBit) {
+  ASSERT_TRUE(gpu_->has_kv_tier("kvmix")) << "the device runs are on Hopper";
+  const Problem p(131, 389, 5, 8400);
+  const Bits on8 = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
+  const Bits on4 = store_attention(*gpu_, *arena_, p, "kvfp4s", {}, 0, 0, 0);
+  const std::vector<std::vector<int>> sets = {{}, {0, 1, 2, 3, 4}, {1, 2, 3}, {0, 4}, {3}};
+  for (size_t i = 0; i < sets.size(); ++i) {
+    const int64_t kv_chunk = std::vector<int64_t>{0, 1, 97, 300, 64}[i];
+    const Bits got = store_attention(*gpu_, *arena_, p, "kvmix", sets[i], kv_chunk,
+                                     kAttnKvTile * int64_t(i % 3), int64_t(i * 29));
+    const int64_t w = p.width();
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const bool eight = std::find(sets[i].begin(), sets[i].end(), int(h)) != sets[i].end();
+      const Bits& want = eight ? on8 : on4;
+      bool same = true;
+      for (int64_t r = 0; r < p.rows && same; ++r)
+        same = std::equal(got.begin() + r * w + h * kHd, got.begin() + r * w + (h + 1) * kHd,
+                          want.begin() + r * w + h * kHd);
+      EXPECT_TRUE(same) << "set " << i << " head " << h << (eight ? " (8 bits)" : " (4 bits)");
+    }
+  }
+}
 
 }  // namespace
 }  // namespace h3s::test

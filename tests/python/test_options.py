@@ -12,7 +12,7 @@ def test_defaults_are_the_reference_nodes():
     assert o.to_dict() == {
         "q_chunk": 16384, "kv_chunk": 16384, "mlp_chunk": 16384, "min_tokens": 32768,
         "kv_block": 0, "final_layer_chunk": 16384, "final_layer_gemm": "exact",
-        "kv_store": "bf16", "exact_av_rows": False, "trim_forward": True, "self_check": False, "merge_tail_below": 512,
+        "kv_store": "bf16", "kv_mix_heads": [], "kv_mix_count": 0, "exact_av_rows": False, "trim_forward": True, "self_check": False, "merge_tail_below": 512,
         "kv_placement": "auto", "host_budget": 0, "vram_budget": 0,
     }
 
@@ -38,7 +38,10 @@ def test_round_trip_through_dict_and_copy():
     ("kv_block", 100, r"kv_block = 100 must be 0 or a multiple of"),
     ("final_layer_chunk", -2, r"final_layer_chunk = -2 is out of range"),
     ("merge_tail_below", -1, r"merge_tail_below = -1 is out of range"),
-    ("kv_store", "kvmix", r"kv_store 'kvmix' is not available"),
+    ("kv_store", "kvi4", r"kv_store 'kvi4' is not available"),
+    ("kv_mix_heads", [3, 3], r"kv_mix_heads: head 3 is listed twice"),
+    ("kv_mix_heads", [-1], r"kv_mix_heads: head -1 is negative"),
+    ("kv_mix_count", -1, r"kv_mix_count = -1 is out of range"),
     ("final_layer_gemm", "fast", r"final_layer_gemm 'fast' is not valid: use exact or streamed"),
     ("kv_placement", "gpu", r"kv_placement 'gpu' is not valid: use auto, device or host"),
 ])
@@ -50,6 +53,14 @@ def test_bad_values_name_the_control(control, value, message):
     with pytest.raises(ValueError, match=message):
         setattr(o, control, value)
     assert o.to_dict() == before, "a refused value must not be kept"
+
+
+def test_kvmix_heads_round_trip():
+    o = h3stream.Options(kv_store="kvmix", kv_mix_heads=[5, 0])
+    assert o.kv_mix_heads == [0, 5] and "kv_mix_heads=[0, 5]" in repr(o)
+    assert h3stream.Options(**o.to_dict()) == o
+    with pytest.raises(ValueError, match="give the heads or the count, not both"):
+        h3stream.Options(kv_store="kvmix", kv_mix_heads=[1, 2], kv_mix_count=3)
 
 
 def test_keywords_only_and_types():

@@ -16,6 +16,7 @@
 #include "core/thread_pool.hpp"
 #include "exec/block.hpp"
 #include "exec/exact_rows.hpp"
+#include "exec/kvmix_heads.hpp"
 #include "exec/placement.hpp"
 #include "exec/residual_rows.hpp"
 #include "exec/time_embed.hpp"
@@ -179,6 +180,11 @@ int run_bench(BenchArgs& a) {
     chunks.q_group = place.q_group;
     chunks.kv_first_pass = place.kv_first_pass;
     chunks.exact_rows = exact_query_rows(r.exec, layout);
+    if (r.exec.kv_store == "kvmix") {  // the heads on 8 bits, calibrated on x0 once
+      OwnedTensor x0 = arena.tensor(DType::bf16, {s, h}, "x0 (kvmix calibration)");
+      be.upload(host.data(), x0.view);
+      chunks.kv_mix_heads = KvMixHeads{}.for_block(be, arena, view, x0.view, r.exec);
+    }
     std::unique_ptr<Arena> staging;
     if (place.kv_on_host || place.x_on_host)
       staging = std::make_unique<Arena>(be.host_staging_memory(), host_budget);
@@ -224,8 +230,9 @@ int run_bench(BenchArgs& a) {
         } else if (streamed) {
           run_block_streamed(be, arena, view, x.view, c);
         } else {
-          run_block_stock(be, arena, view, x.view, BlockPhases::all,
-                          KvTier{tier, chunks.exact_rows});
+          KvTier stock_tier{tier, chunks.exact_rows};
+          stock_tier.mix_heads = chunks.kv_mix_heads;
+          run_block_stock(be, arena, view, x.view, BlockPhases::all, stock_tier);
         }
         be.synchronize();
         const double t1 = now_s();
@@ -349,6 +356,7 @@ int run_bench(BenchArgs& a) {
         {"bit_equal", equal},
         {"kv_store", r.exec.kv_store},
         {"approximate", approximate},
+        {"kv_mix_heads", chunks.kv_mix_heads},
         {"attn_s", attn_s},
         {"attn_state_s", attn_state_s},
         {"attn_kernel", std::string(be.attention_kernel())},

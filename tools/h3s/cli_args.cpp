@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/error.hpp"
+#include "kv/kvmix.hpp"
 
 namespace h3s::cli {
 
@@ -108,10 +109,20 @@ void add_control_flags(CLI::App& cmd, ExecOptions& o, std::string& final_gemm) {
   cmd.add_option("--kv-store", o.kv_store,
                  "K/V storage tier: bf16 (exact), kvi8r (approximate: int8 + one fp16 scale "
                  "per row in a Hadamard basis), kvi8s (approximate: int8 K smoothed per "
-                 "64-token block, fp8 V and P) or kvfp4s (approximate: NVFP4 K, rotated and "
-                 "centred per 256-token block, and V, ~0.57 bytes an element); all three also run "
+                 "64-token block, fp8 V and P), kvfp4s (approximate: NVFP4 K, rotated and "
+                 "centred per 256-token block, and V, ~0.57 bytes an element) or kvmix "
+                 "(approximate: per head kvi8s or kvfp4s, --kv-mix-heads); all four also run "
                  "on Hopper GPUs, elsewhere CUDA runs bf16 and says so")
-      ->check(CLI::IsMember({"bf16", "kvi8r", "kvi8s", "kvfp4s"}))
+      ->check(CLI::IsMember({"bf16", "kvi8r", "kvi8s", "kvfp4s", "kvmix"}))
+      ->capture_default_str();
+  cmd.add_option_function<std::string>(
+         "--kv-mix-heads", [&o](const std::string& s) { o.kv_mix_heads = kvmix::parse_heads(s); },
+         "with --kv-store kvmix: the heads kept on 8 bits, e.g. \"0,5,9\" (the rest on 4; the "
+         "same for every block); default: calibrated per block on its first call")
+      ->type_name("LIST");
+  cmd.add_option("--kv-mix-count", o.kv_mix_count,
+                 "with --kv-store kvmix and no --kv-mix-heads: how many heads the calibration "
+                 "keeps on 8 bits (0 = half: 28 of H3's 56)")
       ->capture_default_str();
   cmd.add_flag("--exact-av-rows", o.exact_av_rows,
                "with an approximate --kv-store: text and audio query rows attend a retained "

@@ -9,8 +9,10 @@
 // length and thread count sees the same values for the same tokens.
 // Baselines: kvi8r's is per-row int8 without the Hadamard basis; kvi8s' is
 // SageAttention-2's layout without it; kvfp4s' is rotated NVFP4 without the
-// K mean. Every tier runs through the backend's store (the CPU backend runs
-// the definitions of record); the baselines run on the host.
+// K mean; kvmix's is kvfp4s on every head (and kvi8s on every head is
+// reported too: kvmix lies between them). Every tier runs through the
+// backend's store (the CPU backend runs the definitions of record); the
+// first three baselines run on the host, kvmix's through the backend.
 #include "kvbench_cmd.hpp"
 
 #include <fmt/format.h>
@@ -25,10 +27,12 @@
 #include "core/rng.hpp"
 #include "core/thread_pool.hpp"
 #include "exec/placement.hpp"
+#include "kv/kv_mix.hpp"
 #include "kv/kv_store.hpp"
 #include "kv/kvfp4s.hpp"
 #include "kv/kvi8r.hpp"
 #include "kv/kvi8s.hpp"
+#include "kv/kvmix.hpp"
 #include "kvbench_capture.hpp"
 #include "runtime/engine_backend.hpp"
 
@@ -96,7 +100,8 @@ struct Attended {
 };
 
 // Attention through the backend: the exact store's kernel, or `tier`'s store.
-Attended backend_attention(Backend& be, Arena& arena, const Inputs& in, const std::string& tier) {
+Attended backend_attention(Backend& be, Arena& arena, const Inputs& in, const std::string& tier,
+                           std::span<const int> mix_heads = {}) {
   const int64_t n = in.tokens, heads = in.heads, inner = heads * kHd;
   auto upload = [&](const Rows& host, const char* what) {
     OwnedTensor t = arena.tensor(DType::bf16, {n, inner}, what);
@@ -108,7 +113,8 @@ Attended backend_attention(Backend& be, Arena& arena, const Inputs& in, const st
   OwnedTensor out = arena.tensor(DType::bf16, {n, inner}, "kvbench out");
   AttnState s = AttnState::allocate(arena, n, heads, kHd);
   be.attn_state_reset(s);
-  std::unique_ptr<KvStore> store = make_resident_kv_store(be, arena, tier, n, heads, kHd, 0);
+  std::unique_ptr<KvStore> store =
+      make_resident_kv_store(be, arena, tier, n, heads, kHd, 0, mix_heads);
   store->write(be, {0, n}, k.view, v.view);
   const QueryChunk c{q.view, &s};
   Attended a;
@@ -120,6 +126,24 @@ Attended backend_attention(Backend& be, Arena& arena, const Inputs& in, const st
   be.download(out.view, a.out.data());
   be.synchronize();
   return a;
+}
+
+// kvmix's calibration on these inputs (kv/kvmix.hpp): its sample windows'
+// rows, scored on the host.
+std::vector<int> calibrate_mix(const Inputs& in, int64_t count, ThreadPool& pool) {
+  const int64_t inner = in.heads * kHd;
+  Rows q, k, v;
+  std::vector<int64_t> window_rows;
+  for (const RowRange& r : kvmix::sample_windows(in.tokens)) {
+    const auto at = [&](const Rows& t, int64_t row) { return t.begin() + row * inner; };
+    q.insert(q.end(), at(in.q, r.begin), at(in.q, r.end));
+    k.insert(k.end(), at(in.k, r.begin), at(in.k, r.end));
+    v.insert(v.end(), at(in.v, r.begin), at(in.v, r.end));
+    window_rows.push_back(r.size());
+  }
+  const std::vector<double> score =
+      kvmix::fp4_sensitivity(q.data(), k.data(), v.data(), inner, window_rows, in.heads, &pool);
+  return kvmix::pick_8bit_heads(score, count);
 }
 
 // The tier's recipe without the Hadamard basis, on the host.
@@ -274,8 +298,16 @@ Error2 compare(const Rows& exact, const Rows& approx) {
 
 void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a) {
   cmd.add_option("--kv-store", a.kv_store,
-                 "the approximate tier to measure: kvi8r, kvi8s or kvfp4s")
-      ->check(CLI::IsMember({"kvi8r", "kvi8s", "kvfp4s"}))
+                 "the approximate tier to measure: kvi8r, kvi8s, kvfp4s or kvmix")
+      ->check(CLI::IsMember({"kvi8r", "kvi8s", "kvfp4s", "kvmix"}))
+      ->capture_default_str();
+  cmd.add_option_function<std::string>(
+         "--kv-mix-heads", [&a](const std::string& s) { a.kv_mix_heads = kvmix::parse_heads(s); },
+         "kvmix: the heads on 8 bits, e.g. \"0,5,9\" (default: calibrated on each input)")
+      ->type_name("LIST");
+  cmd.add_option("--kv-mix-count", a.kv_mix_count,
+                 "kvmix without --kv-mix-heads: heads the calibration keeps on 8 bits (0 = half)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd.add_option("--backend", a.backend,
                  "cpu (the definition of record) or cuda (where the tier has kernels)")
@@ -334,10 +366,22 @@ int run_kvbench(const KvBenchArgs& args) {
          "--backend cpu",
          be.name(), a.kv_store);
   ThreadPool pool(a.threads);
+  const bool mix = a.kv_store == "kvmix";
+  const int64_t mix_count = !a.kv_mix_heads.empty() ? int64_t(a.kv_mix_heads.size())
+                            : a.kv_mix_count > 0    ? a.kv_mix_count
+                                                    : kvmix::default_8bit_count(a.heads);
+  if (mix) {
+    if (mix_count > a.heads)
+      fail(ErrorKind::invalid_argument, "kvbench: kv_mix_count {} is more than --heads {}",
+           mix_count, a.heads);
+    kvmix::check_heads(a.kv_mix_heads, a.heads);
+  }
   ExecOptions o;
   o.kv_store = a.kv_store;
-  const double bytes_per_element =
-      double(kv_store_bytes(o, a.tokens, a.heads, kHd)) / double(2 * a.tokens * a.heads * kHd);
+  // The store's own bytes (kvmix's per-chunk gathers are not the store's).
+  const double bytes_per_element = double(mix ? KvMixStore::bytes(a.tokens, a.heads, kHd, mix_count)
+                                              : kv_store_bytes(o, a.tokens, a.heads, kHd)) /
+                                   double(2 * a.tokens * a.heads * kHd);
   nlohmann::json results = nlohmann::json::array();
   for (const std::string& kind : a.inputs) {
     Inputs in;
@@ -363,20 +407,36 @@ int run_kvbench(const KvBenchArgs& args) {
       in = make_inputs(kind, a.tokens, a.heads, a.seed, pool);
     }
     const Attended exact = backend_attention(be, b.arena(), in, "bf16");
-    const Attended tier_run = backend_attention(be, b.arena(), in, a.kv_store);
+    // kvmix: the given heads (checked against a checkpoint's heads), or the
+    // calibration's on this input.
+    std::vector<int> mix_heads;
+    if (mix) {
+      kvmix::check_heads(a.kv_mix_heads, in.heads);
+      mix_heads = !a.kv_mix_heads.empty() ? a.kv_mix_heads
+                                          : calibrate_mix(in, std::min(mix_count, in.heads), pool);
+    }
+    const Attended tier_run = backend_attention(be, b.arena(), in, a.kv_store, mix_heads);
     const Error2 tier = compare(exact.out, tier_run.out);
     const char* baseline = a.kv_store == "kvi8r"   ? "per-row int8 without rotation"
                            : a.kv_store == "kvi8s" ? "SageAttention-2 layout without rotation"
+                           : mix                   ? "kvfp4s on every head"
                                                    : "rotated NVFP4 without centring";
     nlohmann::json r = {{"name", kind},          {"tokens", in.tokens},
                         {"heads", in.heads},     {"rel_rms", tier.rel_rms},
                         {"cosine", tier.cosine}, {"baseline", baseline}};
+    if (mix) {
+      r["kv_mix_heads"] = mix_heads;
+      // The other end: every head on 8 bits.
+      r["kvi8s_rel_rms"] =
+          compare(exact.out, backend_attention(be, b.arena(), in, "kvi8s").out).rel_rms;
+    }
     if (!source.is_null()) r.update(source);
     std::string base_text = "not computed (--no-baseline)";
     if (a.baseline) {
       const Error2 base =
-          compare(exact.out, a.kv_store == "kvfp4s" ? fp4s_attention(in, false, pool)
-                                                    : baseline_attention(a.kv_store, in, pool));
+          compare(exact.out, mix ? backend_attention(be, b.arena(), in, "kvfp4s").out
+                             : a.kv_store == "kvfp4s" ? fp4s_attention(in, false, pool)
+                                                      : baseline_attention(a.kv_store, in, pool));
       r["baseline_rel_rms"] = base.rel_rms;
       r["baseline_cosine"] = base.cosine;
       base_text = fmt::format("{:.4g}", base.rel_rms);

@@ -25,6 +25,8 @@ struct KvBenchArgs {
   int threads = 0;
   bool baseline = true;  // --no-baseline: skip the host baseline (O(tokens^2) on the CPU)
   bool json = false;
+  std::vector<int> kv_mix_heads;  // kvmix: given heads on 8 bits (empty: calibrated per input)
+  int64_t kv_mix_count = 0;       // kvmix: heads the calibration picks (0: half)
 };
 void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a);
 int run_kvbench(const KvBenchArgs& a);

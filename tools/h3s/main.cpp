@@ -110,11 +110,20 @@ double rel_rms(const std::vector<float>& a, const std::vector<float>& b) {
   return den > 0.0 ? std::sqrt(num / den) : 0.0;
 }
 
+// kvmix's heads on 8 bits per DiT block: {"0": [heads...], ...}.
+nlohmann::json kv_mix_json(const ForwardOutputs& out) {
+  nlohmann::json mix = nlohmann::json::object();
+  for (const auto& [block, heads] : out.kv_mix_heads) mix[std::to_string(block)] = heads;
+  return mix;
+}
+
 int run_demo(RunArgs& a) {
   Prepared p = prepare(a);
   ExecOptions stock_opt = ExecOptions::stock();
   stock_opt.kv_store = a.exec.kv_store;  // the reference runs the same K/V tier
   stock_opt.exact_av_rows = a.exec.exact_av_rows;
+  stock_opt.kv_mix_heads = a.exec.kv_mix_heads;
+  stock_opt.kv_mix_count = a.exec.kv_mix_count;
   const ForwardOutputs stock = forward(p, a, stock_opt, "stock");
   const ForwardOutputs streamed = forward(p, a, a.exec, "streamed");
   // An approximate tier's error: its stock output against the exact store's.
@@ -168,6 +177,11 @@ int run_demo(RunArgs& a) {
     j["controls"]["host_budget"] = a.exec.host_budget;
     if (approximate)
       j["error_vs_exact"] = {{"video_rel_rms", vs_exact.first}, {"audio_rel_rms", vs_exact.second}};
+    if (a.exec.kv_store == "kvmix") {
+      // Each block's heads on 8 bits (the stock and streamed runs pick the same).
+      j["kv_mix_heads"] = kv_mix_json(streamed);
+      j["kv_mix_same_in_both_runs"] = stock.kv_mix_heads == streamed.kv_mix_heads;
+    }
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("h3s demo: preset {}, format {}, {} blocks, {}\n", p.config.name, a.format,
@@ -204,6 +218,8 @@ int run_one(RunArgs& a, bool stock_mode) {
   opt.vram_budget = a.exec.vram_budget;  // a stock forward may stream its weights too
   opt.kv_store = a.exec.kv_store;
   opt.exact_av_rows = a.exec.exact_av_rows;
+  opt.kv_mix_heads = a.exec.kv_mix_heads;
+  opt.kv_mix_count = a.exec.kv_mix_count;
   const ForwardOutputs out = forward(p, a, opt, stock_mode ? "stock" : "streamed");
   if (a.json) {
     nlohmann::json j = {{"command", "run"},
@@ -225,6 +241,7 @@ int run_one(RunArgs& a, bool stock_mode) {
                         {"output_hash", output_hash(out)}};
     j.update(weights_json(out, opt.vram_budget));
     j.update(placement_json(out));
+    if (opt.kv_store == "kvmix") j["kv_mix_heads"] = kv_mix_json(out);
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("h3s run ({}): preset {}, format {}, {} blocks, {}\n",

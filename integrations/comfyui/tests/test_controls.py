@@ -35,7 +35,7 @@ def _features_rows():
 def test_every_features_control_is_a_node_control_with_its_default_and_range():
     ctl = _controls()
     rows = _features_rows()
-    added = {c.name for c in ctl.ADDED}  # the placement controls (issue 13)
+    added = {c.name for c in ctl.ADDED + ctl.KVMIX}  # placement (issue 13), kvmix (issue 12)
     assert set(rows) - {"model"} == set(ctl.BY_NAME) - added, "node controls differ from FEATURES.md"
     assert not added & set(rows), "a control FEATURES.md lists is marked as added"
     for name, spec in rows.items():
@@ -68,10 +68,28 @@ def test_placement_controls_become_engine_options():
 
 def test_every_built_kv_tier_is_offered_and_labelled_approximate():
     ctl = _controls()
-    assert ctl.BY_NAME["kv_store"].choices == ("bf16", "kvi8r", "kvi8s", "kvfp4s")
+    assert ctl.BY_NAME["kv_store"].choices == ("bf16", "kvi8r", "kvi8s", "kvfp4s", "kvmix")
     tip = ctl.BY_NAME["kv_store"].tooltip
     assert "APPROXIMATE" in tip and "logs one line and runs the exact store" in tip
     assert ctl.engine_options_kwargs({"kv_store": "kvi8r"})["kv_store"] == "kvi8r"
+
+
+def test_kvmix_head_controls_become_engine_options():
+    ctl = _controls()
+    kw = ctl.engine_options_kwargs({"kv_store": "kvmix"})
+    assert kw["kv_mix_heads"] == [] and kw["kv_mix_count"] == 0
+    kw = ctl.engine_options_kwargs({"kv_store": "kvmix", "kv_mix_heads": " 9,0, 5"})
+    assert kw["kv_mix_heads"] == [0, 5, 9]
+    assert ctl.engine_options_kwargs({"kv_mix_count": 20})["kv_mix_count"] == 20
+    t, o = ctl.BY_NAME["kv_mix_heads"].comfy_input()
+    assert t == "STRING" and o["default"] == "" and "APPROXIMATE" in o["tooltip"]
+    for bad, msg in ((" 1,,2", "'' is not a head index"), ("1,x", "'x' is not a head index"),
+                     ("-3", "'-3' is not a head index"), ("2,2", "listed twice"),
+                     ("1,", "'' is not a head index")):
+        with pytest.raises(ValueError, match=msg):
+            ctl.checked({"kv_mix_heads": bad})
+    with pytest.raises(ValueError, match="kv_mix_count = -1 is outside 0..1024"):
+        ctl.checked({"kv_mix_count": -1})
 
 
 def test_tooltips_are_there_and_say_where_a_control_does_nothing_here():
@@ -93,7 +111,7 @@ def test_comfy_inputs_and_checks():
     assert ctl.checked({})["mlp_chunk"] == 16384
     for bad, msg in (({"q_chunk": 512}, "q_chunk = 512 is outside 1024..262144"),
                      ({"kv_block": 100}, "multiple of 128"),
-                     ({"kv_store": "kvmix"}, "not one of bf16"),
+                     ({"kv_store": "kvi4"}, "not one of bf16"),
                      ({"self_check": 1}, "not a boolean"),
                      ({"qchunk": 1}, "unknown control")):
         with pytest.raises(ValueError, match=msg):

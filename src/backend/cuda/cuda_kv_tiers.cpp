@@ -41,7 +41,8 @@ void expect_heads_bf16(const Tensor& t, const char* op, const char* operand) {
 bool CudaBackend::has_kv_tier(std::string_view tier) const {
   return tier == "bf16" || (tier == "kvi8r" && attention_kvi8r_supported()) ||
          (tier == "kvi8s" && attention_kvi8s_supported()) ||
-         (tier == "kvfp4s" && attention_kvfp4s_supported());
+         (tier == "kvfp4s" && attention_kvfp4s_supported()) ||
+         (tier == "kvmix" && attention_kvi8s_supported() && attention_kvfp4s_supported());
 }
 
 void CudaBackend::kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) {
