@@ -89,7 +89,8 @@ size_t kv_store_bytes(const ExecOptions& o, int64_t seq, int64_t heads, int64_t 
                        : o.kv_mix_count > 0    ? std::min(o.kv_mix_count, heads)
                                                : kvmix::default_8bit_count(heads);
     return exact + KvMixStore::bytes(seq, heads, head_dim, h8) +
-           KvMixStore::chunk_bytes(std::min(seq, std::max(o.q_chunk, o.kv_chunk)), heads, head_dim);
+           KvMixStore::chunk_bytes(std::min(seq, std::max(o.q_chunk, o.kv_chunk)), heads, head_dim,
+                                   h8);
   }
   return size_t(2) * size_t(seq) * size_t(heads * head_dim) * 2;
 }

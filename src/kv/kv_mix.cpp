@@ -1,6 +1,8 @@
 // The kvmix K/V tier, resident (see kv_mix.hpp).
 #include "kv/kv_mix.hpp"
 
+#include <algorithm>
+
 #include "kv/kv_fp4s.hpp"
 #include "kv/kv_i8s.hpp"
 #include "kv/kvmix.hpp"
@@ -78,10 +80,11 @@ size_t KvMixStore::bytes(int64_t seq, int64_t heads, int64_t head_dim, int64_t h
   return b;
 }
 
-size_t KvMixStore::chunk_bytes(int64_t rows, int64_t heads, int64_t head_dim) {
+size_t KvMixStore::chunk_bytes(int64_t rows, int64_t heads, int64_t head_dim, int64_t heads8) {
   // K and V gathered (2 x bf16), or the queries (bf16) and the state (fp32
-  // accumulator, max and sum): at most all heads' worth either way.
-  return size_t(rows) * size_t(heads) * (size_t(head_dim) * 6 + 8);
+  // accumulator, max and sum): the larger set's worth either way.
+  const int64_t set = std::max(heads8, heads - heads8);
+  return size_t(rows) * size_t(set) * (size_t(head_dim) * 6 + 8);
 }
 
 void KvMixStore::write(Backend& be, RowRange rows, const Tensor& k, const Tensor& v) {

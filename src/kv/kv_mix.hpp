@@ -32,8 +32,8 @@ class KvMixStore final : public KvStore {
   // 8 bits (kept tails included).
   static size_t bytes(int64_t seq, int64_t heads, int64_t head_dim, int64_t heads8);
   // Device bytes the gathers of a chunk of `rows` rows hold while it is
-  // written or attended (one head set at a time).
-  static size_t chunk_bytes(int64_t rows, int64_t heads, int64_t head_dim);
+  // written or attended: one head set at a time, the larger of the two.
+  static size_t chunk_bytes(int64_t rows, int64_t heads, int64_t head_dim, int64_t heads8);
 
  private:
   // One head set and its store; runs: [first head, count) of consecutive

@@ -223,7 +223,8 @@ TEST(KvMix, OptionsRefuseBadHeadListsAndCounts) {
   // The planner counts both sub-stores and a chunk's gathers.
   o.kv_mix_count = 28;
   EXPECT_EQ(kv_store_bytes(o, 217088, 56, kDim),
-            KvMixStore::bytes(217088, 56, kDim, 28) + KvMixStore::chunk_bytes(16384, 56, kDim));
+            KvMixStore::bytes(217088, 56, kDim, 28) + KvMixStore::chunk_bytes(16384, 56, kDim, 28));
+  EXPECT_EQ(KvMixStore::chunk_bytes(100, 56, kDim, 10), KvMixStore::chunk_bytes(100, 56, kDim, 46));
   EXPECT_LT(double(KvMixStore::bytes(217088, 56, kDim, 28)) / (2.0 * 217088 * 56 * kDim), 0.81);
 }
 

@@ -13,6 +13,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.hpp"
+#include "backend/cuda/kv/kv_row_parts.cuh"
 #include "backend/cuda/kv/warp_hadamard.cuh"
 #include "kv/kvfp4s.hpp"
 
@@ -26,17 +27,7 @@ constexpr int kThreads = 64;                               // warp 0: K, warp 1:
 static_assert(kvfp4s::kDim == kv::kDim, "one warp holds one 128-dim row");
 
 // The call's row i (bf16 bits) of head h: the kept tail's rows first.
-struct Rows {
-  KvRowParts in;
-  __device__ const uint16_t* k(int64_t i, int64_t h) const {
-    return i < in.rows[0] ? in.k[0] + i * in.ldk[0] + h * kvfp4s::kDim
-                          : in.k[1] + (i - in.rows[0]) * in.ldk[1] + h * kvfp4s::kDim;
-  }
-  __device__ const uint16_t* v(int64_t i, int64_t h) const {
-    return i < in.rows[0] ? in.v[0] + i * in.ldv[0] + h * kvfp4s::kDim
-                          : in.v[1] + (i - in.rows[0]) * in.ldv[1] + h * kvfp4s::kDim;
-  }
-};
+using Rows = KvRowPartsView<kvfp4s::kDim>;
 
 __device__ __forceinline__ float warp_max(float x, int width) {
   for (int o = width / 2; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));

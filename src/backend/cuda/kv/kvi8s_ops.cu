@@ -11,6 +11,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.hpp"
+#include "backend/cuda/kv/kv_row_parts.cuh"
 #include "backend/cuda/kv/warp_hadamard.cuh"
 #include "kv/kvi8s.hpp"
 
@@ -24,17 +25,7 @@ constexpr int kBlock = int(kvi8s::kBlock);
 constexpr float kHeadroom = 1.0f + 0x1p-7f;
 
 // The call's row i (bf16 bits) of head h: the kept tail's rows first.
-struct Rows {
-  KvRowParts in;
-  __device__ const uint16_t* k(int64_t i, int64_t h) const {
-    return i < in.rows[0] ? in.k[0] + i * in.ldk[0] + h * kvi8s::kDim
-                          : in.k[1] + (i - in.rows[0]) * in.ldk[1] + h * kvi8s::kDim;
-  }
-  __device__ const uint16_t* v(int64_t i, int64_t h) const {
-    return i < in.rows[0] ? in.v[0] + i * in.ldv[0] + h * kvi8s::kDim
-                          : in.v[1] + (i - in.rows[0]) * in.ldv[1] + h * kvi8s::kDim;
-  }
-};
+using Rows = KvRowPartsView<kvi8s::kDim>;
 
 __device__ __forceinline__ bool usable(float scale) {
   return scale > 0.0f && isfinite(scale);
