@@ -19,6 +19,7 @@
 #include "core/error.hpp"
 #include "exec/forward.hpp"
 #include "forward_cmd.hpp"
+#include "kv/kvmix.hpp"
 #include "kvbench_cmd.hpp"
 #include "model/checkpoint.hpp"
 #include "plan_cmd.hpp"
@@ -208,6 +209,8 @@ int run_demo(RunArgs& a) {
           "  K/V tier {} is approximate: both runs use it (bit-equal to each other); against "
           "the exact store rel-rms video {:.3g}, audio {:.3g}\n",
           a.exec.kv_store, vs_exact.first, vs_exact.second);
+    for (const auto& [block, heads] : streamed.kv_mix_heads)
+      fmt::print("  kvmix block {}: heads on 8 bits {}\n", block, kvmix::format_heads(heads));
   }
   return equal ? 0 : 1;
 }
