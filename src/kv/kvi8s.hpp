@@ -3,8 +3,10 @@
 // record: the arithmetic every backend's kvi8s path performs (the CPU
 // backend runs exactly this; the Hopper kernel, attn_fwd_i8s_sm90.cu, runs it
 // on int8 and fp8 tensor cores and differs only in the order of its fp32
-// sums and in ex2.approx, within a measured bound). Quantisation groups sit
-// at absolute token positions, so nothing depends on where a chunk starts.
+// sums, in ex2.approx and in the rounding of the exponent's argument (one
+// fma from the int32 dot, log2(e) folded in), within a measured bound).
+// Quantisation groups sit at absolute token positions, so nothing depends on
+// where a chunk starts.
 //
 //   tiles         tokens [128 T, 128 T + 128) from token 0: the attention's
 //                 key tile, V's scale group; two 64-token K blocks b each.

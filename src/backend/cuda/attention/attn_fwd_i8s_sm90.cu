@@ -2,8 +2,9 @@
 // the tier's store (kv/kvi8s.hpp), under AttnI8sTraits: the producer's TMA
 // loads (attn_i8s_sm90_load.cuh) feed two consumer warpgroups
 // (attn_i8s_sm90_mainloop.cuh); and its launcher, which builds the TMA maps.
-// The variants (ring depth, softmax chains, ping-pong) are built side by
-// side so one binary measures them.
+// The variants (ping-pong, the fused exponent with cached descriptors, the
+// integer-pipe conversion) are built side by side so one binary measures
+// them.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -98,14 +99,14 @@ void launch(const KvI8sFwdParams& f, cudaStream_t s) {
 
 void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v, cudaStream_t s) {
   switch (v) {
+    case AttnI8sVariant::fm4:
+      return i8s::launch<AttnI8sTraits<4, 4, true, true, true>>(p, s);
+    case AttnI8sVariant::f4:
+      return i8s::launch<AttnI8sTraits<4, 4, true, true, false>>(p, s);
     case AttnI8sVariant::s4:
-      return i8s::launch<AttnI8sTraits<4, 4, true>>(p, s);
+      return i8s::launch<AttnI8sTraits<4, 4, true, false, false>>(p, s);
     case AttnI8sVariant::s4_nopp:
-      return i8s::launch<AttnI8sTraits<4, 4, false>>(p, s);
-    case AttnI8sVariant::s4_chain1:
-      return i8s::launch<AttnI8sTraits<4, 1, true>>(p, s);
-    case AttnI8sVariant::s3:
-      return i8s::launch<AttnI8sTraits<3, 4, true>>(p, s);
+      return i8s::launch<AttnI8sTraits<4, 4, false, false, false>>(p, s);
   }
   fail_internal("attention_fwd_kvi8s_sm90: unknown variant");
 }

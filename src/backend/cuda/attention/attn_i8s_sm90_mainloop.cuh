@@ -8,17 +8,20 @@
 //   hand the tensor cores to the other warpgroup
 //   wait O_t-1; acc = fma(O_t-1, vs_t-1, acc * alpha_t-1); release V[t-1]
 //     (while S_t is on the tensor cores)
-//   wait S_t; scores s = fma(float(dq), qk_b, float(dm_b) * mc_b) (the
-//     definition's bits); release K[t]; softmax -> alpha_t, u = 256 p
+//   wait S_t; the row max from the int32 dots (the definition's scores
+//     fma(float(dq), qk_b, float(dm_b) * mc_b) are monotone in dq); release
+//     K[t]; alpha_t; u = 256 p = 2^(fma(float(dq), qk_b log2e, mc_b' +
+//     shift)) (kFusedExp: one fma a score; kMagicInt: float(dq) from an
+//     integer add)
 //   P_t = e4m3(u), packed in the fp8 A-fragment order V^T's keys are stored in
 //
 // P V goes first so its fold overlaps S: issued after S (the exact kernel's
 // order, attn_ws_sm90_mainloop.cuh) the fold waited behind the softmax
-// (measured: docs/PERFORMANCE.md). Scores are bit-equal to the CPU's: the
-// int32 dots are exact and the fp32 steps the same IEEE operations. What
-// differs from the definition is ex2.approx, the shift by 2^8 inside the
-// exponent, the order of the softmax's sum and of P V's fp32 sums: bounded
-// by the GPU test.
+// (measured: docs/PERFORMANCE.md). The max, m and alpha are the CPU's bits:
+// the int32 dots are exact and the fp32 steps the same IEEE operations.
+// What differs from the definition is ex2.approx, the rounding of the
+// exponent's argument (the fused fma, the shift by 2^8 inside it), the order
+// of the softmax's sum and of P V's fp32 sums: bounded by the GPU test.
 #pragma once
 
 #include <cstdint>
@@ -130,31 +133,35 @@ struct AttnI8sConsumer {
     arch::named_bar_sync(T::kQReadyBarrierBase + consumer, arch::kWarpGroupThreads);
   }
 
+  // The MMAs, from descriptors built once before the key loop (measured:
+  // the same speed as building them per MMA, fewer instructions). A
+  // descriptor `bytes` further on: the start address is its low 14 bits in
+  // 16-byte units and shared memory ends below 2^18 bytes, so the add never
+  // carries out of the low word.
+  __device__ static uint64_t desc_at(uint64_t desc, uint32_t bytes) {
+    return (desc & ~uint64_t(0xffffffffu)) | uint32_t(uint32_t(desc) + (bytes >> 4));
+  }
   // S = Q8 [K; digits]^T over the head dims in order (k32 steps of 32 bytes
   // along the 128-byte rows; 8-row atoms 1024 bytes apart).
-  __device__ static void issue_qk(Scores& s, uint32_t q8, uint32_t k_tile) {
+  __device__ static void issue_qk(Scores& s, uint64_t q8_desc, uint64_t k_desc) {
     settle(s);
     wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < T::kQkSteps; ++kk) {
       const uint32_t step = uint32_t(kk * T::kMmaK);
-      wgmma::mma_m64n144k32_s8_ss(s, wgmma::make_desc(q8 + step, 0, wgmma::kAtomBytes),
-                                  wgmma::make_desc(k_tile + step, 0, wgmma::kAtomBytes), kk > 0);
+      wgmma::mma_m64n144k32_s8_ss(s, desc_at(q8_desc, step), desc_at(k_desc, step), kk > 0);
     }
     wgmma::commit();
     settle(s);
   }
-
   // O = P V^T over the tile's keys (k32 steps of 32 keys along V^T's rows),
   // into a fresh accumulator.
-  __device__ static void issue_pv(Acc& o, const PFrag& pa, uint32_t v_tile) {
+  __device__ static void issue_pv(Acc& o, const PFrag& pa, uint64_t v_desc) {
     settle(o);
     wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < T::kPvSteps; ++kk)
-      wgmma::mma_m64n128k32_e4m3_rs(
-          o, pa[kk], wgmma::make_desc(v_tile + uint32_t(kk * T::kMmaK), 0, wgmma::kAtomBytes),
-          kk > 0);
+      wgmma::mma_m64n128k32_e4m3_rs(o, pa[kk], desc_at(v_desc, uint32_t(kk * T::kMmaK)), kk > 0);
     wgmma::commit();
     settle(o);
   }
@@ -167,14 +174,15 @@ struct AttnI8sConsumer {
            (((byte / 16) ^ (uint32_t(row) % 8)) * 16) + byte % 16;
   }
 
-  // The tile's scores from S (kvi8s.hpp "scores") and, per row, the max of
-  // this thread's. A score is fma(float(dq), qk_b, corr_b) with qk_b >= 0,
-  // and a rounded fma does not decrease as dq grows, so the largest score of
-  // a block is the one of its largest dq: the max comes from the int32 dots
-  // (three-way DPX max) without waiting for the conversions. Keys past
-  // valid_keys (only a call's last tile has any) are -inf and skipped.
-  __device__ void scores(const Scores& s, uint32_t k_header, const float (&q_scale)[kRows],
-                         int valid_keys, Probs& p, float (&thread_max)[kRows]) const {
+  // Per row and K block of a tile, the two factors of kvi8s.hpp's score
+  // fma(float(dq), qk_b, corr_b): qk_b = q_scale k_scale_b c and corr_b =
+  // float(q_code . mean_b) q_scale m_scale_b c.
+  struct TileScale {
+    float qk[kRows][kBlocks];
+    float corr[kRows][kBlocks];
+  };
+  __device__ TileScale tile_scale(const Scores& s, uint32_t k_header,
+                                  const float (&q_scale)[kRows]) const {
     float sc[4];  // k_scale[0], k_scale[1], m_scale[0], m_scale[1]
     asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
                  : "=f"(sc[0]), "=f"(sc[1]), "=f"(sc[2]), "=f"(sc[3])
@@ -187,38 +195,26 @@ struct AttnI8sConsumer {
                                  256 * s[kDigitReg + 2] + s[kDigitReg + 3]};
     const int quad = lane & ~3;
     constexpr float c = AttnScale::kSoftmaxScale;
-    float qk[kRows][kBlocks], corr[kRows][kBlocks];
+    TileScale ts;
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
 #pragma unroll
       for (int b = 0; b < kBlocks; ++b) {
         const int32_t dm = __shfl_sync(0xffffffffu, mine[r], quad + b);
-        qk[r][b] = __fmul_rn(__fmul_rn(q_scale[r], sc[b]), c);
-        corr[r][b] = __fmul_rn(float(dm), __fmul_rn(__fmul_rn(q_scale[r], sc[kBlocks + b]), c));
+        ts.qk[r][b] = __fmul_rn(__fmul_rn(q_scale[r], sc[b]), c);
+        ts.corr[r][b] = __fmul_rn(float(dm), __fmul_rn(__fmul_rn(q_scale[r], sc[kBlocks + b]), c));
       }
-    constexpr int kBlocksPerKBlock = int(kvi8s::kBlock) / 8;  // n8 score blocks per K block
-#pragma unroll
-    for (int n = 0; n < T::kKeyBlocks; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = i / 2, b = n / kBlocksPerKBlock;
-        // I2FP: measured faster than the exact magic-number conversion
-        // (IADD + FADD), which costs an extra issue slot per score.
-        p[n][i] = __fmaf_rn(__int2float_rn(s[4 * n + i]), qk[r][b], corr[r][b]);
-      }
-    if (valid_keys < T::kBlockN) {
-      const int col = 2 * (lane % 4);
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) thread_max[r] = -kInf;
-#pragma unroll
-      for (int n = 0; n < T::kKeyBlocks; ++n)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          if (n * 8 + col + i % 2 >= valid_keys) p[n][i] = -kInf;
-          thread_max[i / 2] = fmaxf(thread_max[i / 2], p[n][i]);
-        }
-      return;
-    }
+    return ts;
+  }
+
+  static constexpr int kBlocksPerKBlock = int(kvi8s::kBlock) / 8;  // n8 score blocks per K block
+
+  // Per row, the max of this thread's scores of a full tile. A score is
+  // fma(float(dq), qk_b, corr_b) with qk_b >= 0, and a rounded fma does not
+  // decrease as dq grows, so the largest score of a block is the one of its
+  // largest dq: the max comes from the int32 dots (three-way DPX max)
+  // without waiting for the conversions.
+  __device__ static void int_max(const Scores& s, const TileScale& ts, float (&thread_max)[kRows]) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float block_max[kBlocks];
@@ -229,9 +225,96 @@ struct AttnI8sConsumer {
 #pragma unroll
         for (int n = n0; n < n0 + kBlocksPerKBlock; ++n)
           m = __vimax3_s32(m, s[4 * n + 2 * r], s[4 * n + 2 * r + 1]);
-        block_max[b] = __fmaf_rn(__int2float_rn(m), qk[r][b], corr[r][b]);
+        block_max[b] = __fmaf_rn(__int2float_rn(m), ts.qk[r][b], ts.corr[r][b]);
       }
       thread_max[r] = fmaxf(block_max[0], block_max[1]);
+    }
+  }
+
+  // The scores of a tile whose keys past valid_keys (only a call's last
+  // tile has any) are -inf, and per row the max of this thread's.
+  __device__ void masked_scores(const Scores& s, const TileScale& ts, int valid_keys, Probs& p,
+                                float (&thread_max)[kRows]) const {
+    const int col = 2 * (lane % 4);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) thread_max[r] = -kInf;
+#pragma unroll
+    for (int n = 0; n < T::kKeyBlocks; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = i / 2, b = n / kBlocksPerKBlock;
+        p[n][i] = n * 8 + col + i % 2 < valid_keys
+                      ? __fmaf_rn(__int2float_rn(s[4 * n + i]), ts.qk[r][b], ts.corr[r][b])
+                      : -kInf;
+        thread_max[r] = fmaxf(thread_max[r], p[n][i]);
+      }
+  }
+
+  // The tile's scores from S (kvi8s.hpp "scores") and, per row, the max of
+  // this thread's; masked keys -inf.
+  __device__ void scores(const Scores& s, uint32_t k_header, const float (&q_scale)[kRows],
+                         int valid_keys, Probs& p, float (&thread_max)[kRows]) const {
+    const TileScale ts = tile_scale(s, k_header, q_scale);
+    if (valid_keys < T::kBlockN) return masked_scores(s, ts, valid_keys, p, thread_max);
+#pragma unroll
+    for (int n = 0; n < T::kKeyBlocks; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = i / 2, b = n / kBlocksPerKBlock;
+        // I2FP: measured faster than the exact magic-number conversion
+        // (IADD + FADD), which costs an extra issue slot per score.
+        p[n][i] = __fmaf_rn(__int2float_rn(s[4 * n + i]), ts.qk[r][b], ts.corr[r][b]);
+      }
+    int_max(s, ts, thread_max);
+  }
+
+  // kFusedExp: the tile's 2^8 p straight from S with the online softmax's
+  // step around them: the max as scores() takes it (the definition's
+  // units), then p = 2^(fma(float(dq), qk_b log2e, corr_b log2e + shift)),
+  // one fma a score where scores() + consume take two (the rounding of the
+  // exponent's argument differs by an ulp or so; the GPU test bounds it).
+  // The masked last tile keeps the two-step form.
+  __device__ void probs(const Scores& s, uint32_t k_header, const float (&q_scale)[kRows],
+                        int valid_keys, OnlineSoftmax& st, Probs& p, float (&alpha)[kRows]) const {
+    const TileScale ts = tile_scale(s, k_header, q_scale);
+    float thread_max[kRows], shift[kRows];
+    if (valid_keys < T::kBlockN) {
+      masked_scores(s, ts, valid_keys, p, thread_max);
+      st.consume_with_max<T::kKeyBlocks, T::kLog2PScale, T::kSoftmaxChains>(p, thread_max, alpha);
+      return;
+    }
+    int_max(s, ts, thread_max);
+    st.begin_tile<T::kLog2PScale>(thread_max, alpha, shift);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float qk2[kBlocks], corr2[kBlocks];
+      // kMagicInt: float(dq) = asfloat(dq + bits(1.5 * 2^23)) - 1.5 * 2^23
+      // exactly; the constant moves into the addend (one rounding: an
+      // error of <= 0.75 qk2 in the exponent, ~1e-4 relative in p).
+      constexpr float kMagic = 12582912.0f;
+#pragma unroll
+      for (int b = 0; b < kBlocks; ++b) {
+        qk2[b] = __fmul_rn(ts.qk[r][b], kLog2e);
+        corr2[b] = __fmaf_rn(ts.corr[r][b], kLog2e, shift[r]);
+        if constexpr (T::kMagicInt) corr2[b] = __fmaf_rn(-kMagic, qk2[b], corr2[b]);
+      }
+      float chain_sum[T::kSoftmaxChains] = {};
+#pragma unroll
+      for (int n = 0; n < T::kKeyBlocks; ++n)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int b = n / kBlocksPerKBlock;
+          const float dq = T::kMagicInt ? __int_as_float(s[4 * n + 2 * r + j] + 0x4B400000)
+                                        : __int2float_rn(s[4 * n + 2 * r + j]);
+          const float x = __fmaf_rn(dq, qk2[b], corr2[b]);
+          p[n][2 * r + j] = ex2(x);
+          chain_sum[n % T::kSoftmaxChains] =
+              __fadd_rn(chain_sum[n % T::kSoftmaxChains], p[n][2 * r + j]);
+        }
+      float sum = chain_sum[0];
+#pragma unroll
+      for (int c = 1; c < T::kSoftmaxChains; ++c) sum = __fadd_rn(sum, chain_sum[c]);
+      st.end_tile<T::kLog2PScale>(r, sum);
     }
   }
 
@@ -325,31 +408,51 @@ struct AttnI8sConsumer {
     PFrag pa;
     float alpha[kRows];  // of the last tile whose P V is not folded yet
 
+    // The MMAs of a ring stage.
+    const uint64_t q8_desc = wgmma::make_desc(q8, 0, wgmma::kAtomBytes);
+    const uint64_t k_desc = wgmma::make_desc(smem.k(0), 0, wgmma::kAtomBytes);
+    const uint64_t v_desc = wgmma::make_desc(smem.v(0), 0, wgmma::kAtomBytes);
+    auto qk = [&](int stage) {
+      issue_qk(s, q8_desc, desc_at(k_desc, uint32_t(stage) * T::kKStageBytes));
+    };
+    auto pv = [&](int stage) {
+      issue_pv(o, pa, desc_at(v_desc, uint32_t(stage) * T::kVStageBytes));
+    };
+    // S_t -> P_t and the softmax state, alpha for the accumulator.
+    auto softmax = [&](int stage, int valid_keys) {
+      if constexpr (T::kFusedExp) {
+        probs(s, smem.k_header(stage), q_scale, valid_keys, st, pr, alpha);
+        arch::mbar_arrive(smem.k_empty(stage));
+      } else {
+        float thread_max[kRows];
+        scores(s, smem.k_header(stage), q_scale, valid_keys, pr, thread_max);
+        arch::mbar_arrive(smem.k_empty(stage));
+        st.consume_with_max<T::kKeyBlocks, T::kLog2PScale, T::kSoftmaxChains>(pr, thread_max,
+                                                                              alpha);
+      }
+      pack_probs(pr, pa);
+    };
+
     // Tile 0: S only.
     arch::mbar_wait(smem.k_full(0), 0);
     take_tensor_cores();
-    issue_qk(s, q8, smem.k(0));
+    qk(0);
     pass_tensor_cores();
     wgmma::wait<0>();
     settle(s);
     // Keys of the last tile (32-bit: the loop keeps no 64-bit key positions).
     const int last_keys = int(p.key_end - p.key_begin - int64_t(n_tiles - 1) * T::kBlockN);
-    float thread_max[kRows];
-    scores(s, smem.k_header(0), q_scale, n_tiles == 1 ? last_keys : T::kBlockN, pr, thread_max);
-    arch::mbar_arrive(smem.k_empty(0));
-    st.consume_with_max<T::kKeyBlocks, T::kLog2PScale, T::kSoftmaxChains>(pr, thread_max, alpha);
-    pack_probs(pr, pa);
+    softmax(0, n_tiles == 1 ? last_keys : T::kBlockN);
 
     for (int t = 1; t < n_tiles; ++t) {
       const int stage = t % T::kStages, prev = (t - 1) % T::kStages;
       const uint32_t parity = uint32_t((t / T::kStages) & 1);
       const uint32_t prev_parity = uint32_t(((t - 1) / T::kStages) & 1);
-      const int valid_keys = t == n_tiles - 1 ? last_keys : T::kBlockN;
       arch::mbar_wait(smem.v_full(prev), prev_parity);
       arch::mbar_wait(smem.k_full(stage), parity);
       take_tensor_cores();
-      issue_pv(o, pa, smem.v(prev));
-      issue_qk(s, q8, smem.k(stage));
+      pv(prev);
+      qk(stage);
       pass_tensor_cores();
       wgmma::wait<1>();  // O_{t-1} (committed first) is done: pa and V's stage are free
       settle(o);
@@ -357,17 +460,14 @@ struct AttnI8sConsumer {
       arch::mbar_arrive(smem.v_empty(prev));
       wgmma::wait<0>();  // S_t is done
       settle(s);
-      scores(s, smem.k_header(stage), q_scale, valid_keys, pr, thread_max);
-      arch::mbar_arrive(smem.k_empty(stage));
-      st.consume_with_max<T::kKeyBlocks, T::kLog2PScale, T::kSoftmaxChains>(pr, thread_max, alpha);
-      pack_probs(pr, pa);
+      softmax(stage, t == n_tiles - 1 ? last_keys : T::kBlockN);
     }
 
     // The last tile's P V.
     const int last = (n_tiles - 1) % T::kStages;
     arch::mbar_wait(smem.v_full(last), uint32_t(((n_tiles - 1) / T::kStages) & 1));
     take_tensor_cores();
-    issue_pv(o, pa, smem.v(last));
+    pv(last);
     pass_tensor_cores();
     wgmma::wait<0>();
     settle(o);

@@ -31,7 +31,7 @@
 
 namespace h3s::cuda::attn {
 
-template <int kStages_, int kChains_, bool kPingPong_>
+template <int kStages_, int kChains_, bool kPingPong_, bool kFusedExp_, bool kMagicInt_>
 struct AttnI8sTraits {
   static constexpr int kHeadDim = AttnScale::kHeadDim;
   static constexpr int kStages = kStages_;
@@ -40,6 +40,15 @@ struct AttnI8sTraits {
   static constexpr bool kPingPong = kPingPong_;
   // Independent chains of the softmax's sum (OnlineSoftmax::consume).
   static constexpr int kSoftmaxChains = kChains_;
+  // The exponent's fma folded into the score's: p = 2^(float(dq) qk log2e +
+  // (corr log2e + shift)), one fma a score instead of two (the max still
+  // comes from the int32 dots, in the definition's units).
+  static constexpr bool kFusedExp = kFusedExp_;
+  // The int32 dot to fp32 by the exact magic-number add (|dq| < 2^22) on
+  // the integer pipe, 1.5 * 2^23 folded into the fused fma's addend,
+  // instead of I2FP.
+  static constexpr bool kMagicInt = kMagicInt_;
+  static_assert(kFusedExp || !kMagicInt, "the magic number's addend rides on the fused fma");
 
   // Warp roles and the register split (as AttnWsTraits: the consumers hold
   // O's fp32 accumulator (64), the tile's P V accumulator (64), S (72 int32)

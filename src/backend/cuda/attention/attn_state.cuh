@@ -75,10 +75,36 @@ struct OnlineSoftmax {
   __device__ __forceinline__ void consume_with_max(float (&s)[kBlocks][4],
                                                    const float (&thread_max)[kRows],
                                                    float (&alpha)[kRows]) {
+    float shift[kRows];
+    begin_tile<kLog2PScale>(thread_max, alpha, shift);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const float tile_max = thread_max[r];
-      const float m_new = fmaxf(m[r], quad_max(tile_max));
+      float chain_sum[kChains] = {};
+#pragma unroll
+      for (int n = 0; n < kBlocks; ++n) {
+        s[n][2 * r] = ex2(__fmaf_rn(s[n][2 * r], kLog2e, shift[r]));
+        s[n][2 * r + 1] = ex2(__fmaf_rn(s[n][2 * r + 1], kLog2e, shift[r]));
+        chain_sum[n % kChains] = __fadd_rn(chain_sum[n % kChains], s[n][2 * r]);
+        chain_sum[n % kChains] = __fadd_rn(chain_sum[n % kChains], s[n][2 * r + 1]);
+      }
+      float sum = chain_sum[0];
+#pragma unroll
+      for (int c = 1; c < kChains; ++c) sum = __fadd_rn(sum, chain_sum[c]);
+      end_tile<kLog2PScale>(r, sum);
+    }
+  }
+
+  // The two ends of consume_with_max, for a caller that makes the
+  // probabilities 2^(x log2e + shift) itself (kvi8s folds log2e and the
+  // shift into its score's fma). begin_tile: per row the new max, the
+  // accumulator's factor alpha and the exponent's shift (kLog2PScale -
+  // base); l is scaled by alpha now and the tile's sum added by end_tile.
+  template <int kLog2PScale = 0>
+  __device__ __forceinline__ void begin_tile(const float (&thread_max)[kRows],
+                                             float (&alpha)[kRows], float (&shift)[kRows]) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float m_new = fmaxf(m[r], quad_max(thread_max[r]));
       // Exponents are taken against base = m_new * log2(e), rounded once:
       // exp(x - m_new) = 2^(x log2e - base) with one fma per score, and
       // alpha = 2^(base_old - base) uses the same rounded bases, so an
@@ -87,24 +113,17 @@ struct OnlineSoftmax {
       // (-inf) - base at -inf (probability 0) instead of NaN.
       const float base = m_new == -kInf ? 0.0f : __fmul_rn(m_new, kLog2e);
       alpha[r] = ex2(__fsub_rn(__fmul_rn(m[r], kLog2e), base));  // fresh row (m = -inf): 0
-      const float shift = kLog2PScale == 0 ? -base : __fsub_rn(float(kLog2PScale), base);
-      float chain_sum[kChains] = {};
-#pragma unroll
-      for (int n = 0; n < kBlocks; ++n) {
-        s[n][2 * r] = ex2(__fmaf_rn(s[n][2 * r], kLog2e, shift));
-        s[n][2 * r + 1] = ex2(__fmaf_rn(s[n][2 * r + 1], kLog2e, shift));
-        chain_sum[n % kChains] = __fadd_rn(chain_sum[n % kChains], s[n][2 * r]);
-        chain_sum[n % kChains] = __fadd_rn(chain_sum[n % kChains], s[n][2 * r + 1]);
-      }
-      float sum = chain_sum[0];
-#pragma unroll
-      for (int c = 1; c < kChains; ++c) sum = __fadd_rn(sum, chain_sum[c]);
-      const float tile_sum = kLog2PScale == 0
-                                 ? quad_sum(sum)
-                                 : __fmul_rn(quad_sum(sum), 1.0f / float(1 << kLog2PScale));
-      l[r] = __fadd_rn(__fmul_rn(l[r], alpha[r]), tile_sum);
+      shift[r] = kLog2PScale == 0 ? -base : __fsub_rn(float(kLog2PScale), base);
+      l[r] = __fmul_rn(l[r], alpha[r]);
       m[r] = m_new;
     }
+  }
+  // sum: this thread's probabilities of row r (scaled by 2^kLog2PScale).
+  template <int kLog2PScale = 0>
+  __device__ __forceinline__ void end_tile(int r, float sum) {
+    const float tile_sum =
+        kLog2PScale == 0 ? quad_sum(sum) : __fmul_rn(quad_sum(sum), 1.0f / float(1 << kLog2PScale));
+    l[r] = __fadd_rn(l[r], tile_sum);
   }
 };
 
