@@ -19,6 +19,12 @@ using namespace nb::literals;
 
 namespace {
 
+// A head list is a set: kept sorted, so the same heads in any order give
+// equal options and the same repr, whether set at construction or later.
+void normalise(ExecOptions& o) {
+  std::sort(o.kv_mix_heads.begin(), o.kv_mix_heads.end());
+}
+
 // A property whose setter validates the whole set before keeping the value.
 template <class T>
 void field(nb::class_<ExecOptions>& c, const char* name, T ExecOptions::*member, const char* doc) {
@@ -27,6 +33,7 @@ void field(nb::class_<ExecOptions>& c, const char* name, T ExecOptions::*member,
       [member](ExecOptions& o, T v) {
         ExecOptions changed = o;
         changed.*member = std::move(v);
+        normalise(changed);
         changed.validate();
         o = std::move(changed);
       },
@@ -94,7 +101,6 @@ void bind_options(nb::module_& m) {
         o.final_layer_gemm = parse_final_gemm(final_layer_gemm);
         o.kv_store = kv_store;
         o.kv_mix_heads = kv_mix_heads;
-        std::sort(o.kv_mix_heads.begin(), o.kv_mix_heads.end());
         o.kv_mix_count = kv_mix_count;
         o.exact_av_rows = exact_av_rows;
         o.trim_forward = trim_forward;
@@ -103,6 +109,7 @@ void bind_options(nb::module_& m) {
         o.kv_placement = parse_kv_placement(kv_placement);
         o.host_budget = host_budget;
         o.vram_budget = vram_budget;
+        normalise(o);
         o.validate();  // before construction: a bad value leaves no half-built object
         new (self) ExecOptions(std::move(o));
       },

@@ -59,6 +59,9 @@ def test_kvmix_heads_round_trip():
     o = h3stream.Options(kv_store="kvmix", kv_mix_heads=[5, 0])
     assert o.kv_mix_heads == [0, 5] and "kv_mix_heads=[0, 5]" in repr(o)
     assert h3stream.Options(**o.to_dict()) == o
+    later = h3stream.Options(kv_store="kvmix")
+    later.kv_mix_heads = [5, 0]  # the setter keeps the set sorted too
+    assert later.kv_mix_heads == [0, 5] and later == o and repr(later) == repr(o)
     with pytest.raises(ValueError, match="give the heads or the count, not both"):
         h3stream.Options(kv_store="kvmix", kv_mix_heads=[1, 2], kv_mix_count=3)
 
