@@ -99,6 +99,8 @@ void launch(const KvI8sFwdParams& f, cudaStream_t s) {
 
 void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v, cudaStream_t s) {
   switch (v) {
+    case AttnI8sVariant::fm4_nopp:
+      return i8s::launch<AttnI8sTraits<4, 4, false, true, true>>(p, s);
     case AttnI8sVariant::fm4:
       return i8s::launch<AttnI8sTraits<4, 4, true, true, true>>(p, s);
     case AttnI8sVariant::f4:

@@ -2,7 +2,7 @@
 // key tile of [key_begin, key_end), in order, as kv/kvi8s.hpp defines. Per
 // tile t:
 //
-//   wait V[t-1], K[t]; take the tensor cores (ping-pong with the other group)
+//   wait V[t-1], K[t]; take the tensor cores (kPingPong: from the other group)
 //   issue O_t-1 = P_{t-1} V_{t-1}                    (async, 4 x m64n128k32 e4m3)
 //   issue S_t = Q8 [K_t; digits_t]^T                 (async, 4 x m64n144k32 s8)
 //   hand the tensor cores to the other warpgroup

@@ -114,9 +114,9 @@ struct KvI8sFwdParams {
   float* l;
   float* acc;
 };
-// Its variants: the fused exponent with cached descriptors, the conversion
-// on the integer pipe, ping-pong (attn_i8s_sm90_traits.cuh).
-enum class AttnI8sVariant { fm4, f4, s4, s4_nopp };
+// Its variants: the fused exponent, the conversion on the integer pipe,
+// ping-pong (attn_i8s_sm90_traits.cuh).
+enum class AttnI8sVariant { fm4_nopp, fm4, f4, s4, s4_nopp };
 
 // The kvfp4s tier's attention (kv/kvfp4s.hpp): q rotated bf16 as FwdParams';
 // K and V e2m1 codes [keys, heads * 64] (row stride code_stride bytes), e4m3
