@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -236,6 +237,44 @@ TEST_P(GpuKvStore, ChunksAndBlocksGiveTheSinglePassBits) {
 
 INSTANTIATE_TEST_SUITE_P(Tiers, GpuKvStore, ::testing::Values("kvi8s", "kvfp4s"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// kvi8s' kernel variants that share the default's arithmetic (the fused
+// exponent with the integer-pipe conversion) and differ only in when each
+// warpgroup does what (ping-pong, the intra-warpgroup overlap with P through
+// shared memory) give the default's bits: one key, a partial tile, tiles
+// plus a tail, chunked queries and chained K/V blocks.
+class GpuKvi8sVariants : public GpuBackendTest {
+ protected:
+  static constexpr const char* kEnv = "H3S_KVI8S_KERNEL";
+  void TearDown() override {  // the variant the process started with, also after a failure
+    if (saved_.empty())
+      unsetenv(kEnv);
+    else
+      setenv(kEnv, saved_.c_str(), 1);
+    GpuBackendTest::TearDown();
+  }
+  std::string saved_ = std::getenv(kEnv) != nullptr ? std::getenv(kEnv) : "";
+};
+
+TEST_F(GpuKvi8sVariants, ScheduleVariantsGiveTheDefaultsBits) {
+  ASSERT_TRUE(gpu_->has_kv_tier("kvi8s")) << "the device runs are on Hopper";
+  uint64_t seed = 8500;
+  for (const auto& [rows, seq, heads] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {67, 100, 2}, {259, 1000, 3}}) {
+    const Problem p(rows, seq, heads, ++seed);
+    ASSERT_EQ(setenv(kEnv, "fm4-nopp", 1), 0);
+    const Bits want = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
+    const Bits want_chunked = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 256, 61);
+    EXPECT_EQ(want_chunked, want) << p.label() << ": chunks and blocks";
+    for (const char* variant : {"fm4", "io", "io-pp", "io2"}) {
+      ASSERT_EQ(setenv(kEnv, variant, 1), 0);
+      EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0), want)
+          << variant << ", " << p.label();
+      EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 256, 61), want)
+          << variant << ", " << p.label() << ", chunks and blocks";
+    }
+  }
+}
 
 // kvmix on the GPU: each head is its sub-store's head bit for bit (kvi8s'
 // for the 8-bit heads, kvfp4s' for the others), whatever the head set and

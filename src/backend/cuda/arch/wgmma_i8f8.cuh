@@ -1,7 +1,7 @@
 // The 8-bit wgmma forms of the kvi8s attention (attn_fwd_i8s_sm90.cu):
 // S = Q K^T on int8 (m64n144k32, s32 accumulators: 128 keys plus the tile
 // header's mean-digit rows, kv/kvi8s.hpp) and O = P V on fp8 e4m3
-// (m64n128k32, fp32 accumulators, P in registers). sm_90a only, guarded
+// (m64n128k32, fp32 accumulators, P in registers or shared memory). sm_90a only, guarded
 // like wgmma.cuh. 8-bit operands are K-major on both sides (the ISA has no
 // transpose for them): Q, K and V^T rows of 128 bytes, 128-byte swizzled.
 //
@@ -72,9 +72,46 @@ __device__ __forceinline__ void mma_m64n128k32_e4m3_rs(float (&d)[64], const uin
 #endif
 }
 
+// d (+)= A B for m64n128k32 e4m3 x e4m3 -> f32, A and B in shared memory
+// (K-major): P from its shared tile (the overlapped schedule).
+__device__ __forceinline__ void mma_m64n128k32_e4m3_ss(float (&d)[64], uint64_t desc_a,
+                                                       uint64_t desc_b, bool accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
+      "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, "
+      "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, "
+      "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1;\n}\n"
+      : H3S_WGMMA_ACC64(d)
+      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
+#else
+  (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
+#endif
+}
+
+// Four 8 x 16-byte tiles of a warp's A fragments to shared memory: lane i
+// gives the address of row i % 8 of tile i / 8 and r[j] is its 4 bytes of
+// tile j (row lane / 4, bytes 4 (lane % 4) + {0..3}): an 8-bit A fragment's
+// register order (a0 rows 0-7, a1 rows 8-15, a2 / a3 the next 16 bytes).
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+#else
+  (void)addr, (void)r;
+#endif
+}
+
 #undef H3S_WGMMA_ACC72
 
 __device__ __forceinline__ void fence_operand(int32_t& r) {
+  asm volatile("" : "+r"(r)::"memory");
+}
+__device__ __forceinline__ void fence_operand(uint32_t& r) {
   asm volatile("" : "+r"(r)::"memory");
 }
 

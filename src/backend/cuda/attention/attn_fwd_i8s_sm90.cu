@@ -109,6 +109,13 @@ void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v, cudaStr
       return i8s::launch<AttnI8sTraits<4, 4, true, false, false>>(p, s);
     case AttnI8sVariant::s4_nopp:
       return i8s::launch<AttnI8sTraits<4, 4, false, false, false>>(p, s);
+    case AttnI8sVariant::io:
+      return i8s::launch<AttnI8sTraits<4, 4, false, true, true, AttnI8sSchedule::overlap>>(p, s);
+    case AttnI8sVariant::io2:
+      return i8s::launch<AttnI8sTraits<4, 4, false, true, true, AttnI8sSchedule::overlap_fold>>(p,
+                                                                                                s);
+    case AttnI8sVariant::io_pp:
+      return i8s::launch<AttnI8sTraits<4, 4, true, true, true, AttnI8sSchedule::overlap>>(p, s);
   }
   fail_internal("attention_fwd_kvi8s_sm90: unknown variant");
 }

@@ -166,6 +166,35 @@ struct AttnI8sConsumer {
     settle(o);
   }
 
+  // The overlapped schedule: the same from P's shared tile (k32 steps of 32 bytes
+  // along its 128-byte rows, as Q8).
+  __device__ static void issue_pv_ss(Acc& o, uint64_t p_desc, uint64_t v_desc) {
+    settle(o);
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < T::kPvSteps; ++kk) {
+      const uint32_t step = uint32_t(kk * T::kMmaK);
+      wgmma::mma_m64n128k32_e4m3_ss(o, desc_at(p_desc, step), desc_at(v_desc, step), kk > 0);
+    }
+    wgmma::commit();
+    settle(o);
+  }
+  // P's A fragments to the group's shared tile in the layout issue_pv_ss
+  // reads (128-byte rows, 16-byte chunk c of row r at c ^ (r % 8)): one
+  // stmatrix a k32 step, lane i addressing row i % 8 of fragment i / 8
+  // (rows + 8 for a1 / a3, bytes + 16 for a2 / a3). The step's chunks are 2kk
+  // and 2kk + 1, so its address is step 0's with kk in bits 5-6 flipped.
+  __device__ void store_probs(const PFrag& pa, uint32_t p_tile) const {
+    const uint32_t warp = (uint32_t(threadIdx.x) % arch::kWarpGroupThreads) / 32;
+    const uint32_t r = uint32_t(lane) % 8, frag = uint32_t(lane) / 8;
+    const uint32_t row = 16 * warp + r + 8 * (frag % 2);
+    const uint32_t addr = p_tile + row * uint32_t(T::kRowBytes) + (((frag / 2) ^ r) << 4);
+#pragma unroll
+    for (int kk = 0; kk < T::kPvSteps; ++kk) wgmma::stmatrix_x4(addr ^ (uint32_t(kk) << 5), pa[kk]);
+    wgmma::fence_proxy_async_smem();
+    arch::named_bar_sync(T::kQReadyBarrierBase + consumer, arch::kWarpGroupThreads);
+  }
+
   // An fp32 the header holds at (header row, index) in a stage whose rows
   // TMA wrote 128-byte swizzled from an atom's first row.
   __device__ static uint32_t header_addr(uint32_t rows, int row, int index) {
@@ -419,7 +448,11 @@ struct AttnI8sConsumer {
       issue_qk(s, q8_desc, desc_at(k_desc, uint32_t(stage) * T::kKStageBytes));
     };
     auto pv = [&](int stage) {
-      issue_pv(o, pa, desc_at(v_desc, uint32_t(stage) * T::kVStageBytes));
+      const uint64_t v = desc_at(v_desc, uint32_t(stage) * T::kVStageBytes);
+      if constexpr (T::kOverlap)
+        issue_pv_ss(o, wgmma::make_desc(smem.p(consumer), 0, wgmma::kAtomBytes), v);
+      else
+        issue_pv(o, pa, v);
     };
     // S_t -> P_t and the softmax state, alpha for the accumulator.
     auto softmax = [&](int stage, int valid_keys) {
@@ -445,25 +478,73 @@ struct AttnI8sConsumer {
     settle(s);
     // Keys of the last tile (32-bit: the loop keeps no 64-bit key positions).
     const int last_keys = int(p.key_end - p.key_begin - int64_t(n_tiles - 1) * T::kBlockN);
-    softmax(0, n_tiles == 1 ? last_keys : T::kBlockN);
+    auto valid = [&](int t) { return t == n_tiles - 1 ? last_keys : T::kBlockN; };
 
-    for (int t = 1; t < n_tiles; ++t) {
-      const int stage = t % T::kStages, prev = (t - 1) % T::kStages;
-      const uint32_t parity = uint32_t((t / T::kStages) & 1);
-      const uint32_t prev_parity = uint32_t(((t - 1) / T::kStages) & 1);
-      arch::mbar_wait(smem.v_full(prev), prev_parity);
-      arch::mbar_wait(smem.k_full(stage), parity);
-      take_tensor_cores();
-      pv(prev);
-      qk(stage);
-      pass_tensor_cores();
-      wgmma::wait<1>();  // O_{t-1} (committed first) is done: pa and V's stage are free
-      settle(o);
-      fold(acc, o, smem.v_header(prev), alpha);
-      arch::mbar_arrive(smem.v_empty(prev));
-      wgmma::wait<0>();  // S_t is done
-      settle(s);
-      softmax(stage, t == n_tiles - 1 ? last_keys : T::kBlockN);
+    if constexpr (T::kOverlap) {
+      // S_t goes first and its softmax runs while P_{t-1} V_{t-1} is on the
+      // tensor cores; P_t then goes to the shared tile P_{t-1} V_{t-1} has
+      // finished reading. (P_t in a second register set instead spills and
+      // serialises the wgmmas.) overlap: the fold of t-1 (with t-1's alpha)
+      // follows the softmax of t. overlap_fold: O_{t-1} waits in its
+      // registers and is folded at the next tile's start, while S_{t+1} is
+      // on the tensor cores, just before P_t V_t overwrites it.
+      constexpr bool kFoldLate = T::kFoldLate;
+      float alpha_p[kRows];  // of the P in the shared tile
+      float alpha_o[kRows];  // of the P V in o, not folded yet
+      auto publish = [&] {
+        store_probs(pa, smem.p(consumer));
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) alpha_p[r] = alpha[r];
+      };
+      auto fold_o = [&](int t_o) {  // o holds P_{t_o} V_{t_o}
+        const int stage_o = t_o % T::kStages;
+        fold(acc, o, smem.v_header(stage_o), alpha_o);
+        arch::mbar_arrive(smem.v_empty(stage_o));
+      };
+      softmax(0, valid(0));
+      publish();
+      for (int t = 1; t < n_tiles; ++t) {
+        const int stage = t % T::kStages, prev = (t - 1) % T::kStages;
+        const uint32_t parity = uint32_t((t / T::kStages) & 1);
+        const uint32_t prev_parity = uint32_t(((t - 1) / T::kStages) & 1);
+        arch::mbar_wait(smem.k_full(stage), parity);
+        arch::mbar_wait(smem.v_full(prev), prev_parity);
+        take_tensor_cores();
+        qk(stage);
+        if (kFoldLate && t > 1) fold_o(t - 2);
+        pv(prev);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) alpha_o[r] = alpha_p[r];
+        pass_tensor_cores();
+        wgmma::wait<1>();  // S_t (committed first) is done
+        settle(s);
+        softmax(stage, valid(t));
+        wgmma::wait<0>();  // P_{t-1} V_{t-1} is done: P's tile is free
+        settle(o);
+        if (!kFoldLate) fold_o(t - 1);
+        publish();
+      }
+      if (kFoldLate && n_tiles > 1) fold_o(n_tiles - 2);
+    } else {
+      softmax(0, valid(0));
+      for (int t = 1; t < n_tiles; ++t) {
+        const int stage = t % T::kStages, prev = (t - 1) % T::kStages;
+        const uint32_t parity = uint32_t((t / T::kStages) & 1);
+        const uint32_t prev_parity = uint32_t(((t - 1) / T::kStages) & 1);
+        arch::mbar_wait(smem.v_full(prev), prev_parity);
+        arch::mbar_wait(smem.k_full(stage), parity);
+        take_tensor_cores();
+        pv(prev);
+        qk(stage);
+        pass_tensor_cores();
+        wgmma::wait<1>();  // O_{t-1} (committed first) is done: pa and V's stage are free
+        settle(o);
+        fold(acc, o, smem.v_header(prev), alpha);
+        arch::mbar_arrive(smem.v_empty(prev));
+        wgmma::wait<0>();  // S_t is done
+        settle(s);
+        softmax(stage, valid(t));
+      }
     }
 
     // The last tile's P V.

@@ -1,6 +1,7 @@
 // Shared-memory addresses of the kvi8s attention, laid out by AttnI8sTraits:
 // Q (bf16), Q's int8 codes per consumer, the K ring (codes + header K rows),
-// the V ring (V^T codes + V scales), Q's scales, then the mbarriers.
+// the V ring (V^T codes + V scales), P per consumer (the overlapped schedule),
+// Q's scales, then the mbarriers.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,9 @@ struct AttnI8sSmem {
   // The header rows of a stage: K's after its codes, V's after its codes.
   __device__ uint32_t k_header(int stage) const { return k(stage) + T::kKCodeBytes; }
   __device__ uint32_t v_header(int stage) const { return v(stage) + T::kVCodeBytes; }
+  __device__ uint32_t p(int consumer) const {
+    return base + T::kPOffset + uint32_t(consumer) * T::kPGroupBytes;
+  }
   __device__ uint32_t q_scale(int row) const { return base + T::kQScaleOffset + uint32_t(row) * 4; }
   __device__ uint32_t bar(int i) const { return base + T::kBarOffset + uint32_t(i) * 8; }
   __device__ uint32_t q_full() const { return bar(0); }

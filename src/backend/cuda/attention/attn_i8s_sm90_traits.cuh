@@ -34,7 +34,17 @@
 
 namespace h3s::cuda::attn {
 
-template <int kStages_, int kChains_, bool kPingPong_, bool kFusedExp_, bool kMagicInt_>
+// Where a consumer's tile schedule puts the softmax (AttnI8sConsumer::run).
+// serial: P_{t-1} V_{t-1} and S_t issued together, the softmax of t after
+// both. overlap: FlashAttention-3's intra-warpgroup overlap, S_t then
+// P_{t-1} V_{t-1}, the softmax of t while P_{t-1} V_{t-1} is on the tensor
+// cores; P is read from a shared tile per consumer (written with stmatrix).
+// overlap_fold: the same with the fold of t-1 moved to the start of t + 1,
+// beside S_{t+1} on the tensor cores.
+enum class AttnI8sSchedule { serial, overlap, overlap_fold };
+
+template <int kStages_, int kChains_, bool kPingPong_, bool kFusedExp_, bool kMagicInt_,
+          AttnI8sSchedule kSchedule_ = AttnI8sSchedule::serial>
 struct AttnI8sTraits {
   static constexpr int kHeadDim = AttnScale::kHeadDim;
   static constexpr int kStages = kStages_;
@@ -52,6 +62,9 @@ struct AttnI8sTraits {
   // instead of I2FP.
   static constexpr bool kMagicInt = kMagicInt_;
   static_assert(kFusedExp || !kMagicInt, "the magic number's addend rides on the fused fma");
+  static constexpr AttnI8sSchedule kSchedule = kSchedule_;
+  static constexpr bool kOverlap = kSchedule != AttnI8sSchedule::serial;
+  static constexpr bool kFoldLate = kSchedule == AttnI8sSchedule::overlap_fold;
 
   // Warp roles and the register split (as AttnWsTraits: the consumers hold
   // O's fp32 accumulator (64), the tile's P V accumulator (64), S (72 int32)
@@ -110,12 +123,17 @@ struct AttnI8sTraits {
   static constexpr uint32_t kVStageBytes =
       (kVTxBytes + wgmma::kAtomBytes - 1) / wgmma::kAtomBytes * wgmma::kAtomBytes;  // 17 KiB
   static constexpr uint32_t kQScaleBytes = uint32_t(kBlockM) * 4;
+  // overlap: P (e4m3, 64 rows x 128 keys) per consumer, 128-byte swizzled
+  // like Q8, the A operand of P V.
+  static constexpr uint32_t kPGroupBytes = uint32_t(kGroupRows) * kRowBytes;  // 8 KiB
+  static constexpr uint32_t kPBytes = kOverlap ? kConsumerWarpGroups * kPGroupBytes : 0;
 
   static constexpr uint32_t kQOffset = 0;
   static constexpr uint32_t kQ8Offset = kQOffset + kQBytes;
   static constexpr uint32_t kKOffset = kQ8Offset + kQ8Bytes;
   static constexpr uint32_t kVOffset = kKOffset + kStages * kKStageBytes;
-  static constexpr uint32_t kQScaleOffset = kVOffset + kStages * kVStageBytes;
+  static constexpr uint32_t kPOffset = kVOffset + kStages * kVStageBytes;
+  static constexpr uint32_t kQScaleOffset = kPOffset + kPBytes;
   static constexpr uint32_t kBarOffset = kQScaleOffset + kQScaleBytes;
   // Barriers: Q full; per stage K full, V full, K empty, V empty.
   static constexpr int kKvFullArrivals = 1;
@@ -124,7 +142,8 @@ struct AttnI8sTraits {
   static constexpr size_t kSmemBytes = size_t(kBarOffset) + kBarBytes + wgmma::kAtomBytes;
 
   // Named barriers 1 and 2: the tensor-core ping-pong; 3 and 4: consumer c's
-  // warpgroup after quantising its Q rows.
+  // warpgroup after quantising its Q rows (and, overlapped, after writing
+  // its P tile).
   static constexpr int kSchedBarrierBase = 1;
   static constexpr int kSchedBarrierThreads = 2 * arch::kWarpGroupThreads;
   static constexpr int kQReadyBarrierBase = kSchedBarrierBase + kConsumerWarpGroups;
@@ -136,7 +155,8 @@ struct AttnI8sTraits {
   static_assert(kEngineKvTile == kBlockN, "a key tile is the engine's K/V tile and kvi8s's");
   static_assert(kKStageBytes % wgmma::kAtomBytes == 0 && kQ8Offset % wgmma::kAtomBytes == 0 &&
                     kKOffset % wgmma::kAtomBytes == 0 && kVOffset % wgmma::kAtomBytes == 0 &&
-                    kKCodeBytes % wgmma::kAtomBytes == 0 && kVCodeBytes % wgmma::kAtomBytes == 0,
+                    kKCodeBytes % wgmma::kAtomBytes == 0 && kVCodeBytes % wgmma::kAtomBytes == 0 &&
+                    kPOffset % wgmma::kAtomBytes == 0,
                 "TMA's 128-byte swizzle needs every tile on a 1024-byte boundary");
   static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 per-block shared memory opt-in");
   static_assert(kStages >= 2, "one tile loads while the other is consumed");
