@@ -112,7 +112,7 @@ bool attention_kvi8r_supported();
 const char* attention_kvi8r_kernel_name();
 // The kvi8s tier's attention (kv/kvi8s.hpp) on Hopper: int8 Q K^T, fp8 P V;
 // the state always ends stored. attention_kvi8s_supported() says whether
-// this device runs it; H3S_KVI8S_KERNEL picks the ring depth.
+// this device runs it; H3S_KVI8S_KERNEL picks the kernel variant.
 void attention_kvi8s(const attn::KvI8sFwdParams& p, cudaStream_t s);
 bool attention_kvi8s_supported();
 const char* attention_kvi8s_kernel_name();

@@ -1,27 +1,34 @@
 // A consumer warpgroup of the kvi8s attention: 64 query rows against every
-// key tile of [key_begin, key_end), in order, as kv/kvi8s.hpp defines. Per
-// tile t:
+// key tile of [key_begin, key_end), in order, as kv/kvi8s.hpp defines. The
+// overlapped schedules (T::kOverlap: FlashAttention-3's intra-warpgroup
+// pipelining; the default, io), per tile t:
 //
-//   wait V[t-1], K[t]; take the tensor cores (kPingPong: from the other group)
-//   issue O_t-1 = P_{t-1} V_{t-1}                    (async, 4 x m64n128k32 e4m3)
+//   wait K[t], V[t-1]; take the tensor cores (kPingPong: from the other group)
 //   issue S_t = Q8 [K_t; digits_t]^T                 (async, 4 x m64n144k32 s8)
+//   (overlap_fold: fold O_{t-2}, below; release V[t-2])
+//   issue O = P_{t-1} V_{t-1}, P from its shared tile (async, 4 x m64n128k32 e4m3)
 //   hand the tensor cores to the other warpgroup
-//   wait O_t-1; acc = fma(O_t-1, vs_t-1, acc * alpha_t-1); release V[t-1]
-//     (while S_t is on the tensor cores)
-//   wait S_t; the row max from the int32 dots (the definition's scores
+//   wait S_t; the softmax of t while P_{t-1} V_{t-1} is on the tensor cores
+//   wait O; (overlap: fold O_{t-1}; release V[t-1]); P_t to the shared tile
+//
+// The serial schedule (fm4-nopp and the older variants) issues P_{t-1}
+// V_{t-1} and S_t together, folds while S runs and does the softmax after
+// both, so a warpgroup's softmax never overlaps its own MMAs (measured 7.5%
+// slower at 56 heads, docs/PERFORMANCE.md). Both give the same bits.
+//
+//   fold: acc = fma(O_j, vs_j, acc * alpha_j), the two levels' sum
+//   softmax of t: the row max from the int32 dots (the definition's scores
 //     fma(float(dq), qk_b, float(dm_b) * mc_b) are monotone in dq); release
 //     K[t]; alpha_t; u = 256 p = 2^(fma(float(dq), qk_b log2e, mc_b' +
 //     shift)) (kFusedExp: one fma a score; kMagicInt: float(dq) from an
-//     integer add)
-//   P_t = e4m3(u), packed in the fp8 A-fragment order V^T's keys are stored in
+//     integer add); P_t = e4m3(u), packed in the fp8 A-fragment order V^T's
+//     keys are stored in
 //
-// P V goes first so its fold overlaps S: issued after S (the exact kernel's
-// order, attn_ws_sm90_mainloop.cuh) the fold waited behind the softmax
-// (measured: docs/PERFORMANCE.md). The max, m and alpha are the CPU's bits:
-// the int32 dots are exact and the fp32 steps the same IEEE operations.
-// What differs from the definition is ex2.approx, the rounding of the
-// exponent's argument (the fused fma, the shift by 2^8 inside it), the order
-// of the softmax's sum and of P V's fp32 sums: bounded by the GPU test.
+// The max, m and alpha are the CPU's bits: the int32 dots are exact and the
+// fp32 steps the same IEEE operations. What differs from the definition is
+// ex2.approx, the rounding of the exponent's argument (the fused fma, the
+// shift by 2^8 inside it), the order of the softmax's sum and of P V's fp32
+// sums: bounded by the GPU test.
 #pragma once
 
 #include <cstdint>

@@ -14,11 +14,11 @@
 //                registers, O_t = P V on fp8 wgmma (m64n128k32) into a fresh
 //                accumulator and acc = fma(O_t, vs, acc * alpha) in fp32 (the
 //                two levels). Ping-pong between the warpgroups as the exact
-//                kernel, or (kPingPong = false, the default fm4-nopp:
-//                measured 2% faster with the fused exponent) each takes the
-//                tensor cores when ready; within one, P_{t-1} V_{t-1} and S_t
-//                are issued together and the fold of one overlaps the
-//                other's MMA.
+//                kernel, or (kPingPong = false, the default) each takes the
+//                tensor cores when ready. Within one (kSchedule): S_t, then
+//                P_{t-1} V_{t-1} with P from a shared tile, and the softmax
+//                of t beside it (overlap, the default io), or P_{t-1} V_{t-1}
+//                and S_t together and the softmax after both (serial).
 //
 // Row invariance: every shape is a constant and key tiles are consumed in
 // order from key_begin (a multiple of the tile), as the exact kernel.
