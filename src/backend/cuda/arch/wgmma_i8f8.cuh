@@ -111,8 +111,5 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4
 __device__ __forceinline__ void fence_operand(int32_t& r) {
   asm volatile("" : "+r"(r)::"memory");
 }
-__device__ __forceinline__ void fence_operand(uint32_t& r) {
-  asm volatile("" : "+r"(r)::"memory");
-}
 
 }  // namespace h3s::cuda::wgmma
