@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -394,6 +395,48 @@ TEST_F(GpuGemm, I8MatchesInt32Reference) {
     std::string where;
     EXPECT_EQ(count_bit_diffs(y.download(), p.reference(c.bias), c.m, c.n, c.n, &where), 0)
         << "differing at" << where;
+  }
+}
+
+// Every gemm_i8 kernel (mma.sync and each wgmma pipeline of gemm_i8_sm90.cu,
+// picked with H3S_GEMM_I8_KERNEL) gives the int32 reference's bits and is
+// row-invariant: 1 row, prime row counts, N tails, a K tail (288 = two
+// 128-byte K-tiles and a quarter), a deep K (more K-tiles than any pipeline
+// holds), x rows off 16-byte boundaries, with and without bias.
+class GpuGemmI8Kernels : public GpuGemm {
+ protected:
+  static constexpr const char* kEnv = "H3S_GEMM_I8_KERNEL";
+  void TearDown() override {  // the kernel the process started with, also after a failure
+    if (saved_.empty())
+      unsetenv(kEnv);
+    else
+      setenv(kEnv, saved_.c_str(), 1);
+  }
+  std::string saved_ = std::getenv(kEnv) != nullptr ? std::getenv(kEnv) : "";
+};
+
+TEST_F(GpuGemmI8Kernels, EachKernelMatchesInt32Reference) {
+  struct Case {
+    int64_t m, n, k, ldx;
+    bool bias;
+  };
+  uint32_t seed = 600;
+  for (const char* kernel : {"sm80", "n256s4p2w1", "n256s4p3", "s3p1w1", "s3p2", "s6p4w1"}) {
+    ASSERT_EQ(setenv(kEnv, kernel, 1), 0);
+    for (const Case& c : {Case{1, 768, 512, 512, true}, Case{131, 100, 288, 288, true},
+                          Case{263, 1536, 5376, 5376, false}, Case{37, 300, 1024, 1027, true},
+                          Case{700, 256, 128, 128, false}}) {
+      SCOPED_TRACE(fmt::format("{}: m={} n={} k={} ldx={}{}", kernel, c.m, c.n, c.k, c.ldx,
+                               c.bias ? " bias" : ""));
+      const I8Problem p(c.m, c.n, c.k, c.ldx, ++seed);
+      DeviceArray<uint16_t> y(size_t(c.m * c.n));
+      p.run(0, c.m, y.get(), c.n, c.bias);
+      std::string where;
+      EXPECT_EQ(count_bit_diffs(y.download(), p.reference(c.bias), c.m, c.n, c.n, &where), 0)
+          << "differing at" << where;
+    }
+    SCOPED_TRACE(kernel);
+    expect_row_invariant(I8Problem(259, 300, 288, 291, ++seed), kChunks);
   }
 }
 

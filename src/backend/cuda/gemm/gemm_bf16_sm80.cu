@@ -59,6 +59,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinCtasPerSm)
 bool bf16_on_wgmma() {
   const char* force = std::getenv("H3S_GEMM_KERNEL");
   if (force != nullptr && std::strcmp(force, "sm80") == 0) return false;
+  return device_has_wgmma();
+}
+
+}  // namespace
+
+bool device_has_wgmma() {
   static const bool sm90 = [] {
     int dev = 0, major = 0, minor = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) return false;
@@ -69,7 +75,6 @@ bool bf16_on_wgmma() {
   return sm90;
 }
 
-}  // namespace
 }  // namespace gemm
 
 void gemm_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, const float* bias, uint16_t* y,

@@ -1,6 +1,11 @@
 // Argument checks of the GEMM entry points (see gemm_checks.hpp).
 #include "backend/cuda/gemm/gemm_checks.hpp"
 
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+
 #include "core/error.hpp"
 
 namespace h3s::cuda::gemm {
@@ -35,6 +40,22 @@ void check_grid(const char* op, int64_t m, int64_t n, int64_t tiles_m, int64_t t
 
 void fail_cuda(const char* op, const char* what, const char* cuda_error) {
   fail(ErrorKind::internal, "{}: {} failed: {}", op, what, cuda_error);
+}
+
+int gemm_i8_sm90_choice(const char* const* names, int count) {
+  const char* all = std::getenv("H3S_GEMM_KERNEL");
+  if (all != nullptr && std::strcmp(all, "sm80") == 0) return -1;
+  const char* env = std::getenv("H3S_GEMM_I8_KERNEL");
+  const std::string_view want = env != nullptr ? env : "";
+  if (want.empty()) return 0;
+  if (want == "sm80") return -1;
+  std::string known = "sm80";
+  for (int i = 0; i < count; ++i) {
+    if (want == names[i]) return i;
+    known += std::string(", ") + names[i];
+  }
+  fail(ErrorKind::invalid_argument, "H3S_GEMM_I8_KERNEL={} is not a kernel; choose one of {}", want,
+       known);
 }
 
 }  // namespace h3s::cuda::gemm

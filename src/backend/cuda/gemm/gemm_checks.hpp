@@ -1,4 +1,4 @@
-// Argument checks of the GEMM entry points, in plain C++ (gemm_checks.cpp):
+// Argument checks and kernel choices of the GEMM entry points, in plain C++ (gemm_checks.cpp):
 // nvcc cannot compile fmt's compile-time format strings, so every message is
 // formatted on the host compiler's side. Each throws h3s::Error naming the bad
 // value and the fix.
@@ -16,5 +16,11 @@ void check_k_multiple(const char* op, int64_t k, int64_t multiple);
 void check_grid(const char* op, int64_t m, int64_t n, int64_t tiles_m, int64_t tiles_n,
                 int64_t max_x, int64_t max_y, int block_m, int block_n);
 [[noreturn]] void fail_cuda(const char* op, const char* what, const char* cuda_error);
+
+// gemm_i8's kernel on sm_90: H3S_GEMM_I8_KERNEL (or H3S_GEMM_KERNEL=sm80, which
+// moves every GEMM to mma.sync) names one of `names` or sm80; unset: names[0].
+// Returns its index, or -1 for sm80. Re-read per call: benchmarks switch
+// kernels between measurements in one process.
+int gemm_i8_sm90_choice(const char* const* names, int count);
 
 }  // namespace h3s::cuda::gemm

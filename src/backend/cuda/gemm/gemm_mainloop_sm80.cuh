@@ -34,6 +34,8 @@ struct TileCoord {
 
 // Tile `tile` of tiles_m x tiles_n in grouped order: kGroupM M-tiles, M
 // fastest, sweep all N-tiles. Only placement; see MmaTileSm80::kGroupM.
+// kBlockN: the CTA tile's width (gemm_i8_sm90's wide tiles are 256).
+template <int kBlockN = MmaTileSm80::kBlockN>
 __device__ inline TileCoord tile_coord(int64_t tile, int64_t tiles_m, int64_t tiles_n) {
   using T = MmaTileSm80;
   const int64_t per_group = int64_t(T::kGroupM) * tiles_n;
@@ -41,7 +43,7 @@ __device__ inline TileCoord tile_coord(int64_t tile, int64_t tiles_m, int64_t ti
   const int64_t first_m = group * T::kGroupM;
   const int64_t rows_in_group = min(tiles_m - first_m, int64_t(T::kGroupM));
   const int64_t in_group = tile - group * per_group;
-  return {(first_m + in_group % rows_in_group) * T::kBlockM, in_group / rows_in_group * T::kBlockN};
+  return {(first_m + in_group % rows_in_group) * T::kBlockM, in_group / rows_in_group * kBlockN};
 }
 
 // Copies K-tiles of a kRows-row operand tile (rows [0, rows_left) of the
