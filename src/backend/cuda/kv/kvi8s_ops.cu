@@ -1,10 +1,19 @@
 // The kvi8s tier's quantiser on the GPU, bit-exact with
 // kvi8s::quantise_tile (kv/kvi8s.hpp, which the CPU backend runs): one CTA
-// per (tile, head). Warps 0 and 1 take the tile's two 64-token K blocks
-// (rotate each row with the warp Hadamard, the mean in token order, its
-// fixed-point digits, then the residual's codes: three passes over the
-// rows, rotating again rather than keeping them); warps 2 and 3 take V's
-// 128 channels (amax, scale, e4m3 codes written in v_position order).
+// per (tile, head), in three steps over shared memory.
+//   1. Each warp rotates rows of the tile's K with the warp Hadamard (kept as
+//      fp32) and stages the same rows of V (bf16): coalesced row reads, each
+//      row rotated once.
+//   2. K, thread (block b, dim j): the block's mean in token order, its
+//      fixed-point digits (the scale from the block's four warps' max), then
+//      the residual's scale and codes; a warp writes 32 consecutive bytes of
+//      a code row.
+//   3. V, thread (half, channel d): the channel's amax over its half of the
+//      tile, the two halves' max, then the e4m3 codes of its half in
+//      v_position order.
+// (Session 20's kernel made three passes over global memory per K block, each
+// rotating every row again, in two warps: ~1 ms per 16k-row chunk, 6x its
+// memory time; docs/PERFORMANCE.md.)
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -19,10 +28,27 @@ namespace h3s::cuda {
 namespace {
 
 using kv::kPerLane;
-constexpr int kThreads = 128;
 constexpr int kTile = int(kvi8s::kTile);
 constexpr int kBlock = int(kvi8s::kBlock);
+constexpr int kDim = kvi8s::kDim;
+constexpr int kBlocks = kvi8s::kBlocksPerTile;
+constexpr int kThreads = kBlocks * kDim;  // 256: one thread per (K block, dim)
+constexpr int kWarps = kThreads / 32;
+constexpr int kWarpsPerBlock = kDim / 32;  // a K block's threads: 4 whole warps
+constexpr int kVHalves = kThreads / kDim;  // V: threads per channel
 constexpr float kHeadroom = 1.0f + 0x1p-7f;
+static_assert(kTile % kVHalves == 0 && (kTile / kVHalves) % 16 == 0,
+              "a V half is whole 16-key groups of v_position");
+
+// The tile in shared memory: K rotated (fp32), V as read (bf16), and the
+// cross-warp reductions.
+struct TileSmem {
+  float k[kTile][kDim];
+  uint16_t v[kTile][kDim];
+  float warp_max[kWarps];
+  float v_amax[kVHalves][kDim];
+};
+constexpr int kSmemBytes = int(sizeof(TileSmem));
 
 // The call's row i (bf16 bits) of head h: the kept tail's rows first.
 using Rows = KvRowPartsView<kvi8s::kDim>;
@@ -50,111 +76,111 @@ __device__ __forceinline__ uint8_t e4m3(float x) {
   return uint8_t(r & 0xffu);
 }
 
-// One K block of the tile: rows [row0, row0 + n) of the call, head h.
-__device__ void quantise_k_block(const Rows& rows, int64_t row0, int n, int64_t h, int b, int lane,
-                                 int8_t* code, int64_t code_stride, uint8_t* header) {
-  auto* hi = reinterpret_cast<int8_t*>(header + (2 * b) * kvi8s::kDim) + kPerLane * lane;
-  auto* lo = reinterpret_cast<int8_t*>(header + (2 * b + 1) * kvi8s::kDim) + kPerLane * lane;
-  auto* scales = reinterpret_cast<float*>(header + kvi8s::kRowScales * kvi8s::kDim);
-  if (n <= 0) {  // the sequence ended in the tile's first block
-    *reinterpret_cast<uint32_t*>(hi) = 0;
-    *reinterpret_cast<uint32_t*>(lo) = 0;
-    if (lane == 0) scales[b] = scales[kvi8s::kBlocksPerTile + b] = 0.0f;
-    return;
-  }
-  float x[kPerLane], sum[kPerLane] = {};
-  for (int t = 0; t < n; ++t) {
-    kv::load_bf16x4(rows.k(row0 + t, h) + kPerLane * lane, x);
-    kv::rotate128(x, lane);
+// The max of v over the kWarpsPerBlock warps of K block b (every thread of
+// the CTA calls it: it synchronises).
+__device__ float block_max(TileSmem& sm, float v, int b) {
+  v = warp_max(v);
+  __syncthreads();  // warp_max[] is free (its last readers are past)
+  if (threadIdx.x % 32 == 0) sm.warp_max[threadIdx.x / 32] = v;
+  __syncthreads();
+  float m = sm.warp_max[b * kWarpsPerBlock];
 #pragma unroll
-    for (int j = 0; j < kPerLane; ++j) sum[j] = __fadd_rn(sum[j], x[j]);
-  }
-  float mu[kPerLane], mean_amax = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    mu[j] = __fdiv_rn(sum[j], float(n));
-    mean_amax = fmaxf(mean_amax, fabsf(mu[j]));
-  }
-  const float m_scale = scale_of(warp_max(mean_amax), float(kvi8s::kMeanMax));
-  float mean[kPerLane];
-  uint32_t hi_w = 0, lo_w = 0;
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    const int m16 = code_of(mu[j], m_scale, kvi8s::kMeanMax);
-    const int h8 = (m16 + 128) >> 8, l8 = m16 - 256 * h8;
-    hi_w |= (uint32_t(h8) & 0xffu) << (8 * j);
-    lo_w |= (uint32_t(l8) & 0xffu) << (8 * j);
-    mean[j] = usable(m_scale) ? __fmul_rn(float(m16), m_scale) : 0.0f;
-  }
-  *reinterpret_cast<uint32_t*>(hi) = hi_w;
-  *reinterpret_cast<uint32_t*>(lo) = lo_w;
-  float amax = 0.0f;
-  for (int t = 0; t < n; ++t) {
-    kv::load_bf16x4(rows.k(row0 + t, h) + kPerLane * lane, x);
-    kv::rotate128(x, lane);
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) amax = fmaxf(amax, fabsf(__fsub_rn(x[j], mean[j])));
-  }
-  const float scale = scale_of(warp_max(amax), float(kvi8s::kMaxCode));
-  for (int t = 0; t < n; ++t) {
-    kv::load_bf16x4(rows.k(row0 + t, h) + kPerLane * lane, x);
-    kv::rotate128(x, lane);
-    uint32_t w = 0;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j)
-      w |= (uint32_t(code_of(__fsub_rn(x[j], mean[j]), scale, kvi8s::kMaxCode)) & 0xffu) << (8 * j);
-    *reinterpret_cast<uint32_t*>(code + (row0 + t) * code_stride + kPerLane * lane) = w;
-  }
-  if (lane == 0) {
-    scales[b] = scale;
-    scales[kvi8s::kBlocksPerTile + b] = usable(m_scale) ? m_scale : 0.0f;
-  }
-}
-
-// One V channel d of the tile: its scale into the header, its codes (zero
-// past n) into its transposed row in v_position order.
-__device__ void quantise_v_channel(const Rows& rows, int64_t row0, int n, int64_t h, int d,
-                                   uint8_t* v_row, uint8_t* header) {
-  float amax = 0.0f;
-  for (int t = 0; t < n; ++t)
-    amax = fmaxf(amax, fabsf(__uint_as_float(uint32_t(rows.v(row0 + t, h)[d]) << 16)));
-  const float s = scale_of(amax, kvi8s::kE4m3Max);
-  reinterpret_cast<float*>(header + kvi8s::kRowVScale * kvi8s::kDim)[d] =
-      usable(s) ? __fmul_rn(s, kvi8s::kInvPScale) : 0.0f;
-  for (int p0 = 0; p0 < kTile; p0 += 4) {
-    uint32_t w = 0;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      // The key at position p: v_position's inverse within its 16-key half.
-      const int p = p0 + i, t = (p & ~15) + 2 * ((p & 15) >> 2) + (i & 1) + 8 * (i >> 1);
-      const float v = __uint_as_float(uint32_t(t < n ? rows.v(row0 + t, h)[d] : 0) << 16);
-      const uint8_t c = (t < n && usable(s)) ? e4m3(__fdiv_rn(v, s)) : uint8_t(0);
-      w |= uint32_t(c) << (8 * i);
-    }
-    *reinterpret_cast<uint32_t*>(v_row + p0) = w;
-  }
+  for (int w = 1; w < kWarpsPerBlock; ++w) m = fmaxf(m, sm.warp_max[b * kWarpsPerBlock + w]);
+  return m;
 }
 
 __global__ void __launch_bounds__(kThreads)
     kvi8s_quantize_kernel(Rows rows, int64_t n_rows, int64_t first_row, int64_t heads,
                           int8_t* k_code, int64_t code_stride, uint8_t* v_code, int64_t v_stride,
                           uint8_t* header) {
+  extern __shared__ float4 smem_raw[];
+  TileSmem& sm = *reinterpret_cast<TileSmem*>(smem_raw);
   const int64_t tile_row = int64_t(blockIdx.x) * kTile, h = blockIdx.y;
   const int n = int(n_rows - tile_row < kTile ? n_rows - tile_row : kTile);
   const int64_t tile = (first_row + tile_row) / kTile;
   uint8_t* record = header + (tile * heads + h) * kvi8s::kHeaderBytes;
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  if (warp < kvi8s::kBlocksPerTile) {
-    const int b = warp, nb = n - b * kBlock < kBlock ? n - b * kBlock : kBlock;
-    quantise_k_block(rows, tile_row + b * kBlock, nb, h, b, lane,
-                     k_code + first_row * code_stride + h * kvi8s::kDim, code_stride, record);
-    if (warp == 0)  // the scales row past its four floats
-      reinterpret_cast<float*>(record + kvi8s::kRowScales * kvi8s::kDim)[4 + lane % 28] = 0.0f;
-  } else {
-    const int v_thread = int(threadIdx.x) - kvi8s::kBlocksPerTile * 32;
-    for (int d = v_thread; d < kvi8s::kDim; d += kThreads - kvi8s::kBlocksPerTile * 32)
-      quantise_v_channel(rows, tile_row, n, h, d,
-                         v_code + (h * kvi8s::kDim + d) * v_stride + first_row + tile_row, record);
+  auto* scales = reinterpret_cast<float*>(record + kvi8s::kRowScales * kDim);
+  const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
+
+  // 1. K rotated, V staged.
+  for (int t = warp; t < n; t += kWarps) {
+    float x[kPerLane];
+    kv::load_bf16x4(rows.k(tile_row + t, h) + kPerLane * lane, x);
+    kv::rotate128(x, lane);
+    *reinterpret_cast<float4*>(&sm.k[t][kPerLane * lane]) = make_float4(x[0], x[1], x[2], x[3]);
+    *reinterpret_cast<uint2*>(&sm.v[t][kPerLane * lane]) =
+        *reinterpret_cast<const uint2*>(rows.v(tile_row + t, h) + kPerLane * lane);
+  }
+  __syncthreads();
+
+  // 2. K block b, dim j (rows r0 .. r0 + nb of the tile; nb <= 0 when the
+  // sequence ended in an earlier block: zero digits and scales).
+  {
+    const int b = tid / kDim, j = tid % kDim, r0 = b * kBlock;
+    const int nb = n - r0 < 0 ? 0 : (n - r0 < kBlock ? n - r0 : kBlock);
+    float mu = 0.0f;
+    if (nb > 0) {
+      float sum = 0.0f;
+      for (int t = 0; t < nb; ++t) sum = __fadd_rn(sum, sm.k[r0 + t][j]);
+      mu = __fdiv_rn(sum, float(nb));
+    }
+    // (fmaxf from 0 as the definition's max: a NaN mean is skipped.)
+    const float m_scale =
+        scale_of(block_max(sm, fmaxf(0.0f, fabsf(mu)), b), float(kvi8s::kMeanMax));
+    const int m16 = nb > 0 ? code_of(mu, m_scale, kvi8s::kMeanMax) : 0;
+    const int h8 = (m16 + 128) >> 8, l8 = m16 - 256 * h8;
+    reinterpret_cast<int8_t*>(record + (2 * b) * kDim)[j] = int8_t(h8);
+    reinterpret_cast<int8_t*>(record + (2 * b + 1) * kDim)[j] = int8_t(l8);
+    const float mean = usable(m_scale) ? __fmul_rn(float(m16), m_scale) : 0.0f;
+    float amax = 0.0f;
+    for (int t = 0; t < nb; ++t) amax = fmaxf(amax, fabsf(__fsub_rn(sm.k[r0 + t][j], mean)));
+    const float scale = scale_of(block_max(sm, amax, b), float(kvi8s::kMaxCode));
+    int8_t* code = k_code + (first_row + tile_row + r0) * code_stride + h * kDim + j;
+    for (int t = 0; t < nb; ++t)
+      code[t * code_stride] =
+          int8_t(code_of(__fsub_rn(sm.k[r0 + t][j], mean), scale, kvi8s::kMaxCode));
+    if (j == 0) {
+      scales[b] = nb > 0 ? scale : 0.0f;
+      scales[kBlocks + b] = nb > 0 && usable(m_scale) ? m_scale : 0.0f;
+    }
+    if (tid >= 2 * kBlocks && tid < kDim / 4)  // the scales row past its four floats
+      scales[tid] = 0.0f;
+  }
+
+  // 3. V channel d over keys [p0, p0 + kKeys) of the tile, in v_position
+  // order (its inverse maps each 16-key group onto itself).
+  {
+    constexpr int kKeys = kTile / kVHalves;
+    const int half = tid / kDim, d = tid % kDim, p0 = half * kKeys;
+    float amax = 0.0f;
+    for (int t = p0; t < p0 + kKeys && t < n; ++t)
+      amax = fmaxf(amax, fabsf(__uint_as_float(uint32_t(sm.v[t][d]) << 16)));
+    sm.v_amax[half][d] = amax;
+    __syncthreads();
+#pragma unroll
+    for (int o = 0; o < kVHalves; ++o) amax = fmaxf(amax, sm.v_amax[o][d]);
+    const float s = scale_of(amax, kvi8s::kE4m3Max);
+    if (half == 0)
+      reinterpret_cast<float*>(record + kvi8s::kRowVScale * kDim)[d] =
+          usable(s) ? __fmul_rn(s, kvi8s::kInvPScale) : 0.0f;
+    uint8_t* v_row = v_code + (h * kDim + d) * v_stride + first_row + tile_row;
+    for (int q = p0; q < p0 + kKeys; q += 16) {  // 16 keys: one 16-byte store
+      uint32_t w[4];
+#pragma unroll
+      for (int k4 = 0; k4 < 4; ++k4) {
+        w[k4] = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          // The key at position p: v_position's inverse within its 16-key group.
+          const int p = q + 4 * k4 + i,
+                    t = (p & ~15) + 2 * ((p & 15) >> 2) + (i & 1) + 8 * (i >> 1);
+          const float v = __uint_as_float(uint32_t(t < n ? sm.v[t][d] : 0) << 16);
+          const uint8_t c = (t < n && usable(s)) ? e4m3(__fdiv_rn(v, s)) : uint8_t(0);
+          w[k4] |= uint32_t(c) << (8 * i);
+        }
+      }
+      *reinterpret_cast<uint4*>(v_row + q) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
   }
 }
 
@@ -165,9 +191,15 @@ void kvi8s_quantize(const KvRowParts& in, int64_t first_row, int64_t heads, int8
                     cudaStream_t s) {
   const int64_t n = in.rows[0] + in.rows[1];
   if (n <= 0 || heads <= 0) return;
+  if (!aligned_to(v_code, 16) || v_stride % 16 != 0 || first_row % 16 != 0)
+    fail_internal("kvi8s_quantize: V^T rows must start on 16-byte boundaries (16-key stores)");
   const dim3 grid(unsigned((n + kTile - 1) / kTile), unsigned(heads));
-  kvi8s_quantize_kernel<<<grid, kThreads, 0, s>>>(Rows{in}, n, first_row, heads, k_code,
-                                                  code_stride, v_code, v_stride, header);
+  // Per call rather than once: the attribute is per device, and it is cheap.
+  const cudaError_t e = cudaFuncSetAttribute(
+      kvi8s_quantize_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  if (e != cudaSuccess) fail_cuda("kvi8s_quantize: reserving shared memory", e);
+  kvi8s_quantize_kernel<<<grid, kThreads, kSmemBytes, s>>>(Rows{in}, n, first_row, heads, k_code,
+                                                           code_stride, v_code, v_stride, header);
   check_launch("kvi8s_quantize");
 }
 
