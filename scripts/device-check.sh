@@ -14,6 +14,8 @@
 # block with each tier's store beside the exact store's (streamed and stock, bit-equality
 # within the tier; BLOCK_TIERS, default KV_TIERS) and the PyTorch anchor (TORCH_ANCHOR=0
 # skips it); FULL_SUITE=1 runs the whole GPU test suite first.
+# bench: the blocks per format and the PyTorch anchor; GEMM_I8_VARIANTS (e.g. "sm80
+# s3p1w1") adds the int8 block's phase times on those int8 GEMM pipelines.
 # attention: the GPU tests (every test on the default kernel, the attention and block
 # tests again on each other kernel variant), sanitizers, then attention alone for every
 # variant at the token list (default 217088), the int8 block, and the PyTorch anchor with
@@ -222,6 +224,12 @@ if [ "$mode" != tests ] && [ "$mode" != placement ] && [ "$mode" != attention ] 
   for f in ${formats//,/ }; do
     step "bench_$f" 300 $bin/h3s bench --backend cuda --preset h3 --format "$f" \
       --token-list "$tokens" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384
+  done
+  # The int8 GEMM's other pipelines (H3S_GEMM_I8_KERNEL; the same bits), by phase.
+  for g in ${GEMM_I8_VARIANTS-}; do
+    step "bench_int8_gemm_$g" 300 env H3S_GEMM_I8_KERNEL=$g $bin/h3s bench --backend cuda \
+      --preset h3 --format int8 --token-list "$tokens" --json --q-chunk 16384 --kv-chunk 16384 \
+      --mlp-chunk 16384 --skip-stock --skip-attention --phase-times
   done
   # The PyTorch anchor with both SDPA backends (flash: what ComfyUI runs; cuDNN: the bar).
   if [ -f .ext/torch_h3_block.py ]; then
