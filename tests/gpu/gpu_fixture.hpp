@@ -1,5 +1,6 @@
 // GPU test set-up: skip cleanly without a device (or fail, under
-// H3S_REQUIRE_GPU=1); device arenas; host <-> device helpers.
+// H3S_REQUIRE_GPU=1); device arenas; host <-> device helpers; the kernel-
+// variant tests' environment restore.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -96,6 +97,32 @@ class DeviceArray {
  private:
   void* raw_ = nullptr;
   size_t n_ = 0, offset_ = 0;
+};
+
+// ---- kernel variants by environment ----------------------------------------------
+
+// Puts an environment variable back as it was when this was made (unset if
+// it was), also after a failing test: the variant tests switch H3S_*_KERNEL
+// between cases, and later tests must see the process's own choice.
+class EnvRestore {
+ public:
+  explicit EnvRestore(const char* name)
+      : name_(name),
+        was_set_(std::getenv(name) != nullptr),
+        saved_(was_set_ ? std::getenv(name) : "") {}
+  ~EnvRestore() {
+    if (was_set_)
+      setenv(name_, saved_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  EnvRestore(const EnvRestore&) = delete;
+  EnvRestore& operator=(const EnvRestore&) = delete;
+
+ private:
+  const char* name_;
+  bool was_set_;
+  std::string saved_;
 };
 
 // ---- backend fixture -----------------------------------------------------------

@@ -406,13 +406,7 @@ TEST_F(GpuGemm, I8MatchesInt32Reference) {
 class GpuGemmI8Kernels : public GpuGemm {
  protected:
   static constexpr const char* kEnv = "H3S_GEMM_I8_KERNEL";
-  void TearDown() override {  // the kernel the process started with, also after a failure
-    if (saved_.empty())
-      unsetenv(kEnv);
-    else
-      setenv(kEnv, saved_.c_str(), 1);
-  }
-  std::string saved_ = std::getenv(kEnv) != nullptr ? std::getenv(kEnv) : "";
+  test::EnvRestore restore_{kEnv};
 };
 
 TEST_F(GpuGemmI8Kernels, EachKernelMatchesInt32Reference) {

@@ -246,14 +246,7 @@ INSTANTIATE_TEST_SUITE_P(Tiers, GpuKvStore, ::testing::Values("kvi8s", "kvfp4s")
 class GpuKvi8sVariants : public GpuBackendTest {
  protected:
   static constexpr const char* kEnv = "H3S_KVI8S_KERNEL";
-  void TearDown() override {  // the variant the process started with, also after a failure
-    if (saved_.empty())
-      unsetenv(kEnv);
-    else
-      setenv(kEnv, saved_.c_str(), 1);
-    GpuBackendTest::TearDown();
-  }
-  std::string saved_ = std::getenv(kEnv) != nullptr ? std::getenv(kEnv) : "";
+  test::EnvRestore restore_{kEnv};
 };
 
 TEST_F(GpuKvi8sVariants, ScheduleVariantsGiveTheDefaultsBits) {

@@ -19,18 +19,23 @@
 
 namespace h3s::cuda::wgmma {
 
-// The 64 fp32 accumulators of an m64n128 tile as read-write asm operands
-// %0..%63 (one per register a thread holds).
-#define H3S_WGMMA_ACC64(d)                                                                        \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
-      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
-      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
-      "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),  \
-      "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),  \
-      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),  \
-      "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),  \
-      "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+// The 64 accumulators of an m64n128 tile as read-write asm operands %0..%63
+// (one per register a thread holds), constraint C: "+f" fp32, "+r" int32.
+#define H3S_WGMMA_ACC64_AS(C, d)                                                                \
+  C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), C(d[8]), C(d[9]),     \
+      C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]), C(d[16]), C(d[17]), C(d[18]), \
+      C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]), C(d[24]), C(d[25]), C(d[26]), C(d[27]), \
+      C(d[28]), C(d[29]), C(d[30]), C(d[31]), C(d[32]), C(d[33]), C(d[34]), C(d[35]), C(d[36]), \
+      C(d[37]), C(d[38]), C(d[39]), C(d[40]), C(d[41]), C(d[42]), C(d[43]), C(d[44]), C(d[45]), \
+      C(d[46]), C(d[47]), C(d[48]), C(d[49]), C(d[50]), C(d[51]), C(d[52]), C(d[53]), C(d[54]), \
+      C(d[55]), C(d[56]), C(d[57]), C(d[58]), C(d[59]), C(d[60]), C(d[61]), C(d[62]), C(d[63])
+#define H3S_WGMMA_ACC64(d) H3S_WGMMA_ACC64_AS("+f", d)
+// Their names in the instruction text.
+#define H3S_WGMMA_D64                                                                \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "           \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 
 __device__ __forceinline__ void fence() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -64,22 +69,16 @@ __device__ __forceinline__ void fence_operand(float& r) {
 // (the kvi8r kernel's fp16 operand variant).
 enum class Operand16 { bf16, f16 };
 
-#define H3S_WGMMA_M64N128K16_SS(TYPE)                                                           \
-  "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                  \
-  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE                                  \
-  " "                                                                                           \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
-  "%56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-#define H3S_WGMMA_M64N128K16_RS_TNSPB(TYPE)                                                     \
-  "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                  \
-  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE                                  \
-  " "                                                                                           \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
-  "%56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+#define H3S_WGMMA_M64N128K16_SS(TYPE)                          \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                 \
+  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE \
+  " "                                                          \
+  "{" H3S_WGMMA_D64 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+#define H3S_WGMMA_M64N128K16_RS_TNSPB(TYPE)                    \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                 \
+  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE \
+  " "                                                          \
+  "{" H3S_WGMMA_D64 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
 
 // d (+)= A B for m64n128k16, A and B in shared memory, both K-major.
 // accumulate = false overwrites d (scale-d 0).
