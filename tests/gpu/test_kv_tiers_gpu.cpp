@@ -12,8 +12,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -234,6 +236,37 @@ TEST_F(GpuKvi8r, ChunksAndBlocksGiveTheSinglePassBits) {
        {std::pair<int64_t, int64_t>{1, 0}, {64, 0}, {131, 0}, {0, 128}, {0, 384}, {7, 256}})
     EXPECT_TRUE(same_bytes(on_gpu(p, chunk, block), single))
         << "row chunk " << chunk << ", kv_block " << block;
+}
+
+// Every kernel variant gives the default's bits (the conversion is per
+// element; only who converts what, and when, differs). The pairs (two CTAs
+// of a cluster, each converting half of every tile for both) meet every
+// edge: one query block (padded to a pair), an odd count of blocks, keys
+// that leave the second CTA's half of the last tile empty (1, 60) or
+// partial (100, 1000), chunked queries and chained K/V blocks whose keys
+// start mid-sequence.
+TEST_F(GpuKvi8r, EveryKernelVariantGivesTheDefaultsBits) {
+  static constexpr const char* kEnv = "H3S_KVI8R_KERNEL";
+  const EnvRestore restore(kEnv);
+  uint64_t seed = 7300;
+  for (const auto& [rows, seq, heads] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
+                                         {67, 60, 2},
+                                         {131, 100, 1},
+                                         {300, 1000, 3},
+                                         {513, 389, 2}}) {
+    const Problem p(rows, seq, heads, ++seed);
+    ASSERT_EQ(setenv(kEnv, "codes2-item8", 1), 0);
+    const Bits want = on_gpu(p);
+    for (const char* variant :
+         {"codes1-item16", "codes2-item16", "pair-codes2-item8", "pair-codes2-item16"}) {
+      ASSERT_EQ(setenv(kEnv, variant, 1), 0);
+      EXPECT_TRUE(same_bytes(on_gpu(p), want)) << variant << ", " << p.label();
+      EXPECT_TRUE(same_bytes(on_gpu(p, 61, 256), want))
+          << variant << ", " << p.label() << ", 61-row chunks, 256-key blocks";
+      EXPECT_TRUE(same_bytes(on_gpu(p, 0, 128), want))
+          << variant << ", " << p.label() << ", 128-key blocks";
+    }
+  }
 }
 
 }  // namespace
