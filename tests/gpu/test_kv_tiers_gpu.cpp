@@ -239,12 +239,9 @@ TEST_F(GpuKvi8r, ChunksAndBlocksGiveTheSinglePassBits) {
 }
 
 // Every kernel variant gives the default's bits (the conversion is per
-// element; only who converts what, and when, differs). The pairs (two CTAs
-// of a cluster, each converting half of every tile for both) meet every
-// edge: one query block (padded to a pair), an odd count of blocks, keys
-// that leave the second CTA's half of the last tile empty (1, 60) or
-// partial (100, 1000), chunked queries and chained K/V blocks whose keys
-// start mid-sequence.
+// element; only the code-ring depth and the converter's items differ): one
+// query block, an odd count of blocks, partial last tiles, chunked queries
+// and chained K/V blocks whose keys start mid-sequence.
 TEST_F(GpuKvi8r, EveryKernelVariantGivesTheDefaultsBits) {
   static constexpr const char* kEnv = "H3S_KVI8R_KERNEL";
   const EnvRestore restore(kEnv);
@@ -257,8 +254,7 @@ TEST_F(GpuKvi8r, EveryKernelVariantGivesTheDefaultsBits) {
     const Problem p(rows, seq, heads, ++seed);
     ASSERT_EQ(setenv(kEnv, "codes2-item8", 1), 0);
     const Bits want = on_gpu(p);
-    for (const char* variant :
-         {"codes1-item16", "codes2-item16", "pair-codes2-item8", "pair-codes2-item16"}) {
+    for (const char* variant : {"codes1-item16", "codes2-item16"}) {
       ASSERT_EQ(setenv(kEnv, variant, 1), 0);
       EXPECT_TRUE(same_bytes(on_gpu(p), want)) << variant << ", " << p.label();
       EXPECT_TRUE(same_bytes(on_gpu(p, 61, 256), want))

@@ -3,13 +3,11 @@
 // 16-bit K/V ring as they always do) fed by a producer warpgroup that loads
 // the tier's codes with TMA and converts them into that ring (a Load class:
 // attn_i8r_sm90_load.cuh, attn_fp4s_sm90_load.cuh), in the shared-memory
-// layout of AttnI8rSmem under the tier's traits; and its launch (paired
-// traits: clusters of two CTAs that share each tile's conversion).
+// layout of AttnI8rSmem under the tier's traits; and its launch.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include "backend/cuda/arch/cluster.cuh"
 #include "backend/cuda/arch/warpgroup.cuh"
 #include "backend/cuda/attention/attn_i8r_sm90_smem.cuh"
 #include "backend/cuda/attention/attn_ws_sm90_mainloop.cuh"
@@ -28,11 +26,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const AttnWsTile tile = AttnWsStaticScheduler<T>::tile();
   const int n_tiles = int((p.base.key_end - p.base.key_begin + T::kBlockN - 1) / T::kBlockN);
   if (threadIdx.x == 0) smem.init_barriers();
-  // Paired: the peer's barriers exist before anything arrives on them.
-  if constexpr (T::kPaired)
-    arch::cluster_sync();
-  else
-    __syncthreads();
+  __syncthreads();
   const int wg = arch::warpgroup_index();
   if (wg < T::kProducerWarpGroups) {
     arch::setmaxnreg_dec<T::kProducerRegs>();
@@ -42,8 +36,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     const AttnWsConsumer<T> consumer{wg - T::kProducerWarpGroups, 2 * (int(threadIdx.x) % 4)};
     consumer.run(p.base, smem, tile, n_tiles);
   }
-  // Paired: no CTA leaves while its peer may still copy into it or out of it.
-  if constexpr (T::kPaired) arch::cluster_sync();
 #else
   (void)p;
   __trap();  // never launched: the dispatcher selects these kernels on sm_90 only
@@ -54,27 +46,8 @@ template <class T, class Load, class P>
 void launch_convert_sm90(const P& p, cudaStream_t s, const char* what) {
   const auto kernel = attn_fwd_convert_sm90<T, Load, P>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmemBytes));
-  dim3 grid = AttnWsStaticScheduler<T>::grid(p.base.rows, p.base.heads);
-  if constexpr (!T::kPaired) {
-    kernel<<<grid, T::kThreads, T::kSmemBytes, s>>>(p);
-  } else {
-    // Pairs of adjacent query blocks of one head; an odd count gets one more
-    // block past the rows (it converts for its peer and stores nothing).
-    grid.x = (grid.x + T::kClusterCtas - 1) / T::kClusterCtas * T::kClusterCtas;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = unsigned(T::kClusterCtas);
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = 1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = grid;
-    config.blockDim = dim3(T::kThreads);
-    config.dynamicSmemBytes = T::kSmemBytes;
-    config.stream = s;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    cudaLaunchKernelEx(&config, kernel, p);
-  }
+  kernel<<<AttnWsStaticScheduler<T>::grid(p.base.rows, p.base.heads), T::kThreads, T::kSmemBytes,
+           s>>>(p);
   check_launch(what);
 }
 

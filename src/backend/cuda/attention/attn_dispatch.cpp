@@ -153,23 +153,16 @@ Choice<Variant> choose(const char* env, const Choice<Variant> (&choices)[kN], co
 constexpr Choice<attn::AttnI8rVariant> kI8rChoices[] = {
     {attn::AttnI8rVariant::codes2_item8, "codes2-item8"},
     {attn::AttnI8rVariant::codes1_item16, "codes1-item16"},
-    {attn::AttnI8rVariant::codes2_item16, "codes2-item16"},
-    {attn::AttnI8rVariant::pair_codes2_item8, "pair-codes2-item8"},
-    {attn::AttnI8rVariant::pair_codes2_item16, "pair-codes2-item16"}};
+    {attn::AttnI8rVariant::codes2_item16, "codes2-item16"}};
 Choice<attn::AttnI8rVariant> i8r_choice() {
   return choose("H3S_KVI8R_KERNEL", kI8rChoices, "kvi8r");
 }
 
 constexpr Choice<attn::AttnI8sVariant> kI8sChoices[] = {
-    {attn::AttnI8sVariant::io, "io"},
-    {attn::AttnI8sVariant::io_w, "io-w"},
-    {attn::AttnI8sVariant::io2, "io2"},
-    {attn::AttnI8sVariant::io_pp, "io-pp"},
-    {attn::AttnI8sVariant::fm4_nopp, "fm4-nopp"},
-    {attn::AttnI8sVariant::fm4, "fm4"},
-    {attn::AttnI8sVariant::f4, "f4"},
-    {attn::AttnI8sVariant::s4, "s4"},
-    {attn::AttnI8sVariant::s4_nopp, "s4-nopp"}};
+    {attn::AttnI8sVariant::io, "io"},       {attn::AttnI8sVariant::io2, "io2"},
+    {attn::AttnI8sVariant::io_pp, "io-pp"}, {attn::AttnI8sVariant::fm4_nopp, "fm4-nopp"},
+    {attn::AttnI8sVariant::fm4, "fm4"},     {attn::AttnI8sVariant::f4, "f4"},
+    {attn::AttnI8sVariant::s4, "s4"},       {attn::AttnI8sVariant::s4_nopp, "s4-nopp"}};
 Choice<attn::AttnI8sVariant> i8s_choice() {
   return choose("H3S_KVI8S_KERNEL", kI8sChoices, "kvi8s");
 }

@@ -29,9 +29,7 @@ template <int kCodeStages_, int kBatch_>
 struct AttnFp4sTraits : AttnWsTraits<2, true> {
   using Base = AttnWsTraits<2, true>;
   static constexpr int kI8Stages = kCodeStages_;  // code-ring depth
-  static constexpr int kClusterCtas = 1;          // every CTA decodes its own tiles
-  static constexpr bool kPaired = false;
-  static constexpr int kGroup = 16;  // elements per e4m3 scale
+  static constexpr int kGroup = 16;               // elements per e4m3 scale
   static constexpr int kGroups = Base::kHeadDim / kGroup;
   static constexpr int64_t kStatBlock = 256;  // keys per stat block: a shift, not a division
 

@@ -2,8 +2,8 @@
 // (attn_convert_sm90_kernel.cuh: the warp-specialised exact kernel's
 // consumers) fed by a producer warpgroup that loads int8 K/V codes with TMA
 // and dequantises them to fp16 in shared memory (attn_i8r_sm90_load.cuh),
-// under AttnI8rTraits; and its launcher. The variants (code-ring depth, converter item size,
-// alone or in cluster pairs) are built side by side so one binary measures them.
+// under AttnI8rTraits; and its launcher. The variants (code-ring depth, converter item size) are
+// built side by side so one binary measures them.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -24,7 +24,7 @@ void launch(const KvI8rFwdParams& f, bool fresh, cudaStream_t s) {
   AttnI8rParams p{};
   const uint64_t kRowBytes = uint64_t(T::kHeadDim) * T::kElemBytes;
   const uint32_t q_box[3] = {uint32_t(T::kHalfDims), 1, uint32_t(T::kBlockM)};
-  const uint32_t code_box[3] = {uint32_t(T::kCodeRowBytes), 1, uint32_t(T::kOwnKeys)};
+  const uint32_t code_box[3] = {uint32_t(T::kCodeRowBytes), 1, uint32_t(T::kBlockN)};
   p.base.q_map =
       arch::encode_bf16_swizzle128({f.q,
                                     {uint64_t(T::kHeadDim), uint64_t(f.heads), uint64_t(f.rows)},
@@ -64,10 +64,6 @@ void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh, AttnI8rVarian
       return i8r::launch<AttnI8rTraits<2, 1, 16>>(p, fresh, s);
     case AttnI8rVariant::codes2_item16:
       return i8r::launch<AttnI8rTraits<2, 2, 16>>(p, fresh, s);
-    case AttnI8rVariant::pair_codes2_item8:
-      return i8r::launch<AttnI8rTraits<2, 2, 8, 2>>(p, fresh, s);
-    case AttnI8rVariant::pair_codes2_item16:
-      return i8r::launch<AttnI8rTraits<2, 2, 16, 2>>(p, fresh, s);
   }
   fail_internal("attention_fwd_kvi8r_sm90: unknown variant");
 }

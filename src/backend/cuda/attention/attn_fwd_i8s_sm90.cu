@@ -114,9 +114,6 @@ void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v, cudaStr
     case AttnI8sVariant::io2:
       return i8s::launch<AttnI8sTraits<4, 4, false, true, true, AttnI8sSchedule::overlap_fold>>(p,
                                                                                                 s);
-    case AttnI8sVariant::io_w:
-      return i8s::launch<AttnI8sTraits<4, 4, false, true, true, AttnI8sSchedule::overlap, true>>(p,
-                                                                                                 s);
     case AttnI8sVariant::io_pp:
       return i8s::launch<AttnI8sTraits<4, 4, true, true, true, AttnI8sSchedule::overlap>>(p, s);
   }

@@ -9,10 +9,8 @@
 //   layout); fence (wgmma reads through the async proxy); arrive K full;
 //   release the codes.                          Then the same for V.
 //
-// Paired (AttnI8rTraits::kPaired), each CTA of a cluster pair converts half
-// of every tile's keys and copies them into its peer's stage (meet_peer,
-// send_to_peer). So the consumers are the exact kernel's (fp16 operands)
-// and never see a scale. A code c in [-127, 127] becomes fp16 exactly without a conversion
+// So the consumers are the exact kernel's (fp16 operands) and never see a
+// scale. A code c in [-127, 127] becomes fp16 exactly without a conversion
 // instruction: with u = c ^ 0x80 (c + 128 as an unsigned byte), fp16 0x64|u
 // is 1024 + 128 + c; one byte permute builds a pair, one sub.f16x2 of 1152
 // finishes it, one mul.rn.f16x2 applies the key's scale (the definition's
@@ -21,7 +19,6 @@
 
 #include <cstdint>
 
-#include "backend/cuda/arch/cluster.cuh"
 #include "backend/cuda/arch/mbarrier.cuh"
 #include "backend/cuda/arch/tma.cuh"
 #include "backend/cuda/arch/warpgroup.cuh"
@@ -182,13 +179,11 @@ struct AttnI8rLoad {
     i8r::st_shared_u16(scales + uint32_t(tid) * T::kScaleItemBytes, bits);
   }
 
-  // The codes of this CTA's keys of tile t (own_key0: its first key in the
-  // tile; a paired CTA's half may lie wholly past key_end: TMA zero-fills).
   __device__ static void issue_codes(const AttnI8rParams& p, const AttnI8rSmem<T>& s, int32_t head,
-                                     int t, int32_t own_key0) {
+                                     int t) {
     const int s8 = t % T::kI8Stages;
     const uint32_t free_parity = uint32_t((t / T::kI8Stages) & 1) ^ 1u;
-    const int32_t key0 = int32_t(p.base.key_begin + int64_t(t) * T::kBlockN) + own_key0;
+    const int32_t key0 = int32_t(p.base.key_begin + int64_t(t) * T::kBlockN);
     arch::mbar_wait(s.k_codes_empty(s8), free_parity);
     arch::mbar_arrive_expect_tx(s.k_codes_full(s8), T::kI8TileBytes);
     arch::tma_load_3d(s.k_codes(s8), &p.base.k_map, s.k_codes_full(s8), 0, head, key0);
@@ -197,48 +192,11 @@ struct AttnI8rLoad {
     arch::tma_load_3d(s.v_codes(s8), &p.base.v_map, s.v_codes_full(s8), 0, head, key0);
   }
 
-  // Paired, before converting tile t into a stage: announce the peer's copy
-  // on this CTA's full barrier, tell the peer this stage is free for t (its
-  // consumers released t - kStages), and wait for the peer's same word for
-  // t (so the copy may land there, and the peer's consumers are done with
-  // t - kStages, the last copy out of this stage, whose source this
-  // conversion overwrites). The peer's word for t is its (t / kStages)-th
-  // arrival on peer_free: phase parity (t / kStages) & 1. Neither side can
-  // arrive twice on a barrier before the other has passed its wait on it.
-  __device__ static void meet_peer(uint32_t full, uint32_t peer_free, uint32_t arrival_parity,
-                                   uint32_t peer, bool issuer) {
-    if (issuer) {
-      arch::mbar_arrive_expect_tx(full, T::kPeerTileBytes);
-      arch::mbar_arrive_remote(arch::map_to_rank(peer_free, peer));
-    }
-    arch::mbar_wait(peer_free, arrival_parity);
-  }
-  // Paired, after every converter wrote (and fenced) its part of a stage's
-  // tile: this CTA's rows of both halves into the same place in the peer's,
-  // completing on the peer's full barrier.
-  __device__ static void send_to_peer(uint32_t tile, uint32_t full, uint32_t rank, uint32_t peer,
-                                      bool issuer) {
-    arch::named_bar_sync(T::kCopyBarrier, T::kConverterThreads);
-    if (!issuer) return;
-    const uint32_t peer_full = arch::map_to_rank(full, peer);
-#pragma unroll
-    for (int h = 0; h < T::kHalves; ++h) {
-      const uint32_t rows = tile + uint32_t(h) * T::kKvHalfBytes + rank * T::kOwnRowsBytes;
-      arch::bulk_copy_to_peer(arch::map_to_rank(rows, peer), rows, T::kOwnRowsBytes, peer_full);
-    }
-  }
-
   __device__ static void run(const AttnI8rParams& p, const AttnI8rSmem<T>& s, AttnWsTile tile,
                              int n_tiles, int tid) {
     const int32_t head = int32_t(tile.head);
     const bool issuer = tid == 0;
-    // Paired: this CTA converts the tile's keys [rank kOwnKeys, (rank + 1) kOwnKeys).
-    const uint32_t rank = T::kPaired ? arch::cluster_ctarank() : 0u, peer = rank ^ 1u;
-    const int32_t own_key0 = int32_t(rank) * T::kOwnKeys;
-    ConvertPlan items = convert_plan<T>(tid);
-    items.dst0 += rank * T::kOwnRowsBytes;
-    items.dst1 += rank * T::kOwnRowsBytes;
-    items.scale += rank * uint32_t(T::kOwnKeys) * T::kScaleItemBytes;
+    const ConvertPlan items = convert_plan<T>(tid);
     if (issuer) {
       arch::tma_prefetch_desc(&p.base.q_map);
       arch::tma_prefetch_desc(&p.base.k_map);
@@ -248,7 +206,7 @@ struct AttnI8rLoad {
       for (int h = 0; h < T::kHalves; ++h)
         arch::tma_load_3d(s.q() + uint32_t(h) * T::kQHalfBytes, &p.base.q_map, s.q_full(),
                           h * T::kHalfDims, head, int32_t(tile.row0));
-      for (int t = 0; t < T::kI8Stages && t < n_tiles; ++t) issue_codes(p, s, head, t, own_key0);
+      for (int t = 0; t < T::kI8Stages && t < n_tiles; ++t) issue_codes(p, s, head, t);
     }
     // This thread's key of each tile: its scales are read one tile ahead.
     auto scales_of = [&](int t, uint16_t& ks, uint16_t& vs) {
@@ -275,25 +233,19 @@ struct AttnI8rLoad {
 
       arch::mbar_wait(s.k_codes_full(s8), parity8);
       arch::mbar_wait(s.k_empty(stage), free_parity);
-      if constexpr (T::kPaired)
-        meet_peer(s.k_full(stage), s.k_peer_free(stage), free_parity ^ 1u, peer, issuer);
       convert(s.k_codes(s8), s.k(stage), s.k_scales(stage), items);
       wgmma::fence_proxy_async_smem();
       arch::mbar_arrive(s.k_full(stage));
-      if constexpr (T::kPaired) send_to_peer(s.k(stage), s.k_full(stage), rank, peer, issuer);
       arch::mbar_arrive(s.k_codes_empty(s8));
 
       arch::mbar_wait(s.v_codes_full(s8), parity8);
       arch::mbar_wait(s.v_empty(stage), free_parity);
-      if constexpr (T::kPaired)
-        meet_peer(s.v_full(stage), s.v_peer_free(stage), free_parity ^ 1u, peer, issuer);
       convert(s.v_codes(s8), s.v(stage), s.v_scales(stage), items);
       wgmma::fence_proxy_async_smem();
       arch::mbar_arrive(s.v_full(stage));
-      if constexpr (T::kPaired) send_to_peer(s.v(stage), s.v_full(stage), rank, peer, issuer);
       arch::mbar_arrive(s.v_codes_empty(s8));
 
-      if (issuer && t + T::kI8Stages < n_tiles) issue_codes(p, s, head, t + T::kI8Stages, own_key0);
+      if (issuer && t + T::kI8Stages < n_tiles) issue_codes(p, s, head, t + T::kI8Stages);
     };
     uint16_t ks[2], vs[2];
     scales_of(0, ks[0], vs[0]);

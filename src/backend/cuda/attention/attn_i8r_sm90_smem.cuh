@@ -1,8 +1,7 @@
 // Shared-memory addresses of the kvi8r attention, laid out by AttnI8rTraits:
 // the exact kernel's layout (AttnWsSmem: Q, the 16-bit K/V rings and their
 // barriers at the same places, so its consumer runs unchanged), then the
-// int8 code rings, the per-key scales and the code rings' barriers (paired:
-// then the peer-release barriers).
+// int8 code rings, the per-key scales and the code rings' barriers.
 #pragma once
 
 #include <cstdint>
@@ -38,11 +37,6 @@ struct AttnI8rSmem : AttnWsSmem<T> {
   __device__ uint32_t v_codes_full(int s8) const { return bar(kCodeBar + T::kI8Stages + s8); }
   __device__ uint32_t k_codes_empty(int s8) const { return bar(kCodeBar + 2 * T::kI8Stages + s8); }
   __device__ uint32_t v_codes_empty(int s8) const { return bar(kCodeBar + 3 * T::kI8Stages + s8); }
-  // Paired: the peer's issuer arrives once its stage's K (V) tile was
-  // released by its consumers (so this CTA may copy into it, and the peer
-  // has finished with this CTA's last copy out of the same stage).
-  __device__ uint32_t k_peer_free(int stage) const { return bar(kPeerBar + stage); }
-  __device__ uint32_t v_peer_free(int stage) const { return bar(kPeerBar + T::kStages + stage); }
 
   __device__ void init_barriers() const {
     this->init_ring_barriers();  // K/V full: every converter thread, after its writes
@@ -52,17 +46,11 @@ struct AttnI8rSmem : AttnWsSmem<T> {
       arch::mbar_init(k_codes_empty(s), T::kConverterThreads);
       arch::mbar_init(v_codes_empty(s), T::kConverterThreads);
     }
-    if constexpr (T::kPaired)
-      for (int s = 0; s < T::kStages; ++s) {
-        arch::mbar_init(k_peer_free(s), 1);  // the peer's issuer
-        arch::mbar_init(v_peer_free(s), 1);
-      }
     arch::mbar_fence_init();
   }
 
  private:
   static constexpr int kCodeBar = 1 + 4 * T::kStages;
-  static constexpr int kPeerBar = kCodeBar + 4 * T::kI8Stages;
 };
 
 }  // namespace h3s::cuda::attn

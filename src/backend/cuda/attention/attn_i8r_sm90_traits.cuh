@@ -15,16 +15,6 @@
 // The codes cross the memory system at half the 16-bit bytes; the
 // dequantisation costs shared-memory bandwidth and issue slots on the
 // producer's warps, none on the consumers'.
-//
-// Paired (kClusterCtas = 2): the two CTAs of a cluster own adjacent query
-// blocks of one head and need the same fp16 tiles, so each converts half of
-// every tile's keys (CTA rank r: the tile's keys [r kOwnKeys, (r + 1) kOwnKeys)),
-// into its own ring and, by one bulk copy a matrix, into its peer's: half
-// the producer's work per CTA, the same bits (the conversion is per element).
-// A stage is full after the local converters' arrivals, the local issuer's
-// expect_tx and the peer's copy; it is written only once both CTAs'
-// consumers released it (the issuers relay their stage's release to the
-// peer: kv_peer_free).
 #pragma once
 
 #include <cstddef>
@@ -34,18 +24,10 @@
 
 namespace h3s::cuda::attn {
 
-template <int kStages_, int kI8Stages_, int kItemCodes_, int kClusterCtas_ = 1>
+template <int kStages_, int kI8Stages_, int kItemCodes_>
 struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   using Base = AttnWsTraits<kStages_, true>;
   static constexpr int kI8Stages = kI8Stages_;
-  // CTAs sharing each tile's conversion (1: alone; 2: a cluster pair).
-  static constexpr int kClusterCtas = kClusterCtas_;
-  static constexpr bool kPaired = kClusterCtas > 1;
-  static constexpr int kOwnKeys = Base::kBlockN / kClusterCtas;  // keys a CTA converts a tile
-  // A paired CTA's converted rows within each 64-dim half of the tile, and
-  // what its peer's copy brings of a K or V tile.
-  static constexpr uint32_t kOwnRowsBytes = uint32_t(kOwnKeys) * wgmma::kSwizzleBytes;
-  static constexpr uint32_t kPeerTileBytes = Base::kKvTileBytes - Base::kHalves * kOwnRowsBytes;
   // fp16 operands: K and V as the definition dequantises them; q' converted
   // to fp16 (exact for |q'| in fp16's normal range: H3's queries are
   // RMS-normed; satfinite beyond), P rounded to fp16.
@@ -63,15 +45,13 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
                     Base::kLaunchRegs * Base::kThreads,
                 "the register split exceeds the CTA's launch allocation");
   static constexpr int kConverterThreads = arch::kWarpGroupThreads;
-  // A 16-bit K/V stage is full once every converter thread has written its
-  // part (paired: and the issuer announced the peer's copy).
-  static constexpr int kKvFullArrivals = kConverterThreads + (kPaired ? 1 : 0);
+  // A 16-bit K/V stage is full once every converter thread has written its part.
+  static constexpr int kKvFullArrivals = kConverterThreads;
 
-  // A code tile: the kOwnKeys keys this CTA converts x 128 one-byte codes,
-  // unswizzled (TMA box 128 x 1 x kOwnKeys); the converter reads it in items
-  // of kItemCodes codes.
+  // A code tile: kBlockN keys x 128 one-byte codes, unswizzled (TMA box
+  // 128 x 1 x kBlockN); the converter reads it in items of kItemCodes codes.
   static constexpr int kCodeRowBytes = Base::kHeadDim;
-  static constexpr uint32_t kI8TileBytes = uint32_t(kOwnKeys) * kCodeRowBytes;  // 16 or 8 KiB
+  static constexpr uint32_t kI8TileBytes = uint32_t(Base::kBlockN) * kCodeRowBytes;  // 16 KiB
   // Codes per converter item: 8 (one 16-byte bf16 swizzle chunk) or 16 (two
   // adjacent chunks from one 16-byte load: half the shared-memory loads).
   static constexpr int kItemCodes = kItemCodes_;
@@ -82,7 +62,7 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   // (code rows and swizzled rows are both 128 bytes), at the same row % 8, so
   // the swizzle is fixed per thread (convert_plan).
   static constexpr int kRowsPerPass = kConverterThreads / kItemsPerRow;  // 16 or 8
-  static constexpr int kPasses = kOwnKeys / kRowsPerPass;                // 8 or 16 (paired: 4 or 8)
+  static constexpr int kPasses = Base::kBlockN / kRowsPerPass;           // 8 or 16
   static constexpr uint32_t kPassBytes = uint32_t(kRowsPerPass) * wgmma::kSwizzleBytes;
   // Items loaded before the first is converted: 8 registers of codes.
   static constexpr int kBatch = kItemCodes == 16 ? 2 : 4;
@@ -98,22 +78,18 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   static constexpr uint32_t kI8VOffset = kI8KOffset + kI8Stages * kI8TileBytes;
   static constexpr uint32_t kScaleOffset = kI8VOffset + kI8Stages * kI8TileBytes;
   static constexpr uint32_t kBarOffset = kScaleOffset + kStages_ * kScaleBytes;
-  // Q full; per bf16 stage K/V full and empty; per code stage K/V full and
-  // empty; paired, per bf16 stage the peer's K/V release.
-  static constexpr int kBarriers = 1 + 4 * kStages_ + 4 * kI8Stages + (kPaired ? 2 * kStages_ : 0);
+  // Q full; per bf16 stage K/V full and empty; per code stage K/V full and empty.
+  static constexpr int kBarriers = 1 + 4 * kStages_ + 4 * kI8Stages;
   static constexpr uint32_t kBarBytes = kBarriers * 8;
   static constexpr size_t kSmemBytes = size_t(kBarOffset) + kBarBytes + wgmma::kAtomBytes;
   // Named barrier 5: the converters, after writing a tile's scales (1-4 are
   // the consumers': attn_ws_sm90_traits.cuh).
   static constexpr int kScaleBarrier = Base::kQConvertBarrierBase + Base::kConsumerWarpGroups;
-  // Named barrier 6 (paired): the converters, after writing their half of a
-  // tile, before the issuer copies it to the peer.
-  static constexpr int kCopyBarrier = kScaleBarrier + 1;
 
   static_assert(kConverterThreads == Base::kBlockN,
                 "converter thread i gathers key i's scales of each tile");
   static_assert(kConverterThreads % kItemsPerRow == 0 && kRowsPerPass % 8 == 0 &&
-                    kOwnKeys % kRowsPerPass == 0 && kPasses % kBatch == 0,
+                    Base::kBlockN % kRowsPerPass == 0 && kPasses % kBatch == 0,
                 "every converter thread converts the same items of every tile, at a fixed "
                 "row % 8");
   static_assert(kCodeRowBytes == wgmma::kSwizzleBytes,
@@ -122,12 +98,6 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
                 "TMA destinations 128-byte aligned, mbarriers 8-byte aligned");
   static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 per-block shared memory opt-in");
   static_assert(kI8Stages >= 1, "at least one code stage");
-  static_assert(kClusterCtas == 1 || kClusterCtas == 2, "alone or a cluster pair");
-  static_assert(!kPaired || kStages_ >= 2,
-                "paired, a peer-release barrier is reused one stage-ring later (meet_peer)");
-  static_assert(kOwnRowsBytes % 16 == 0 &&
-                    kPeerTileBytes == (kClusterCtas - 1) * Base::kHalves * kOwnRowsBytes,
-                "the peer's copy is its rows of both halves, 16-byte multiples");
 };
 
 }  // namespace h3s::cuda::attn

@@ -199,10 +199,7 @@ struct AttnI8sConsumer {
 #pragma unroll
     for (int kk = 0; kk < T::kPvSteps; ++kk) wgmma::stmatrix_x4(addr ^ (uint32_t(kk) << 5), pa[kk]);
     wgmma::fence_proxy_async_smem();
-    if constexpr (T::kWarpPublish)
-      __syncwarp();  // this warp's rows are the ones its part of the wgmma reads
-    else
-      arch::named_bar_sync(T::kQReadyBarrierBase + consumer, arch::kWarpGroupThreads);
+    arch::named_bar_sync(T::kQReadyBarrierBase + consumer, arch::kWarpGroupThreads);
   }
 
   // An fp32 the header holds at (header row, index) in a stage whose rows

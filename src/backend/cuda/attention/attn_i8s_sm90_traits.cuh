@@ -44,7 +44,7 @@ namespace h3s::cuda::attn {
 enum class AttnI8sSchedule { serial, overlap, overlap_fold };
 
 template <int kStages_, int kChains_, bool kPingPong_, bool kFusedExp_, bool kMagicInt_,
-          AttnI8sSchedule kSchedule_ = AttnI8sSchedule::serial, bool kWarpPublish_ = false>
+          AttnI8sSchedule kSchedule_ = AttnI8sSchedule::serial>
 struct AttnI8sTraits {
   static constexpr int kHeadDim = AttnScale::kHeadDim;
   static constexpr int kStages = kStages_;
@@ -65,13 +65,6 @@ struct AttnI8sTraits {
   static constexpr AttnI8sSchedule kSchedule = kSchedule_;
   static constexpr bool kOverlap = kSchedule != AttnI8sSchedule::serial;
   static constexpr bool kFoldLate = kSchedule == AttnI8sSchedule::overlap_fold;
-  // Overlapped: P's shared tile published per warp (proxy fence, then the
-  // warp's own sync) instead of across the warpgroup. A warp writes exactly
-  // the 16 rows of P its part of the m64 P V wgmma reads (store_probs), as
-  // FlashAttention-3 relies on for its P in shared memory; the wgmma issues
-  // only when all four warps reach it.
-  static constexpr bool kWarpPublish = kWarpPublish_;
-  static_assert(!kWarpPublish || kOverlap, "only the overlapped schedules publish P");
 
   // Warp roles and the register split (as AttnWsTraits: the consumers hold
   // O's fp32 accumulator (64), the tile's P V accumulator (64), S (72 int32)

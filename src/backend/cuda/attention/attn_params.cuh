@@ -83,15 +83,12 @@ struct KvI8rFwdParams {
   float* acc;
 };
 // Its variants: code-ring depth (the 16-bit ring has 2 stages in all), codes
-// per converter item (8: one 16-byte chunk; 16: two from one load), and
-// pair_: clusters of two CTAs, each converting half of every tile for both:
+// per converter item (8: one 16-byte chunk; 16: two from one load):
 // attn_i8r_sm90_traits.cuh.
 enum class AttnI8rVariant {
   codes2_item8,
   codes1_item16,
   codes2_item16,
-  pair_codes2_item8,
-  pair_codes2_item16,
 };
 
 // The kvi8s tier's attention (kv/kvi8s.hpp): q rotated bf16 as FwdParams';
@@ -119,7 +116,7 @@ struct KvI8sFwdParams {
 };
 // Its variants: the fused exponent, the conversion on the integer pipe,
 // ping-pong, the intra-warpgroup overlap (attn_i8s_sm90_traits.cuh).
-enum class AttnI8sVariant { io, io_w, io2, io_pp, fm4_nopp, fm4, f4, s4, s4_nopp };
+enum class AttnI8sVariant { io, io2, io_pp, fm4_nopp, fm4, f4, s4, s4_nopp };
 
 // The kvfp4s tier's attention (kv/kvfp4s.hpp): q rotated bf16 as FwdParams';
 // K and V e2m1 codes [keys, heads * 64] (row stride code_stride bytes), e4m3
