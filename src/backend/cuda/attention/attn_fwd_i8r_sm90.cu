@@ -64,6 +64,8 @@ void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh, AttnI8rVarian
       return i8r::launch<AttnI8rTraits<2, 1, 16>>(p, fresh, s);
     case AttnI8rVariant::codes2_item16:
       return i8r::launch<AttnI8rTraits<2, 2, 16>>(p, fresh, s);
+    case AttnI8rVariant::codes2_item8_b8:
+      return i8r::launch<AttnI8rTraits<2, 2, 8, 8, true>>(p, fresh, s);
   }
   fail_internal("attention_fwd_kvi8r_sm90: unknown variant");
 }

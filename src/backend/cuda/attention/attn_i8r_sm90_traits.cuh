@@ -24,7 +24,10 @@
 
 namespace h3s::cuda::attn {
 
-template <int kStages_, int kI8Stages_, int kItemCodes_>
+// kBatch_: items loaded before the first is converted (0: 8 registers of
+// codes); a deeper batch takes registers from the consumers (kWideProducer_).
+template <int kStages_, int kI8Stages_, int kItemCodes_, int kBatch_ = 0,
+          bool kWideProducer_ = false>
 struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   using Base = AttnWsTraits<kStages_, true>;
   static constexpr int kI8Stages = kI8Stages_;
@@ -37,8 +40,10 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   // and their addresses: 40 registers (at 32 ptxas spills the batched
   // loop); the consumers give up 16 of the exact kernel's 240 to fit the
   // launch allocation (attn_ws_sm90_traits.cuh), and do not spill at 224.
-  static constexpr int kProducerRegs = 40;
-  static constexpr int kConsumerRegs = 224;
+  // Wide: 56 for a batch of 16 registers of codes, the consumers at 216
+  // (kvfp4s' split; they do not spill there either).
+  static constexpr int kProducerRegs = kWideProducer_ ? 56 : 40;
+  static constexpr int kConsumerRegs = kWideProducer_ ? 216 : 224;
   static_assert((Base::kProducerWarpGroups * kProducerRegs +
                  Base::kConsumerWarpGroups * kConsumerRegs) *
                         arch::kWarpGroupThreads <=
@@ -64,8 +69,8 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   static constexpr int kRowsPerPass = kConverterThreads / kItemsPerRow;  // 16 or 8
   static constexpr int kPasses = Base::kBlockN / kRowsPerPass;           // 8 or 16
   static constexpr uint32_t kPassBytes = uint32_t(kRowsPerPass) * wgmma::kSwizzleBytes;
-  // Items loaded before the first is converted: 8 registers of codes.
-  static constexpr int kBatch = kItemCodes == 16 ? 2 : 4;
+  // Items loaded before the first is converted: 8 registers of codes, or kBatch_.
+  static constexpr int kBatch = kBatch_ > 0 ? kBatch_ : kItemCodes == 16 ? 2 : 4;
   // Per 16-bit stage: the tile's K and V scales (fp16, one per key), read
   // by the converters only.
   static constexpr uint32_t kScaleItemBytes = 2u;

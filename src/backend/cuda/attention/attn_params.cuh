@@ -89,6 +89,7 @@ enum class AttnI8rVariant {
   codes2_item8,
   codes1_item16,
   codes2_item16,
+  codes2_item8_b8,  // 8-code items, 8 loaded ahead (16 registers; consumers at 216)
 };
 
 // The kvi8s tier's attention (kv/kvi8s.hpp): q rotated bf16 as FwdParams';
