@@ -2,14 +2,16 @@
 // (attn_convert_sm90_kernel.cuh: the warp-specialised exact kernel's
 // consumers) fed by a producer warpgroup that loads int8 K/V codes with TMA
 // and dequantises them to fp16 in shared memory (attn_i8r_sm90_load.cuh),
-// under AttnI8rTraits; and its launcher. The variants (code-ring depth, converter item size) are
-// built side by side so one binary measures them.
+// under AttnI8rTraits (or two producer warpgroups, one per operand:
+// attn_i8r_sm90_dual_load.cuh); and its launcher. The variants (code-ring depth, converter item
+// size) are built side by side so one binary measures them.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "backend/cuda/arch/tma_desc.hpp"
 #include "backend/cuda/attention/attn_convert_sm90_kernel.cuh"
+#include "backend/cuda/attention/attn_i8r_sm90_dual_load.cuh"
 #include "backend/cuda/attention/attn_i8r_sm90_load.cuh"
 #include "backend/cuda/attention/attn_i8r_sm90_params.cuh"
 #include "backend/cuda/attention/attn_i8r_sm90_traits.cuh"
@@ -19,7 +21,7 @@
 namespace h3s::cuda::attn {
 namespace i8r {
 
-template <class T>
+template <class T, template <class> class Load = AttnI8rLoad>
 void launch(const KvI8rFwdParams& f, bool fresh, cudaStream_t s) {
   AttnI8rParams p{};
   const uint64_t kRowBytes = uint64_t(T::kHeadDim) * T::kElemBytes;
@@ -50,7 +52,7 @@ void launch(const KvI8rFwdParams& f, bool fresh, cudaStream_t s) {
   p.k_scale = f.k_scale;
   p.v_scale = f.v_scale;
   p.scale_stride = f.scale_stride;
-  launch_convert_sm90<T, AttnI8rLoad<T>>(p, s, "attn_fwd_i8r_sm90");
+  launch_convert_sm90<T, Load<T>>(p, s, "attn_fwd_i8r_sm90");
 }
 
 }  // namespace i8r
@@ -66,6 +68,8 @@ void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh, AttnI8rVarian
       return i8r::launch<AttnI8rTraits<2, 2, 16>>(p, fresh, s);
     case AttnI8rVariant::codes2_item8_b8:
       return i8r::launch<AttnI8rTraits<2, 2, 8, 8, true>>(p, fresh, s);
+    case AttnI8rVariant::dual_item8:
+      return i8r::launch<AttnI8rTraits<2, 2, 8, 0, false, true>, AttnI8rDualLoad>(p, fresh, s);
   }
   fail_internal("attention_fwd_kvi8r_sm90: unknown variant");
 }

@@ -26,10 +26,20 @@ namespace h3s::cuda::attn {
 
 // kBatch_: items loaded before the first is converted (0: 8 registers of
 // codes); a deeper batch takes registers from the consumers (kWideProducer_).
+// kDualProducer_: two producer warpgroups, one converting the K tiles and one
+// the V tiles (attn_i8r_sm90_dual_load.cuh), so each scheduler runs two
+// independent conversion chains beside its two consumer warps.
 template <int kStages_, int kI8Stages_, int kItemCodes_, int kBatch_ = 0,
-          bool kWideProducer_ = false>
+          bool kWideProducer_ = false, bool kDualProducer_ = false>
 struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   using Base = AttnWsTraits<kStages_, true>;
+  // Warp roles: the exact kernel's, or two producer warpgroups (these shadow
+  // Base's: the kernel, the launch and the consumers read them through T).
+  static constexpr bool kDualProducer = kDualProducer_;
+  static constexpr int kProducerWarpGroups = kDualProducer_ ? 2 : Base::kProducerWarpGroups;
+  static constexpr int kWarpGroups = kProducerWarpGroups + Base::kConsumerWarpGroups;
+  static constexpr int kThreads = kWarpGroups * arch::kWarpGroupThreads;
+  static constexpr int kLaunchRegs = (arch::kSmRegisters / kThreads) / 8 * 8;  // 168 or 128
   static constexpr int kI8Stages = kI8Stages_;
   // fp16 operands: K and V as the definition dequantises them; q' converted
   // to fp16 (exact for |q'| in fp16's normal range: H3's queries are
@@ -42,12 +52,13 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   // launch allocation (attn_ws_sm90_traits.cuh), and do not spill at 224.
   // Wide: 56 for a batch of 16 registers of codes, the consumers at 216
   // (kvfp4s' split; they do not spill there either).
+  // Dual: two 40-register producers beside the 216-register consumers fill
+  // the 512-thread CTA's 128 a thread.
   static constexpr int kProducerRegs = kWideProducer_ ? 56 : 40;
-  static constexpr int kConsumerRegs = kWideProducer_ ? 216 : 224;
-  static_assert((Base::kProducerWarpGroups * kProducerRegs +
-                 Base::kConsumerWarpGroups * kConsumerRegs) *
+  static constexpr int kConsumerRegs = kWideProducer_ || kDualProducer_ ? 216 : 224;
+  static_assert((kProducerWarpGroups * kProducerRegs + Base::kConsumerWarpGroups * kConsumerRegs) *
                         arch::kWarpGroupThreads <=
-                    Base::kLaunchRegs * Base::kThreads,
+                    kLaunchRegs * kThreads,
                 "the register split exceeds the CTA's launch allocation");
   static constexpr int kConverterThreads = arch::kWarpGroupThreads;
   // A 16-bit K/V stage is full once every converter thread has written its part.
@@ -87,8 +98,9 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   static constexpr int kBarriers = 1 + 4 * kStages_ + 4 * kI8Stages;
   static constexpr uint32_t kBarBytes = kBarriers * 8;
   static constexpr size_t kSmemBytes = size_t(kBarOffset) + kBarBytes + wgmma::kAtomBytes;
-  // Named barrier 5: the converters, after writing a tile's scales (1-4 are
-  // the consumers': attn_ws_sm90_traits.cuh).
+  // Named barrier 5 (and 6 for the dual producer's V warpgroup): the
+  // converters, after writing a tile's scales (1-4 are the consumers':
+  // attn_ws_sm90_traits.cuh).
   static constexpr int kScaleBarrier = Base::kQConvertBarrierBase + Base::kConsumerWarpGroups;
 
   static_assert(kConverterThreads == Base::kBlockN,

@@ -90,6 +90,8 @@ enum class AttnI8rVariant {
   codes1_item16,
   codes2_item16,
   codes2_item8_b8,  // 8-code items, 8 loaded ahead (16 registers; consumers at 216)
+  // Two producer warpgroups, one per operand (consumers at 216).
+  dual_item8,
 };
 
 // The kvi8s tier's attention (kv/kvi8s.hpp): q rotated bf16 as FwdParams';
