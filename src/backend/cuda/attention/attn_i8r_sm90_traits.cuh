@@ -8,9 +8,11 @@
 //                K and V tiles into a kI8Stages-deep code ring; all 128
 //                threads gather the tile's per-key scales into a slot and
 //                dequantise each code tile into the exact kernel's swizzled
-//                layout, in the fp16 ring the consumers read.
-//   warpgroups 1, 2  the exact kernel's consumers with fp16 operands (q'
-//                converted to fp16 once, P rounded to fp16): no per-key work.
+//                layout, in the fp16 ring the consumers read. The dual
+//                producer (the default) splits this over warpgroups 0 (K,
+//                and Q) and 1 (V): attn_i8r_sm90_dual_load.cuh.
+//   the last 2 warpgroups  the exact kernel's consumers with fp16 operands
+//                (q' converted to fp16 once, P rounded to fp16): no per-key work.
 //
 // The codes cross the memory system at half the 16-bit bytes; the
 // dequantisation costs shared-memory bandwidth and issue slots on the
