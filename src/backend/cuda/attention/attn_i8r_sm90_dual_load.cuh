@@ -61,17 +61,6 @@ struct AttnI8rDualLoad {
     }
   };
 
-  __device__ static void issue_codes(const AttnI8rParams& p, const AttnI8rSmem<T>& s, Operand x,
-                                     int32_t head, int t) {
-    const int s8 = t % T::kI8Stages;
-    const uint32_t free_parity = uint32_t((t / T::kI8Stages) & 1) ^ 1u;
-    const int32_t key0 = int32_t(p.base.key_begin + int64_t(t) * T::kBlockN);
-    arch::mbar_wait(x.codes_empty(s, s8), free_parity);
-    arch::mbar_arrive_expect_tx(x.codes_full(s, s8), T::kI8TileBytes);
-    arch::tma_load_3d(x.codes(s, s8), x.is_v ? &p.base.v_map : &p.base.k_map, x.codes_full(s, s8),
-                      0, head, key0);
-  }
-
   // thread_index: 0-255 across the two producer warpgroups.
   __device__ static void run(const AttnI8rParams& p, const AttnI8rSmem<T>& s, AttnWsTile tile,
                              int n_tiles, int thread_index) {
@@ -90,7 +79,8 @@ struct AttnI8rDualLoad {
                             h * T::kHalfDims, head, int32_t(tile.row0));
       }
       arch::tma_prefetch_desc(x.is_v ? &p.base.v_map : &p.base.k_map);
-      for (int t = 0; t < T::kI8Stages && t < n_tiles; ++t) issue_codes(p, s, x, head, t);
+      for (int t = 0; t < T::kI8Stages && t < n_tiles; ++t)
+        AttnI8rLoad<T>::issue_code_tile(p, s, x.is_v, head, t);
     }
     const uint16_t* scale = x.is_v ? p.v_scale : p.k_scale;
     // This thread's key's scale of tile t (0 past the keys: masked).
@@ -118,7 +108,8 @@ struct AttnI8rDualLoad {
       wgmma::fence_proxy_async_smem();
       arch::mbar_arrive(x.full(s, stage));
       arch::mbar_arrive(x.codes_empty(s, s8));
-      if (issuer && t + T::kI8Stages < n_tiles) issue_codes(p, s, x, head, t + T::kI8Stages);
+      if (issuer && t + T::kI8Stages < n_tiles)
+        AttnI8rLoad<T>::issue_code_tile(p, s, x.is_v, head, t + T::kI8Stages);
     }
   }
 };
