@@ -3,7 +3,8 @@
 // consumers) fed by a producer warpgroup that loads int8 K/V codes with TMA
 // and dequantises them to fp16 in shared memory (attn_i8r_sm90_load.cuh),
 // under AttnI8rTraits (or two producer warpgroups, one per operand:
-// attn_i8r_sm90_dual_load.cuh); and its launcher. The variants (code-ring depth, converter item
+// attn_i8r_sm90_dual_load.cuh, attn_i8r_sm90_dual_direct_load.cuh); and its
+// launcher. The variants (code-ring depth, converter item
 // size) are built side by side so one binary measures them.
 #include <cuda_runtime.h>
 
@@ -11,6 +12,7 @@
 
 #include "backend/cuda/arch/tma_desc.hpp"
 #include "backend/cuda/attention/attn_convert_sm90_kernel.cuh"
+#include "backend/cuda/attention/attn_i8r_sm90_dual_direct_load.cuh"
 #include "backend/cuda/attention/attn_i8r_sm90_dual_load.cuh"
 #include "backend/cuda/attention/attn_i8r_sm90_load.cuh"
 #include "backend/cuda/attention/attn_i8r_sm90_params.cuh"
@@ -52,6 +54,9 @@ void launch(const KvI8rFwdParams& f, bool fresh, cudaStream_t s) {
   p.k_scale = f.k_scale;
   p.v_scale = f.v_scale;
   p.scale_stride = f.scale_stride;
+  p.k_code = f.k_code;
+  p.v_code = f.v_code;
+  p.code_stride = f.code_stride;
   launch_convert_sm90<T, Load<T>>(p, s, "attn_fwd_i8r_sm90");
 }
 
@@ -68,6 +73,12 @@ void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh, AttnI8rVarian
       return i8r::launch<AttnI8rTraits<2, 2, 16>>(p, fresh, s);
     case AttnI8rVariant::codes2_item8_b8:
       return i8r::launch<AttnI8rTraits<2, 2, 8, 8, true>>(p, fresh, s);
+    case AttnI8rVariant::dual_direct3:
+      return i8r::launch<AttnI8rTraits<3, 0, 8, 0, false, true>, AttnI8rDualDirectLoad>(p, fresh,
+                                                                                        s);
+    case AttnI8rVariant::dual_direct3_item16:
+      return i8r::launch<AttnI8rTraits<3, 0, 16, 1, false, true>, AttnI8rDualDirectLoad>(p, fresh,
+                                                                                         s);
     case AttnI8rVariant::dual_item8:
       return i8r::launch<AttnI8rTraits<2, 2, 8, 0, false, true>, AttnI8rDualLoad>(p, fresh, s);
   }

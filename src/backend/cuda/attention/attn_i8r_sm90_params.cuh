@@ -14,6 +14,9 @@ struct AttnI8rParams {
   const uint16_t* k_scale;
   const uint16_t* v_scale;
   int64_t scale_stride;
+  const int8_t* k_code;  // [keys, code_stride bytes], head h at h * 128 (dual direct)
+  const int8_t* v_code;
+  int64_t code_stride;
 };
 
 }  // namespace h3s::cuda::attn

@@ -9,8 +9,11 @@
 //                threads gather the tile's per-key scales into a slot and
 //                dequantise each code tile into the exact kernel's swizzled
 //                layout, in the fp16 ring the consumers read. The dual
-//                producer (the default) splits this over warpgroups 0 (K,
-//                and Q) and 1 (V): attn_i8r_sm90_dual_load.cuh.
+//                producer splits this over warpgroups 0 (K, and Q) and 1
+//                (V): attn_i8r_sm90_dual_load.cuh; the dual direct producer
+//                (the default) also drops the code ring, each thread loading
+//                its codes from L2 into registers, for a third fp16 stage:
+//                attn_i8r_sm90_dual_direct_load.cuh.
 //   the last 2 warpgroups  the exact kernel's consumers with fp16 operands
 //                (q' converted to fp16 once, P rounded to fp16): no per-key work.
 //
@@ -56,8 +59,13 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   // (kvfp4s' split; they do not spill there either).
   // Dual: two 40-register producers beside the 216-register consumers fill
   // the 512-thread CTA's 128 a thread.
-  static constexpr int kProducerRegs = kWideProducer_ ? 56 : 40;
-  static constexpr int kConsumerRegs = kWideProducer_ || kDualProducer_ ? 216 : 224;
+  // Dual without a code ring: a tile's codes (32 registers) a producer
+  // thread, 64/192 (ptxas: no consumer spill at 192, spills at 168).
+  static constexpr bool kDirectCodes = kI8Stages_ == 0;
+  static constexpr int kProducerRegs = kDirectCodes ? 64 : kWideProducer_ ? 56 : 40;
+  static constexpr int kConsumerRegs = kDirectCodes                       ? 192
+                                       : kWideProducer_ || kDualProducer_ ? 216
+                                                                          : 224;
   static_assert((kProducerWarpGroups * kProducerRegs + Base::kConsumerWarpGroups * kConsumerRegs) *
                         arch::kWarpGroupThreads <=
                     kLaunchRegs * kThreads,
@@ -116,7 +124,7 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   static_assert(kI8KOffset % 128 == 0 && kI8VOffset % 128 == 0 && kBarOffset % 8 == 0,
                 "TMA destinations 128-byte aligned, mbarriers 8-byte aligned");
   static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 per-block shared memory opt-in");
-  static_assert(kI8Stages >= 1, "at least one code stage");
+  static_assert(kI8Stages >= 1 || kDualProducer_, "a code ring, or the dual direct producer");
 };
 
 }  // namespace h3s::cuda::attn

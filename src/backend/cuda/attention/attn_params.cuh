@@ -92,6 +92,8 @@ enum class AttnI8rVariant {
   codes2_item8_b8,  // 8-code items, 8 loaded ahead (16 registers; consumers at 216)
   // Two producer warpgroups, one per operand (consumers at 216).
   dual_item8,
+  dual_direct3,         // two producer warpgroups, codes from L2 into registers, 3 fp16 stages
+  dual_direct3_item16,  // dual_direct3 with 16-code items (16-byte loads, half the scale loads)
 };
 
 // The kvi8s tier's attention (kv/kvi8s.hpp): q rotated bf16 as FwdParams';
