@@ -255,7 +255,7 @@ TEST_F(GpuKvi8r, EveryKernelVariantGivesTheSameBits) {
     ASSERT_EQ(setenv(kEnv, "codes2-item8", 1), 0);
     const Bits want = on_gpu(p);
     for (const char* variant : {"codes2-item8-b8", "codes1-item16", "codes2-item16", "dual-item8",
-                                "dual-direct3", "dual-direct3-item16"}) {
+                                "dual-direct3", "dual-direct2", "dual-direct3-item16"}) {
       ASSERT_EQ(setenv(kEnv, variant, 1), 0);
       EXPECT_TRUE(same_bytes(on_gpu(p), want)) << variant << ", " << p.label();
       EXPECT_TRUE(same_bytes(on_gpu(p, 61, 256), want))

@@ -151,6 +151,7 @@ Choice<Variant> choose(const char* env, const Choice<Variant> (&choices)[kN], co
 }
 
 constexpr Choice<attn::AttnI8rVariant> kI8rChoices[] = {
+    {attn::AttnI8rVariant::dual_direct2, "dual-direct2"},
     {attn::AttnI8rVariant::dual_direct3, "dual-direct3"},
     {attn::AttnI8rVariant::dual_item8, "dual-item8"},
     {attn::AttnI8rVariant::codes2_item8_b8, "codes2-item8-b8"},

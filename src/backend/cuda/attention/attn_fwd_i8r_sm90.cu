@@ -76,6 +76,9 @@ void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh, AttnI8rVarian
     case AttnI8rVariant::dual_direct3:
       return i8r::launch<AttnI8rTraits<3, 0, 8, 0, false, true>, AttnI8rDualDirectLoad>(p, fresh,
                                                                                         s);
+    case AttnI8rVariant::dual_direct2:
+      return i8r::launch<AttnI8rTraits<2, 0, 8, 0, false, true>, AttnI8rDualDirectLoad>(p, fresh,
+                                                                                        s);
     case AttnI8rVariant::dual_direct3_item16:
       return i8r::launch<AttnI8rTraits<3, 0, 16, 1, false, true>, AttnI8rDualDirectLoad>(p, fresh,
                                                                                          s);

@@ -12,7 +12,7 @@
 //                producer splits this over warpgroups 0 (K, and Q) and 1
 //                (V): attn_i8r_sm90_dual_load.cuh; the dual direct producer
 //                (the default) also drops the code ring, each thread loading
-//                its codes from L2 into registers, for a third fp16 stage:
+//                its codes from L2 into registers:
 //                attn_i8r_sm90_dual_direct_load.cuh.
 //   the last 2 warpgroups  the exact kernel's consumers with fp16 operands
 //                (q' converted to fp16 once, P rounded to fp16): no per-key work.

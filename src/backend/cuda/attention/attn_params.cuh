@@ -93,6 +93,7 @@ enum class AttnI8rVariant {
   // Two producer warpgroups, one per operand (consumers at 216).
   dual_item8,
   dual_direct3,         // two producer warpgroups, codes from L2 into registers, 3 fp16 stages
+  dual_direct2,         // dual_direct3 with 2 fp16 stages (the code ring's space left unused)
   dual_direct3_item16,  // dual_direct3 with 16-code items (16-byte loads, half the scale loads)
 };
 
