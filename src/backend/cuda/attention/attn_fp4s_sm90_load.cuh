@@ -229,11 +229,7 @@ struct AttnFp4sLoad {
       arch::tma_prefetch_desc(&p.base.q_map);
       arch::tma_prefetch_desc(&p.base.k_map);
       arch::tma_prefetch_desc(&p.base.v_map);
-      arch::mbar_arrive_expect_tx(s.q_full(), T::kQBytes);
-#pragma unroll
-      for (int h = 0; h < T::kHalves; ++h)
-        arch::tma_load_3d(s.q() + uint32_t(h) * T::kQHalfBytes, &p.base.q_map, s.q_full(),
-                          h * T::kHalfDims, head, int32_t(tile.row0));
+      issue_q(p.base, s, tile);
       for (int t = 0; t < T::kI8Stages && t < n_tiles; ++t) issue_codes(p, s, head, t);
     }
     TileData next = fetch(p, head, 0, n_tiles, tid);

@@ -68,6 +68,13 @@ struct AttnI8rDualDirectLoad {
     Word w[T::kPasses];
   };
 
+  __device__ static Word load_item(const int8_t* at) {
+    if constexpr (kWide)
+      return i8r::ldg_codes16(at);
+    else
+      return i8r::ldg_codes8(at);
+  }
+
   // Issues the loads of a tile's items (pass 0's item at `first`, its key
   // `rows_left` before key_end): zeros for rows past key_end (their scales
   // are 0 and the consumers mask them). The address walks a pass at a time.
@@ -76,11 +83,7 @@ struct AttnI8rDualDirectLoad {
     const int8_t* at = first;
 #pragma unroll
     for (int i = 0; i < T::kPasses; ++i, at += pass_stride)
-      if constexpr (kWide)
-        c.w[i] =
-            int64_t(i) * T::kRowsPerPass < rows_left ? i8r::ldg_codes16(at) : Word{0u, 0u, 0u, 0u};
-      else
-        c.w[i] = int64_t(i) * T::kRowsPerPass < rows_left ? i8r::ldg_codes8(at) : Word{0u, 0u};
+      c.w[i] = int64_t(i) * T::kRowsPerPass < rows_left ? load_item(at) : Word{};
   }
 
   // Codes -> one 16-bit tile, scales read kBatch passes at a time.
@@ -95,13 +98,9 @@ struct AttnI8rDualDirectLoad {
       for (int b = 0; b < T::kBatch; ++b)
         s2[b] = i8r::ld_shared_scale2(sc + (i + b) * kPassScaleBytes);
 #pragma unroll
-      for (int b = 0; b < T::kBatch; ++b) {
-        AttnI8rLoad<T>::store_chunk(dst + (i + b) * T::kPassBytes, c.w[i + b].x, c.w[i + b].y,
-                                    s2[b]);
-        if constexpr (kWide)
-          AttnI8rLoad<T>::store_chunk(dst1 + (i + b) * T::kPassBytes, c.w[i + b].z, c.w[i + b].w,
-                                      s2[b]);
-      }
+      for (int b = 0; b < T::kBatch; ++b)
+        AttnI8rLoad<T>::store_item(dst + (i + b) * T::kPassBytes, dst1 + (i + b) * T::kPassBytes,
+                                   c.w[i + b], s2[b]);
     }
   }
 
@@ -114,11 +113,7 @@ struct AttnI8rDualDirectLoad {
     const ConvertPlan items = convert_plan<T>(tid);
     if (!is_v && tid == 0) {
       arch::tma_prefetch_desc(&p.base.q_map);
-      arch::mbar_arrive_expect_tx(s.q_full(), T::kQBytes);
-#pragma unroll
-      for (int h = 0; h < T::kHalves; ++h)
-        arch::tma_load_3d(s.q() + uint32_t(h) * T::kQHalfBytes, &p.base.q_map, s.q_full(),
-                          h * T::kHalfDims, head, int32_t(tile.row0));
+      issue_q(p.base, s, tile);
     }
     const int8_t* code = is_v ? p.v_code : p.k_code;
     const uint16_t* scale = is_v ? p.v_scale : p.k_scale;
@@ -131,10 +126,8 @@ struct AttnI8rDualDirectLoad {
       load(c, code + key * p.code_stride + in_row, p.base.key_end - key, pass_stride);
     };
     // This thread's key's scale of tile t (0 past the keys: masked).
-    auto scale_of = [&](int t) -> uint16_t {
-      const int64_t key = p.base.key_begin + int64_t(t) * T::kBlockN + tid;
-      const bool live = t < n_tiles && key < p.base.key_end;
-      return live ? scale[key * p.scale_stride + tile.head] : uint16_t(0);
+    auto scale_of = [&](int t) {
+      return AttnI8rLoad<T>::key_scale(p, scale, tile, n_tiles, t, tid);
     };
     const int scale_barrier = T::kScaleBarrier + (is_v ? 1 : 0);
     Codes codes;

@@ -72,11 +72,7 @@ struct AttnI8rDualLoad {
     if (issuer) {
       if (!x.is_v) {
         arch::tma_prefetch_desc(&p.base.q_map);
-        arch::mbar_arrive_expect_tx(s.q_full(), T::kQBytes);
-#pragma unroll
-        for (int h = 0; h < T::kHalves; ++h)
-          arch::tma_load_3d(s.q() + uint32_t(h) * T::kQHalfBytes, &p.base.q_map, s.q_full(),
-                            h * T::kHalfDims, head, int32_t(tile.row0));
+        issue_q(p.base, s, tile);
       }
       arch::tma_prefetch_desc(x.is_v ? &p.base.v_map : &p.base.k_map);
       for (int t = 0; t < T::kI8Stages && t < n_tiles; ++t)
@@ -84,10 +80,8 @@ struct AttnI8rDualLoad {
     }
     const uint16_t* scale = x.is_v ? p.v_scale : p.k_scale;
     // This thread's key's scale of tile t (0 past the keys: masked).
-    auto scale_of = [&](int t) -> uint16_t {
-      const int64_t key = p.base.key_begin + int64_t(t) * T::kBlockN + tid;
-      const bool live = t < n_tiles && key < p.base.key_end;
-      return live ? scale[key * p.scale_stride + tile.head] : uint16_t(0);
+    auto scale_of = [&](int t) {
+      return AttnI8rLoad<T>::key_scale(p, scale, tile, n_tiles, t, tid);
     };
     const int scale_barrier = T::kScaleBarrier + (x.is_v ? 1 : 0);
     uint16_t sc = scale_of(0);

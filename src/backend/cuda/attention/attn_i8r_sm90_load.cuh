@@ -127,6 +127,17 @@ __device__ ConvertPlan convert_plan(int tid) {
   }
 }
 
+// The issuing thread's TMA of the work tile's Q (both 64-dimension halves)
+// onto q_full (every converting producer: kvi8r's and kvfp4s').
+template <class T>
+__device__ void issue_q(const AttnWsParams& p, const AttnI8rSmem<T>& s, AttnWsTile tile) {
+  arch::mbar_arrive_expect_tx(s.q_full(), T::kQBytes);
+#pragma unroll
+  for (int h = 0; h < T::kHalves; ++h)
+    arch::tma_load_3d(s.q() + uint32_t(h) * T::kQHalfBytes, &p.q_map, s.q_full(), h * T::kHalfDims,
+                      int32_t(tile.head), int32_t(tile.row0));
+}
+
 template <class T>
 struct AttnI8rLoad {
   // Eight codes (two words) times their key's scale -> one 16-byte chunk.
@@ -135,6 +146,12 @@ struct AttnI8rLoad {
     i8r::dequant_f16(w0, scale2, o[0], o[1]);
     i8r::dequant_f16(w1, scale2, o[2], o[3]);
     i8r::st_shared_u128(dst, o[0], o[1], o[2], o[3]);
+  }
+  // One item (8 codes in a uint2, or 16 in a uint4: two chunks) times its key's scale.
+  template <class Word>
+  __device__ static void store_item(uint32_t dst0, uint32_t dst1, const Word& w, uint32_t scale2) {
+    store_chunk(dst0, w.x, w.y, scale2);
+    if constexpr (sizeof(Word) == 16) store_chunk(dst1, w.z, w.w, scale2);
   }
 
   // One code tile -> one fp16 tile: kPasses passes of one item per thread,
@@ -159,19 +176,26 @@ struct AttnI8rLoad {
           w[b] = i8r::ld_shared_u64(src + (i + b) * T::kPassBytes);
 #pragma unroll
         for (int b = 0; b < T::kBatch; ++b)
-          store_chunk(dst0 + (i + b) * T::kPassBytes, w[b].x, w[b].y, s2[b]);
+          store_item(dst0 + (i + b) * T::kPassBytes, 0u, w[b], s2[b]);
       } else {
         uint4 w[T::kBatch];
 #pragma unroll
         for (int b = 0; b < T::kBatch; ++b)
           w[b] = i8r::ld_shared_u128(src + (i + b) * T::kPassBytes);
 #pragma unroll
-        for (int b = 0; b < T::kBatch; ++b) {
-          store_chunk(dst0 + (i + b) * T::kPassBytes, w[b].x, w[b].y, s2[b]);
-          store_chunk(dst1 + (i + b) * T::kPassBytes, w[b].z, w[b].w, s2[b]);
-        }
+        for (int b = 0; b < T::kBatch; ++b)
+          store_item(dst0 + (i + b) * T::kPassBytes, dst1 + (i + b) * T::kPassBytes, w[b], s2[b]);
       }
     }
+  }
+
+  // Key `tid` of tile t's fp16 scale in `scale` (K's or V's), 0 past the
+  // keys (masked); the dual producers' one operand each.
+  __device__ static uint16_t key_scale(const AttnI8rParams& p, const uint16_t* scale,
+                                       AttnWsTile tile, int n_tiles, int t, int tid) {
+    const int64_t key = p.base.key_begin + int64_t(t) * T::kBlockN + tid;
+    const bool live = t < n_tiles && key < p.base.key_end;
+    return live ? scale[key * p.scale_stride + tile.head] : uint16_t(0);
   }
 
   // Key `tid`'s fp16 scale into a tile's scale slot.
@@ -207,11 +231,7 @@ struct AttnI8rLoad {
       arch::tma_prefetch_desc(&p.base.q_map);
       arch::tma_prefetch_desc(&p.base.k_map);
       arch::tma_prefetch_desc(&p.base.v_map);
-      arch::mbar_arrive_expect_tx(s.q_full(), T::kQBytes);
-#pragma unroll
-      for (int h = 0; h < T::kHalves; ++h)
-        arch::tma_load_3d(s.q() + uint32_t(h) * T::kQHalfBytes, &p.base.q_map, s.q_full(),
-                          h * T::kHalfDims, head, int32_t(tile.row0));
+      issue_q(p.base, s, tile);
       for (int t = 0; t < T::kI8Stages && t < n_tiles; ++t) issue_codes(p, s, head, t);
     }
     // This thread's key of each tile: its scales are read one tile ahead.
