@@ -45,8 +45,10 @@ struct KvView {
   int64_t rows() const { return k.shape[0]; }
 };
 
-// The kvi8r tier's K/V (kv/kvi8r.hpp): codes [seq, heads * 128] i8 and fp16
-// scales [seq, heads] per (token, head), for K and V.
+// The kvi8r tier's K/V (kv/kvi8r.hpp): codes [seq, heads * 128] u8 (stored
+// biased, code + 128) and fp16
+// scales [seq, heads] per (token, head), for K and V. The scales may have any
+// strides: KvI8rStore lays them head-major (stride {1, padded seq}).
 struct KvI8View {
   Tensor k_code, k_scale, v_code, v_scale;
   int64_t rows() const { return k_code.shape[0]; }
@@ -141,7 +143,7 @@ class Backend {
   // Whether this backend runs K/V tier `tier` ("bf16", the exact store, always).
   virtual bool has_kv_tier(std::string_view tier) const { return tier == "bf16"; }
   // kvi8r (kv/kvi8r.hpp is the arithmetic): src [rows, heads * 128] bf16 ->
-  // code [rows, heads * 128] i8 and scale [rows, heads] f16.
+  // code [rows, heads * 128] u8 (code + 128) and scale [rows, heads] f16 (any strides).
   virtual void kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale);
   // In place per 128-dim head: t = bf16(rotate(t)) (the tier's queries).
   virtual void rotate_heads(const Tensor& t);

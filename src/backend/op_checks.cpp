@@ -172,7 +172,7 @@ constexpr int64_t kKvi8rDim = 128;  // kvi8r::kDim: the rotation's length
 int64_t kvi8r_quantize_args(const Tensor& src, const Tensor& code, const Tensor& scale, Device d) {
   const char* op = "kvi8r_quantize";
   expect_dtype(src, DType::bf16, d, op, "src");
-  expect_dtype(code, DType::i8, d, op, "code");
+  expect_dtype(code, DType::u8, d, op, "code");  // biased: code + 128
   expect_dtype(scale, DType::f16, d, op, "scale");
   expect_unit_col_stride(src, op, "src");
   if (src.cols() % kKvi8rDim != 0)
@@ -183,8 +183,7 @@ int64_t kvi8r_quantize_args(const Tensor& src, const Tensor& code, const Tensor&
   expect_cols(code, heads * kKvi8rDim, op, "code");
   expect_unit_col_stride(code, op, "code");
   expect_rows(scale, rows, op, "scale");
-  expect_cols(scale, heads, op, "scale");
-  expect_unit_col_stride(scale, op, "scale");
+  expect_cols(scale, heads, op, "scale");  // any strides: the store's are head-major
   return heads;
 }
 
@@ -193,8 +192,8 @@ void kvi8r_attention_args(const Tensor& q, int64_t rows, int64_t heads, const Te
                           RowRange keys, int64_t tile, Device d) {
   const char* op = "attention_kvi8r";
   expect_dtype(q, DType::bf16, d, op, "q");
-  expect_dtype(k_code, DType::i8, d, op, "k codes");
-  expect_dtype(v_code, DType::i8, d, op, "v codes");
+  expect_dtype(k_code, DType::u8, d, op, "k codes");  // biased: code + 128
+  expect_dtype(v_code, DType::u8, d, op, "v codes");
   expect_dtype(k_scale, DType::f16, d, op, "k scales");
   expect_dtype(v_scale, DType::f16, d, op, "v scales");
   expect_rows(q, rows, op, "q");
@@ -202,10 +201,11 @@ void kvi8r_attention_args(const Tensor& q, int64_t rows, int64_t heads, const Te
   expect_unit_col_stride(q, op, "q");
   for (const Tensor* t : {&k_code, &v_code}) expect_cols(*t, heads * kKvi8rDim, op, "codes");
   for (const Tensor* t : {&k_scale, &v_scale}) expect_cols(*t, heads, op, "scales");
-  for (const Tensor* t : {&k_code, &v_code, &k_scale, &v_scale})
-    expect_unit_col_stride(*t, op, "K/V arrays");
-  if (v_code.row_stride() != k_code.row_stride() || v_scale.row_stride() != k_scale.row_stride())
-    fail(ErrorKind::invalid_argument, "{}: K and V codes (and scales) must share a row stride", op);
+  for (const Tensor* t : {&k_code, &v_code}) expect_unit_col_stride(*t, op, "K/V codes");
+  if (v_code.row_stride() != k_code.row_stride() || v_scale.stride[0] != k_scale.stride[0] ||
+      v_scale.stride[1] != k_scale.stride[1])
+    fail(ErrorKind::invalid_argument,
+         "{}: K and V codes must share a row stride, and their scales both strides", op);
   const int64_t seq = k_code.rows();
   if (v_code.rows() != seq || k_scale.rows() != seq || v_scale.rows() != seq)
     fail(ErrorKind::invalid_argument, "{}: codes and scales of K and V must have one row count",

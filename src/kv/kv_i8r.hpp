@@ -1,6 +1,11 @@
 // KvI8rStore: the kvi8r tier (kv/kvi8r.hpp), resident. K and V rows int8
 // with one fp16 scale per (token, head) in the Hadamard basis: 130 bytes per
-// 128 elements instead of 256. Approximate: its error against the exact
+// 128 elements instead of 256. The scales lie head-major ([heads, seq
+// rounded up to kScaleRowAlign]), so a 128-key tile of one head is 256
+// contiguous bytes: a warp of the Hopper kernel's converters loads its 32
+// keys' scales from 2 sectors, where the [seq, heads] layout cost each key a
+// 32-byte sector of its own (session 27: 1.09-1.11x the exact kernel's time
+// against 1.13-1.15x). Approximate: its error against the exact
 // store is measured (tests/exec/test_kv_tiers.cpp, docs/PERFORMANCE.md),
 // and its streamed block equals its own stock block bit for bit.
 #pragma once
@@ -22,6 +27,13 @@ class KvI8rStore final : public KvStore {
   KvI8View view() const;
   // Device bytes of the store for `seq` rows.
   static size_t bytes(int64_t seq, int64_t heads, int64_t head_dim);
+  // Keys per head row of the scale arrays: seq rounded up to 8 (16-byte
+  // aligned head rows).
+  static constexpr int64_t kScaleRowAlign = 8;
+  static int64_t scale_row(int64_t seq);
+  // A head-major [heads, scale_row(seq)] scale array as the [seq, heads]
+  // view KvI8View holds (stride {1, scale_row(seq)}).
+  static Tensor scales_by_key(const Tensor& head_major, int64_t seq);
 
  private:
   int64_t seq_, kv_block_;

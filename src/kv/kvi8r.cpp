@@ -30,7 +30,7 @@ uint16_t f16_round_up(float f) {
   return uint16_t(r + 1);  // the next fp16 up (positive values: the bit pattern + 1)
 }
 
-void quantise_row(const uint16_t* bf16_row, int8_t* code, uint16_t* scale_f16, bool rotated) {
+void quantise_row(const uint16_t* bf16_row, uint8_t* code, uint16_t* scale_f16, bool rotated) {
   float x[kDim];
   for (int i = 0; i < kDim; ++i) x[i] = bf16_to_f32(bf16{bf16_row[i]});
   if (rotated) rotate(x);
@@ -45,12 +45,12 @@ void quantise_row(const uint16_t* bf16_row, int8_t* code, uint16_t* scale_f16, b
   // an out-of-range conversion.)
   for (int i = 0; i < kDim; ++i) {
     const float c = scale == 0.0f ? 0.0f : std::nearbyint(x[i] / scale);
-    code[i] = std::fabs(c) <= float(kMaxCode) ? int8_t(c) : int8_t(0);
+    code[i] = uint8_t((std::fabs(c) <= float(kMaxCode) ? int(c) : 0) + kCodeBias);
   }
 }
 
-float dequantise(int8_t code, uint16_t scale_f16) {
-  return f16_to_f32(f32_to_f16(float(code) * f16_to_f32(scale_f16)));
+float dequantise(uint8_t stored, uint16_t scale_f16) {
+  return f16_to_f32(f32_to_f16(float(int(stored) - kCodeBias) * f16_to_f32(scale_f16)));
 }
 
 void attend_row(const float* q, const HeadRows& kv, int64_t begin, int64_t end, float& m, float& l,
@@ -60,8 +60,8 @@ void attend_row(const float* q, const HeadRows& kv, int64_t begin, int64_t end, 
   for (int64_t k0 = begin; k0 < end; k0 += kTile) {
     const int64_t n = std::min(kTile, end - k0);
     for (int64_t j = 0; j < n; ++j) {
-      const int8_t* kc = kv.k_code + (k0 + j) * kv.code_stride;
-      const int8_t* vc = kv.v_code + (k0 + j) * kv.code_stride;
+      const uint8_t* kc = kv.k_code + (k0 + j) * kv.code_stride;
+      const uint8_t* vc = kv.v_code + (k0 + j) * kv.code_stride;
       const uint16_t ks = kv.k_scale[(k0 + j) * kv.scale_stride];
       const uint16_t vs = kv.v_scale[(k0 + j) * kv.scale_stride];
       for (int d = 0; d < kDim; ++d) {

@@ -12,7 +12,9 @@
 //   quantise      x' = rotate(bf16 row); scale = f16 rounded UP of
 //                 max|x'| / 127 * (1 + 2^-7) (so no code saturates); code =
 //                 round-half-even(x' / scale), |code| <= 127. An all-zero row
-//                 has scale 0 and codes 0.
+//                 has scale 0 and codes 0. Stored biased: the byte code + 128
+//                 (uint8), so a converter makes fp16 1024 + byte with one
+//                 byte permute (the unbiased int8 cost an xor per 4 codes).
 //   dequantise    k~ = fp16(code_k * scale_k), v~ = fp16(code_v * scale_v): the
 //                 product is exact in fp32, then rounded once to fp16 (round to
 //                 nearest even), which is what the Hopper kernel's converters
@@ -43,23 +45,28 @@ void rotate(float* v);
 // fp32 -> fp16 bits, rounded toward +infinity (finite, non-negative input).
 uint16_t f16_round_up(float f);
 
-// One (token, head) row of bf16 bits -> codes and the fp16 scale bits.
+inline constexpr int kCodeBias = 128;  // stored byte = code + kCodeBias
+
+// One (token, head) row of bf16 bits -> stored (biased) codes and the fp16
+// scale bits.
 // rotated = false quantises the row as it is: the plain per-row int8 recipe
 // the tier improves on (h3s kvbench's baseline), not the tier.
-void quantise_row(const uint16_t* bf16_row, int8_t* code, uint16_t* scale_f16, bool rotated = true);
+void quantise_row(const uint16_t* bf16_row, uint8_t* code, uint16_t* scale_f16,
+                  bool rotated = true);
 
-// One head's K/V in the store, pointers at key 0 of that head: key r's codes
+// One head's K/V in the store, pointers at key 0 of that head: key r's stored codes
 // at code + r * code_stride, its scale at scale[r * scale_stride].
 struct HeadRows {
-  const int8_t* k_code;
+  const uint8_t* k_code;
   const uint16_t* k_scale;
-  const int8_t* v_code;
+  const uint8_t* v_code;
   const uint16_t* v_scale;
   int64_t code_stride, scale_stride;
 };
 
-// fp32 of fp16(code * scale): one dequantised element (scale_f16: fp16 bits).
-float dequantise(int8_t code, uint16_t scale_f16);
+// fp32 of fp16(code * scale): one dequantised element from its stored byte
+// (code + kCodeBias) and scale_f16 (fp16 bits).
+float dequantise(uint8_t stored, uint16_t scale_f16);
 
 // Scratch of attend_row, kept by the caller (one per thread).
 struct Scratch {

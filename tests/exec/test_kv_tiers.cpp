@@ -59,7 +59,7 @@ TEST(KvI8r, QuantiserNeverSaturatesAndRoundsToNearest) {
     uint16_t row[kDim];
     for (int i = 0; i < kDim; ++i) row[i] = f32_to_bf16(r.normal() * float(trial % 7 + 1)).bits;
     if (trial % 10 == 0) row[r.below(kDim)] = f32_to_bf16(300.0f).bits;  // an outlier
-    int8_t code[kDim];
+    uint8_t code[kDim];
     uint16_t scale_bits = 0;
     kvi8r::quantise_row(row, code, &scale_bits);
     float x[kDim];
@@ -70,16 +70,18 @@ TEST(KvI8r, QuantiserNeverSaturatesAndRoundsToNearest) {
     const float scale = f16_to_f32(scale_bits);
     EXPECT_GE(scale * 127.0f, amax);
     for (int i = 0; i < kDim; ++i) {
-      EXPECT_LE(std::abs(int(code[i])), 127);
-      EXPECT_LE(std::fabs(x[i] - float(code[i]) * scale), 0.5f * scale * (1.0f + 1e-6f)) << i;
+      const int c = int(code[i]) - kvi8r::kCodeBias;  // stored biased
+      EXPECT_LE(std::abs(c), 127);
+      EXPECT_LE(std::fabs(x[i] - float(c) * scale), 0.5f * scale * (1.0f + 1e-6f)) << i;
+      EXPECT_EQ(kvi8r::dequantise(code[i], scale_bits), f16_to_f32(f32_to_f16(float(c) * scale)));
     }
   }
   uint16_t zeros[kDim] = {};
-  int8_t code[kDim];
+  uint8_t code[kDim];
   uint16_t s = 1;
   kvi8r::quantise_row(zeros, code, &s);
   EXPECT_EQ(s, 0u);
-  for (int i = 0; i < kDim; ++i) EXPECT_EQ(code[i], 0);
+  for (int i = 0; i < kDim; ++i) EXPECT_EQ(code[i], kvi8r::kCodeBias);  // code 0
 }
 
 struct Case {
@@ -269,8 +271,10 @@ TEST(KvI8r, AttentionErrorAgainstTheExactStoreIsMeasured) {
     EXPECT_GT(e, 0.0) << "the approximate tier gave the exact bits";
     EXPECT_LT(e, 3e-2);
   }
-  // The store is ~half the exact one: 130 bytes per 128-element row per K/V.
-  EXPECT_EQ(KvI8rStore::bytes(700, 2, kDim), size_t(2 * 700 * 2 * 130));
+  // The store is ~half the exact one: 130 bytes per 128-element row per K/V,
+  // each head's scales (head-major) padded from 700 to 704 keys.
+  EXPECT_EQ(KvI8rStore::scale_row(700), 704);
+  EXPECT_EQ(KvI8rStore::bytes(700, 2, kDim), size_t(2 * 2 * (700 * 128 + 704 * 2)));
 }
 
 TEST(KvI8r, OptionsAcceptTheTierAndRefuseWhatIsNotBuilt) {

@@ -23,6 +23,7 @@
 #include "core/rng.hpp"
 #include "deviation.hpp"
 #include "gpu_fixture.hpp"
+#include "kv/kv_i8r.hpp"
 
 namespace h3s::test {
 namespace {
@@ -71,9 +72,11 @@ class GpuKvi8r : public GpuBackendTest {
 
   // The tier on `be` over `arena`: quantise K/V, rotate q, attend in query
   // chunks of `row_chunk` (0: all) and K/V blocks of `kv_block` (0: one
-  // pass), finish. `exact`: the exact bf16 attention instead.
+  // pass), finish. `exact`: the exact bf16 attention instead. The scales
+  // lie head-major as KvI8rStore's, or [seq, heads] (`by_key_scales`: the
+  // same bits, a sector per key's load).
   Bits run(Backend& be, Arena& arena, const Problem& p, int64_t row_chunk, int64_t kv_block,
-           bool exact = false) {
+           bool exact = false, bool by_key_scales = false) {
     auto put = [&](const Bits& host, int64_t n, const char* what) {
       OwnedTensor t = arena.tensor(DType::bf16, {n, p.width()}, what);
       be.upload(host.data(), t.view);
@@ -81,13 +84,21 @@ class GpuKvi8r : public GpuBackendTest {
     };
     OwnedTensor q = put(p.q, p.rows, "q"), k = put(p.k, p.seq, "k"), v = put(p.v, p.seq, "v");
     OwnedTensor out = arena.tensor(DType::bf16, {p.rows, p.width()}, "out");
-    OwnedTensor kc = arena.tensor(DType::i8, {p.seq, p.width()}, "K codes");
-    OwnedTensor vc = arena.tensor(DType::i8, {p.seq, p.width()}, "V codes");
-    OwnedTensor ks = arena.tensor(DType::f16, {p.seq, p.heads}, "K scales");
-    OwnedTensor vs = arena.tensor(DType::f16, {p.seq, p.heads}, "V scales");
+    OwnedTensor kc = arena.tensor(DType::u8, {p.seq, p.width()}, "K codes");
+    OwnedTensor vc = arena.tensor(DType::u8, {p.seq, p.width()}, "V codes");
+    auto scales = [&](const char* what) {
+      return by_key_scales
+                 ? arena.tensor(DType::f16, {p.seq, p.heads}, what)
+                 : arena.tensor(DType::f16, {p.heads, KvI8rStore::scale_row(p.seq)}, what);
+    };
+    OwnedTensor ks_owned = scales("K scales"), vs_owned = scales("V scales");
+    const Tensor ks =
+        by_key_scales ? ks_owned.view : KvI8rStore::scales_by_key(ks_owned.view, p.seq);
+    const Tensor vs =
+        by_key_scales ? vs_owned.view : KvI8rStore::scales_by_key(vs_owned.view, p.seq);
     if (!exact) {
-      be.kvi8r_quantize(k.view, kc.view, ks.view);
-      be.kvi8r_quantize(v.view, vc.view, vs.view);
+      be.kvi8r_quantize(k.view, kc.view, ks);
+      be.kvi8r_quantize(v.view, vc.view, vs);
       be.rotate_heads(q.view);
     }
     const int64_t step = row_chunk == 0 ? p.rows : row_chunk;
@@ -108,7 +119,7 @@ class GpuKvi8r : public GpuBackendTest {
           }
           be.attention(qc, KvView{k3, v3}, keys, s);
         } else {
-          be.attention_kvi8r(qc, KvI8View{kc.view, ks.view, vc.view, vs.view}, keys, s);
+          be.attention_kvi8r(qc, KvI8View{kc.view, ks, vc.view, vs}, keys, s);
         }
       }
       if (exact)
@@ -121,8 +132,9 @@ class GpuKvi8r : public GpuBackendTest {
     be.synchronize();
     return host;
   }
-  Bits on_gpu(const Problem& p, int64_t row_chunk = 0, int64_t kv_block = 0, bool exact = false) {
-    return run(*gpu_, *arena_, p, row_chunk, kv_block, exact);
+  Bits on_gpu(const Problem& p, int64_t row_chunk = 0, int64_t kv_block = 0, bool exact = false,
+              bool by_key_scales = false) {
+    return run(*gpu_, *arena_, p, row_chunk, kv_block, exact, by_key_scales);
   }
   Bits on_cpu(const Problem& p, bool exact = false) {
     HostMemory memory;
@@ -157,12 +169,12 @@ TEST_F(GpuKvi8r, RowOpsAreTheDefinitionsBits) {
     src[5] = f32_to_bf16(900.0f).bits;  // an outlier channel in row 0
     auto quantise = [&](Backend& be, Arena& arena) {
       OwnedTensor s = arena.tensor(DType::bf16, {rows, w}, "src");
-      OwnedTensor code = arena.tensor(DType::i8, {rows, w}, "code");
+      OwnedTensor code = arena.tensor(DType::u8, {rows, w}, "code");
       OwnedTensor scale = arena.tensor(DType::f16, {rows, heads}, "scale");
       be.upload(src.data(), s.view);
       be.kvi8r_quantize(s.view, code.view, scale.view);
       be.rotate_heads(s.view);
-      std::vector<int8_t> c(size_t(rows * w));
+      std::vector<uint8_t> c(size_t(rows * w));
       Bits sc(size_t(rows * heads)), rot(src.size());
       be.download(code.view, c.data());
       be.download(scale.view, sc.data());
@@ -239,9 +251,10 @@ TEST_F(GpuKvi8r, ChunksAndBlocksGiveTheSinglePassBits) {
 }
 
 // Every kernel variant gives the same bits (the conversion is per element;
-// only the code-ring depth, the converter's items and batch differ): one
-// query block, an odd count of blocks, partial last tiles, chunked queries
-// and chained K/V blocks whose keys start mid-sequence.
+// only the code-ring depth, the converter's items and batch, and how the
+// scales arrive differ): one query block, an odd count of blocks, partial
+// last tiles, chunked queries and chained K/V blocks whose keys start
+// mid-sequence; and with [seq, heads] scales the head-major store's bits.
 TEST_F(GpuKvi8r, EveryKernelVariantGivesTheSameBits) {
   static constexpr const char* kEnv = "H3S_KVI8R_KERNEL";
   const EnvRestore restore(kEnv);
@@ -255,13 +268,15 @@ TEST_F(GpuKvi8r, EveryKernelVariantGivesTheSameBits) {
     ASSERT_EQ(setenv(kEnv, "codes2-item8", 1), 0);
     const Bits want = on_gpu(p);
     for (const char* variant : {"codes2-item8-b8", "codes1-item16", "codes2-item16", "dual-item8",
-                                "dual-direct3", "dual-direct2", "dual-direct3-item16"}) {
+                                "dual-direct3", "dual-direct2"}) {
       ASSERT_EQ(setenv(kEnv, variant, 1), 0);
       EXPECT_TRUE(same_bytes(on_gpu(p), want)) << variant << ", " << p.label();
       EXPECT_TRUE(same_bytes(on_gpu(p, 61, 256), want))
           << variant << ", " << p.label() << ", 61-row chunks, 256-key blocks";
       EXPECT_TRUE(same_bytes(on_gpu(p, 0, 128), want))
           << variant << ", " << p.label() << ", 128-key blocks";
+      EXPECT_TRUE(same_bytes(on_gpu(p, 61, 256, false, /*by_key_scales=*/true), want))
+          << variant << ", " << p.label() << ", [seq, heads] scales";
     }
   }
 }

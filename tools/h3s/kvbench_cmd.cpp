@@ -151,7 +151,8 @@ Rows baseline_attention(const std::string& tier, const Inputs& in, ThreadPool& p
   const int64_t n = in.tokens, heads = in.heads;
   const int64_t inner = heads * kHd, padded = kvi8s::padded_seq(n);
   const bool i8s = tier == "kvi8s";
-  std::vector<int8_t> kc(size_t(n * inner)), vc8(i8s ? 0 : kc.size());
+  std::vector<int8_t> kc(i8s ? size_t(n * inner) : 0);                  // kvi8s' K codes
+  std::vector<uint8_t> rk(i8s ? 0 : size_t(n * inner)), rv(rk.size());  // kvi8r's (biased)
   std::vector<uint8_t> vc(i8s ? size_t(inner * padded) : 0),
       header(i8s ? size_t(kvi8s::tiles(n) * heads * kvi8s::kHeaderBytes) : 0);
   std::vector<uint16_t> ks16(size_t(n * heads)), vs16(ks16.size());
@@ -160,8 +161,8 @@ Rows baseline_attention(const std::string& tier, const Inputs& in, ThreadPool& p
       for (int64_t t = r0; t < r1; ++t)
         for (int64_t h = 0; h < heads; ++h) {
           const size_t at = size_t(t * inner + h * kHd), s = size_t(t * heads + h);
-          kvi8r::quantise_row(&in.k[at], &kc[at], &ks16[s], /*rotated=*/false);
-          kvi8r::quantise_row(&in.v[at], &vc8[at], &vs16[s], /*rotated=*/false);
+          kvi8r::quantise_row(&in.k[at], &rk[at], &ks16[s], /*rotated=*/false);
+          kvi8r::quantise_row(&in.v[at], &rv[at], &vs16[s], /*rotated=*/false);
         }
     });
   } else {
@@ -187,9 +188,9 @@ Rows baseline_attention(const std::string& tier, const Inputs& in, ThreadPool& p
       std::fill(acc, acc + kHd, 0.0f);
       if (tier == "kvi8r") {
         for (int64_t d = 0; d < kHd; ++d) q[d] = bf16_to_f32(bf16{in.q[at + size_t(d)]});
-        const kvi8r::HeadRows kv{&kc[size_t(h * kHd)],
+        const kvi8r::HeadRows kv{&rk[size_t(h * kHd)],
                                  &ks16[size_t(h)],
-                                 &vc8[size_t(h * kHd)],
+                                 &rv[size_t(h * kHd)],
                                  &vs16[size_t(h)],
                                  inner,
                                  heads};

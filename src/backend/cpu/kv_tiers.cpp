@@ -34,8 +34,8 @@ void CpuBackend::kvi8r_quantize(const Tensor& src, const Tensor& code, const Ten
   pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t h = 0; h < heads; ++h)
-        kvi8r::quantise_row(src.row<uint16_t>(r) + h * kHd, code.row<int8_t>(r) + h * kHd,
-                            scale.row<uint16_t>(r) + h);
+        kvi8r::quantise_row(src.row<uint16_t>(r) + h * kHd, code.row<uint8_t>(r) + h * kHd,
+                            scale.row<uint16_t>(r) + h * scale.stride[1]);
   });
 }
 
@@ -71,10 +71,10 @@ void CpuBackend::attention_kvi8r(const Tensor& q, const KvI8View& kv, RowRange k
       const int64_t h = task / rows, r = task % rows;
       const uint16_t* qs = q.row<uint16_t>(r) + h * kHd;
       for (int64_t d = 0; d < kHd; ++d) qf[d] = bf16_to_f32(bf16{qs[d]});
-      const kvi8r::HeadRows head{kv.k_code.row<int8_t>(0) + h * kHd,
-                                 kv.k_scale.row<uint16_t>(0) + h,
-                                 kv.v_code.row<int8_t>(0) + h * kHd,
-                                 kv.v_scale.row<uint16_t>(0) + h,
+      const kvi8r::HeadRows head{kv.k_code.row<uint8_t>(0) + h * kHd,
+                                 kv.k_scale.row<uint16_t>(0) + h * kv.k_scale.stride[1],
+                                 kv.v_code.row<uint8_t>(0) + h * kHd,
+                                 kv.v_scale.row<uint16_t>(0) + h * kv.v_scale.stride[1],
                                  kv.k_code.row_stride(),
                                  kv.k_scale.row_stride()};
       kvi8r::attend_row(qf, head, keys.begin, keys.end, s.m.view.ptr<float>()[r * heads + h],

@@ -53,8 +53,9 @@ void CudaBackend::kvi8r_quantize(const Tensor& src, const Tensor& code, const Te
     fail(ErrorKind::invalid_argument,
          "{}: codes must be 4-byte aligned with a row stride that is a multiple of 4 (got {})", op,
          code.stride[0]);
-  cuda::kvi8r_quantize(src.ptr<uint16_t>(), src.stride[0], code.ptr<int8_t>(), code.stride[0],
-                       scale.ptr<uint16_t>(), scale.stride[0], src.rows(), heads, stream_);
+  cuda::kvi8r_quantize(src.ptr<uint16_t>(), src.stride[0], code.ptr<uint8_t>(), code.stride[0],
+                       scale.ptr<uint16_t>(), scale.stride[0], scale.stride[1], src.rows(), heads,
+                       stream_);
 }
 
 void CudaBackend::rotate_heads(const Tensor& t) {
@@ -73,12 +74,13 @@ void CudaBackend::attention_kvi8r(const Tensor& q, const KvI8View& kv, RowRange 
                                q.stride[0],
                                s.rows,
                                s.heads,
-                               kv.k_code.ptr<int8_t>(),
-                               kv.v_code.ptr<int8_t>(),
+                               kv.k_code.ptr<uint8_t>(),
+                               kv.v_code.ptr<uint8_t>(),
                                kv.k_code.row_stride(),
                                kv.k_scale.ptr<uint16_t>(),
                                kv.v_scale.ptr<uint16_t>(),
-                               kv.k_scale.row_stride(),
+                               kv.k_scale.stride[0],
+                               kv.k_scale.stride[1],
                                keys.begin,
                                keys.end,
                                s.m.view.ptr<float>(),

@@ -93,10 +93,12 @@ void attention_reset(float* m, float* l, float* acc, int64_t rows, int64_t heads
 
 // ---- the kvi8r K/V tier (kv/, attention/) -------------------------------------
 // Bit-exact with kv/kvi8r.hpp per (row, head): src [rows, heads * 128] bf16
-// -> codes (row stride ldc) and fp16 scale bits [rows, ld_scale]. Rows
+// -> biased codes (code + 128, row stride ldc) and fp16 scale bits, row r head h at
+// scale[r * scale_row + h * scale_head] (the store's are head-major). Rows
 // 8-byte aligned (lds, ldc multiples of 4).
-void kvi8r_quantize(const uint16_t* src, int64_t lds, int8_t* code, int64_t ldc, uint16_t* scale,
-                    int64_t ld_scale, int64_t rows, int64_t heads, cudaStream_t s);
+void kvi8r_quantize(const uint16_t* src, int64_t lds, uint8_t* code, int64_t ldc, uint16_t* scale,
+                    int64_t scale_row, int64_t scale_head, int64_t rows, int64_t heads,
+                    cudaStream_t s);
 // In place: t = bf16(rotate(t)) per 128-dim head.
 void kvi8r_rotate_heads(uint16_t* t, int64_t ldt, int64_t rows, int64_t heads, cudaStream_t s);
 // out = bf16(rotate(acc / l)) per (row, head).

@@ -53,7 +53,8 @@ void launch(const KvI8rFwdParams& f, bool fresh, cudaStream_t s) {
   p.base.fresh = fresh;
   p.k_scale = f.k_scale;
   p.v_scale = f.v_scale;
-  p.scale_stride = f.scale_stride;
+  p.scale_key = f.scale_key;
+  p.scale_head = f.scale_head;
   p.k_code = f.k_code;
   p.v_code = f.v_code;
   p.code_stride = f.code_stride;
@@ -79,9 +80,6 @@ void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh, AttnI8rVarian
     case AttnI8rVariant::dual_direct2:
       return i8r::launch<AttnI8rTraits<2, 0, 8, 0, false, true>, AttnI8rDualDirectLoad>(p, fresh,
                                                                                         s);
-    case AttnI8rVariant::dual_direct3_item16:
-      return i8r::launch<AttnI8rTraits<3, 0, 16, 1, false, true>, AttnI8rDualDirectLoad>(p, fresh,
-                                                                                         s);
     case AttnI8rVariant::dual_item8:
       return i8r::launch<AttnI8rTraits<2, 2, 8, 0, false, true>, AttnI8rDualLoad>(p, fresh, s);
   }

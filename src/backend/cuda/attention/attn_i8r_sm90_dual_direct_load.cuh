@@ -23,7 +23,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "backend/cuda/arch/mbarrier.cuh"
 #include "backend/cuda/arch/tma.cuh"
@@ -38,19 +37,12 @@ namespace h3s::cuda::attn {
 
 namespace i8r {
 
-// 8 or 16 codes from global memory, through L2 only (every CTA of a head
-// streams the same codes once: L1 would only evict).
-__device__ __forceinline__ uint2 ldg_codes8(const int8_t* p) {
+// 8 codes from global memory, through L2 only (every CTA of a head streams
+// the same codes once: L1 would only evict).
+__device__ __forceinline__ uint2 ldg_codes8(const uint8_t* p) {
   uint2 w;
   asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
                : "=r"(w.x), "=r"(w.y)
-               : "l"(p));
-  return w;
-}
-__device__ __forceinline__ uint4 ldg_codes16(const int8_t* p) {
-  uint4 w;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
                : "l"(p));
   return w;
 }
@@ -60,27 +52,24 @@ __device__ __forceinline__ uint4 ldg_codes16(const int8_t* p) {
 template <class T>
 struct AttnI8rDualDirectLoad {
   static_assert(T::kDualProducer && T::kI8Stages == 0, "two producer warpgroups, no code ring");
-  static constexpr bool kWide = T::kItemCodes == 16;
-  using Word = std::conditional_t<kWide, uint4, uint2>;
+  // 8-code items (16-code items measured slower, session 26, and spill since
+  // session 27: bench/results/README.md).
+  static_assert(T::kItemCodes == 8, "one 8-byte load an item");
+  using Word = uint2;
 
   // One thread's codes of one K or V tile: an item a pass (32 registers).
   struct Codes {
     Word w[T::kPasses];
   };
 
-  __device__ static Word load_item(const int8_t* at) {
-    if constexpr (kWide)
-      return i8r::ldg_codes16(at);
-    else
-      return i8r::ldg_codes8(at);
-  }
+  __device__ static Word load_item(const uint8_t* at) { return i8r::ldg_codes8(at); }
 
   // Issues the loads of a tile's items (pass 0's item at `first`, its key
   // `rows_left` before key_end): zeros for rows past key_end (their scales
   // are 0 and the consumers mask them). The address walks a pass at a time.
-  __device__ static void load(Codes& c, const int8_t* first, int64_t rows_left,
+  __device__ static void load(Codes& c, const uint8_t* first, int64_t rows_left,
                               int64_t pass_stride) {
-    const int8_t* at = first;
+    const uint8_t* at = first;
 #pragma unroll
     for (int i = 0; i < T::kPasses; ++i, at += pass_stride)
       c.w[i] = int64_t(i) * T::kRowsPerPass < rows_left ? load_item(at) : Word{};
@@ -115,7 +104,7 @@ struct AttnI8rDualDirectLoad {
       arch::tma_prefetch_desc(&p.base.q_map);
       issue_q(p.base, s, tile);
     }
-    const int8_t* code = is_v ? p.v_code : p.k_code;
+    const uint8_t* code = is_v ? p.v_code : p.k_code;
     const uint16_t* scale = is_v ? p.v_scale : p.k_scale;
     // The item's key row in a tile (pass 0) and its first code in the row.
     const int64_t row = int64_t(items.src / T::kCodeRowBytes);

@@ -11,7 +11,7 @@
 //
 // So the consumers are the exact kernel's (fp16 operands) and never see a
 // scale. A code c in [-127, 127] becomes fp16 exactly without a conversion
-// instruction: with u = c ^ 0x80 (c + 128 as an unsigned byte), fp16 0x64|u
+// instruction: the store holds u = c + 128 (kvi8r::kCodeBias), fp16 0x64|u
 // is 1024 + 128 + c; one byte permute builds a pair, one sub.f16x2 of 1152
 // finishes it, one mul.rn.f16x2 applies the key's scale (the definition's
 // single rounding: code x scale is exact in fp32).
@@ -31,15 +31,14 @@ namespace h3s::cuda::attn {
 
 namespace i8r {
 
-// Four int8 codes (a 32-bit word, code 0 in the low byte) times the key's
-// scale (fp16, in both halves of `scale2`) -> two f16x2, code 0 in the low
-// half: 0x64|u is 1024 + c + 128 exactly (10 mantissa bits), minus 1152
-// (0x6480) is c, times the scale rounds once.
-__device__ __forceinline__ void dequant_f16(uint32_t w, uint32_t scale2, uint32_t& lo,
+// Four stored codes (a 32-bit word of u = c + 128, code 0 in the low byte)
+// times the key's scale (fp16, in both halves of `scale2`) -> two f16x2,
+// code 0 in the low half: 0x64|u is 1024 + c + 128 exactly (10 mantissa
+// bits), minus 1152 (0x6480) is c, times the scale rounds once.
+__device__ __forceinline__ void dequant_f16(uint32_t u, uint32_t scale2, uint32_t& lo,
                                             uint32_t& hi) {
   constexpr uint32_t kExp = 0x64646464u;     // fp16 exponent byte of 1024
   constexpr uint32_t kOffset = 0x64806480u;  // fp16 1152 = 1024 + 128, twice
-  const uint32_t u = w ^ 0x80808080u;
   const uint32_t a01 = __byte_perm(u, kExp, 0x4140), a23 = __byte_perm(u, kExp, 0x4342);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   uint32_t c01, c23;
@@ -195,7 +194,7 @@ struct AttnI8rLoad {
                                        AttnWsTile tile, int n_tiles, int t, int tid) {
     const int64_t key = p.base.key_begin + int64_t(t) * T::kBlockN + tid;
     const bool live = t < n_tiles && key < p.base.key_end;
-    return live ? scale[key * p.scale_stride + tile.head] : uint16_t(0);
+    return live ? scale[key * p.scale_key + int64_t(tile.head) * p.scale_head] : uint16_t(0);
   }
 
   // Key `tid`'s fp16 scale into a tile's scale slot.
@@ -238,7 +237,7 @@ struct AttnI8rLoad {
     auto scales_of = [&](int t, uint16_t& ks, uint16_t& vs) {
       const int64_t key = p.base.key_begin + int64_t(t) * T::kBlockN + tid;
       const bool live = t < n_tiles && key < p.base.key_end;
-      const int64_t at = key * p.scale_stride + tile.head;
+      const int64_t at = key * p.scale_key + int64_t(tile.head) * p.scale_head;
       ks = live ? p.k_scale[at] : uint16_t(0);  // past the keys: 0 (and masked)
       vs = live ? p.v_scale[at] : uint16_t(0);
     };

@@ -63,19 +63,21 @@ enum class AttnWsVariant { stages2_pingpong, stages3_pingpong, stages2, stages3 
 
 // The kvi8r tier's attention (kv/kvi8r.hpp): q rotated bf16 as FwdParams';
 // K and V int8 codes [keys, heads * 128] (row stride code_stride bytes) and
-// fp16 scales [keys, scale_stride] (head h in column h). The state always
+// fp16 scales, key r of head h at r * scale_key + h * scale_head (the store's
+// are head-major: scale_key 1). The state always
 // ends stored (the tier's finish un-rotates it: kvi8r_finish_rotated).
 struct KvI8rFwdParams {
   const uint16_t* q;
   int64_t ldq;
   int64_t rows;
   int64_t heads;
-  const int8_t* k_code;
-  const int8_t* v_code;
+  const uint8_t* k_code;  // stored biased: code + 128
+  const uint8_t* v_code;
   int64_t code_stride;
   const uint16_t* k_scale;
   const uint16_t* v_scale;
-  int64_t scale_stride;
+  int64_t scale_key;
+  int64_t scale_head;
   int64_t key_begin;
   int64_t key_end;
   float* m;
@@ -92,9 +94,8 @@ enum class AttnI8rVariant {
   codes2_item8_b8,  // 8-code items, 8 loaded ahead (16 registers; consumers at 216)
   // Two producer warpgroups, one per operand (consumers at 216).
   dual_item8,
-  dual_direct3,         // two producer warpgroups, codes from L2 into registers, 3 fp16 stages
-  dual_direct2,         // dual_direct3 with 2 fp16 stages (the code ring's space left unused)
-  dual_direct3_item16,  // dual_direct3 with 16-code items (16-byte loads, half the scale loads)
+  dual_direct3,  // two producer warpgroups, codes from L2 into registers, 3 fp16 stages
+  dual_direct2,  // dual_direct3 with 2 fp16 stages (the code ring's space left unused)
 };
 
 // The kvi8s tier's attention (kv/kvi8s.hpp): q rotated bf16 as FwdParams';

@@ -21,6 +21,7 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr float kMaxCode = 127.0f;
 constexpr float kHeadroom = 1.0f + 0x1p-7f;
+constexpr int kCodeBias = 128;  // kvi8r::kCodeBias: the store holds code + 128
 using kv::kDim;
 using kv::kPerLane;
 using kv::load_bf16x4;
@@ -52,9 +53,9 @@ struct WarpTask {
   }
 };
 
-__global__ void kvi8r_quantize_kernel(const uint16_t* src, int64_t lds, int8_t* code, int64_t ldc,
-                                      uint16_t* scale, int64_t ld_scale, int64_t rows,
-                                      int64_t heads) {
+__global__ void kvi8r_quantize_kernel(const uint16_t* src, int64_t lds, uint8_t* code, int64_t ldc,
+                                      uint16_t* scale, int64_t scale_row, int64_t scale_head,
+                                      int64_t rows, int64_t heads) {
   const WarpTask w = WarpTask::of(rows, heads);
   if (!w.live) return;
   float x[kPerLane];
@@ -71,11 +72,11 @@ __global__ void kvi8r_quantize_kernel(const uint16_t* src, int64_t lds, int8_t* 
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) {
     const float c = sf == 0.0f ? 0.0f : rintf(__fdiv_rn(x[j], sf));
-    const int8_t q = fabsf(c) <= kMaxCode ? int8_t(c) : int8_t(0);  // NaN: 0, as the reference
-    packed |= uint32_t(uint8_t(q)) << (8 * j);
+    const int q = fabsf(c) <= kMaxCode ? int(c) : 0;  // NaN: 0, as the reference
+    packed |= uint32_t(q + kCodeBias) << (8 * j);
   }
   *reinterpret_cast<uint32_t*>(code + w.row * ldc + w.head * kDim + kPerLane * w.lane) = packed;
-  if (w.lane == 0) scale[w.row * ld_scale + w.head] = s;
+  if (w.lane == 0) scale[w.row * scale_row + w.head * scale_head] = s;
 }
 
 __global__ void rotate_heads_kernel(uint16_t* t, int64_t ldt, int64_t rows, int64_t heads) {
@@ -107,11 +108,12 @@ unsigned blocks_for(int64_t rows, int64_t heads) {
 
 }  // namespace
 
-void kvi8r_quantize(const uint16_t* src, int64_t lds, int8_t* code, int64_t ldc, uint16_t* scale,
-                    int64_t ld_scale, int64_t rows, int64_t heads, cudaStream_t s) {
+void kvi8r_quantize(const uint16_t* src, int64_t lds, uint8_t* code, int64_t ldc, uint16_t* scale,
+                    int64_t scale_row, int64_t scale_head, int64_t rows, int64_t heads,
+                    cudaStream_t s) {
   if (rows <= 0 || heads <= 0) return;
   kvi8r_quantize_kernel<<<blocks_for(rows, heads), kWarpsPerBlock * 32, 0, s>>>(
-      src, lds, code, ldc, scale, ld_scale, rows, heads);
+      src, lds, code, ldc, scale, scale_row, scale_head, rows, heads);
   check_launch("kvi8r_quantize");
 }
 
