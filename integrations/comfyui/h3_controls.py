@@ -121,7 +121,7 @@ CONTROLS = (
         "The others are APPROXIMATE (never equal to the exact store; streamed == their own "
         "stock block bit for bit): kvi8r = int8 per row after a Hadamard rotation (1.02 "
         "bytes/element, attention rel-rms ~1e-2; on an H100/H200 it halves the K/V memory "
-        "but takes ~1.2x the exact attention's time); kvi8s = SageAttention-2 layout, int8 "
+        "but takes ~1.1x the exact attention's time); kvi8s = SageAttention-2 layout, int8 "
         "Q/K and fp8 V/P (1.04 bytes/element, attention rel-rms ~4e-2; on an H100/H200 "
         "~1.3x faster than the exact attention, the 217k-token int8 block in 0.74x "
         "PyTorch-cuDNN's time (0.49x PyTorch-flash's) at 0.58x the exact store's memory); "
