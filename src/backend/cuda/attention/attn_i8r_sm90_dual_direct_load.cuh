@@ -6,6 +6,10 @@
 // faster (session 26: 1.13-1.15x the exact kernel against 1.13-1.17x), and
 // both beat the code ring (1.18-1.21x) by clock, not cycles: without the
 // ring's shared traffic the kernel draws less power under the H200's cap.
+// Since session 27 the store's scales are head-major (a warp's 32 scale
+// loads read 2 sectors, not 32) and its codes biased (no xor): 1.09-1.10x.
+// Scales by TMA instead (no load, slot store or named barrier) lost 10%, by
+// clock (bench/results/kvi8r_tma_scales_s27_2026-12-04.patch).
 //
 // Per operand X, its warpgroup's 128 threads, per key tile t, with tile t's
 // X codes and scale already in registers:
@@ -79,7 +83,7 @@ struct AttnI8rDualDirectLoad {
   __device__ static void convert(const Codes& c, uint32_t tile, uint32_t scales,
                                  const ConvertPlan& plan) {
     constexpr uint32_t kPassScaleBytes = T::kRowsPerPass * T::kScaleItemBytes;
-    const uint32_t dst = tile + plan.dst0, dst1 = tile + plan.dst1, sc = scales + plan.scale;
+    const uint32_t dst = tile + plan.dst0, sc = scales + plan.scale;
 #pragma unroll
     for (int i = 0; i < T::kPasses; i += T::kBatch) {
       uint32_t s2[T::kBatch];
@@ -88,8 +92,7 @@ struct AttnI8rDualDirectLoad {
         s2[b] = i8r::ld_shared_scale2(sc + (i + b) * kPassScaleBytes);
 #pragma unroll
       for (int b = 0; b < T::kBatch; ++b)
-        AttnI8rLoad<T>::store_item(dst + (i + b) * T::kPassBytes, dst1 + (i + b) * T::kPassBytes,
-                                   c.w[i + b], s2[b]);
+        AttnI8rLoad<T>::store_item(dst + (i + b) * T::kPassBytes, 0u, c.w[i + b], s2[b]);
     }
   }
 
