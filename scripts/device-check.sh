@@ -92,7 +92,7 @@ if [ "$mode" = tiers ]; then
       --gtest_filter='*GpuKvStore.*/kvi8s:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvi8s_$v.json"
     [ -f "$OUT/gpu_tests_kvi8s_$v.json" ] && no_skips "gpu_tests_kvi8s_$v" "$OUT/gpu_tests_kvi8s_$v.json"
   done
-  kvfp4s_variants=${KVFP4S_VARIANTS-codes2-batch4 codes2-batch2}
+  kvfp4s_variants=${KVFP4S_VARIANTS-dual-batch2 dual-batch4 codes2-batch4 codes2-batch2}
   for v in $kvfp4s_variants; do
     step "gpu_tests_kvfp4s_$v" 120 env H3S_KVFP4S_KERNEL=$v $bin/h3s_tests_gpu \
       --gtest_filter='*GpuKvStore.*/kvfp4s:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvfp4s_$v.json"
@@ -104,7 +104,7 @@ if [ "$mode" = tiers ]; then
       step "kvbench_${tier}_default_$t" 300 $bin/h3s kvbench \
         --kv-store $tier --backend cuda --tokens "$t" --no-baseline --json
     done
-    for v in ${KVFP4S_BENCH_VARIANTS-codes2-batch2}; do
+    for v in ${KVFP4S_BENCH_VARIANTS-codes2-batch4}; do
       step "kvbench_kvfp4s_${v}_$t" 200 env H3S_KVFP4S_KERNEL=$v $bin/h3s kvbench \
         --kv-store kvfp4s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done

@@ -269,6 +269,35 @@ TEST_F(GpuKvi8sVariants, ScheduleVariantsGiveTheDefaultsBits) {
   }
 }
 
+// kvfp4s' kernel variants decode the same bf16 K/V (an exact decode, one
+// rounding from the exact value) for the same consumers, whether one
+// producer warpgroup decodes both operands or one each does (dual): the
+// same bits over one key, a partial tile, tiles plus a tail, chunked queries
+// and chained K/V blocks.
+class GpuKvfp4sVariants : public GpuBackendTest {
+ protected:
+  static constexpr const char* kEnv = "H3S_KVFP4S_KERNEL";
+  test::EnvRestore restore_{kEnv};
+};
+
+TEST_F(GpuKvfp4sVariants, ProducerVariantsGiveTheSameBits) {
+  ASSERT_TRUE(gpu_->has_kv_tier("kvfp4s")) << "the device runs are on Hopper";
+  uint64_t seed = 8600;
+  for (const auto& [rows, seq, heads] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {67, 100, 2}, {259, 1000, 3}}) {
+    const Problem p(rows, seq, heads, ++seed);
+    ASSERT_EQ(setenv(kEnv, "codes2-batch4", 1), 0);
+    const Bits want = store_attention(*gpu_, *arena_, p, "kvfp4s", {}, 0, 0, 0);
+    for (const char* variant : {"codes2-batch2", "dual-batch2", "dual-batch4"}) {
+      ASSERT_EQ(setenv(kEnv, variant, 1), 0);
+      EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvfp4s", {}, 0, 0, 0), want)
+          << variant << ", " << p.label();
+      EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvfp4s", {}, 0, 256, 61), want)
+          << variant << ", " << p.label() << ", chunks and blocks";
+    }
+  }
+}
+
 // kvmix on the GPU: each head is its sub-store's head bit for bit (kvi8s'
 // for the 8-bit heads, kvfp4s' for the others), whatever the head set and
 // the write, query and K/V-block chunks, over a prime number of keys and an

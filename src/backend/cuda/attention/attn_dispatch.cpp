@@ -172,6 +172,8 @@ Choice<attn::AttnI8sVariant> i8s_choice() {
 }
 
 constexpr Choice<attn::AttnFp4sVariant> kFp4sChoices[] = {
+    {attn::AttnFp4sVariant::dual_batch2, "dual-batch2"},
+    {attn::AttnFp4sVariant::dual_batch4, "dual-batch4"},
     {attn::AttnFp4sVariant::codes2_batch4, "codes2-batch4"},
     {attn::AttnFp4sVariant::codes2_batch2, "codes2-batch2"}};
 Choice<attn::AttnFp4sVariant> fp4s_choice() {

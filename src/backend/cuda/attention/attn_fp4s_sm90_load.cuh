@@ -112,51 +112,53 @@ __device__ __forceinline__ uint4 e4m3x8_to_bf16(uint2 s) {
 
 template <class T>
 struct AttnFp4sLoad {
-  // What thread i loads for a tile one tile ahead: key i's scales; threads
-  // 0-63 one K mean pair, thread 64 the two globals (extra).
-  struct TileData {
-    uint2 ks, vs;
-    uint32_t extra0, extra1;
+  // What thread i loads for one operand of a tile, one tile ahead: key i's
+  // scales; for K, threads 0-63 one mean pair; thread 64 the operand's global.
+  struct OperandData {
+    uint2 scales;
+    uint32_t extra;
   };
 
   // The loads are volatile asm so that they issue here, a whole tile before
   // their use (ncu showed the first conversion of each tile waiting on the
   // plain loads, long scoreboard; the tile time did not move when they were
   // pinned: the decode itself is the producer's critical path).
-  __device__ static TileData fetch(const AttnFp4sParams& p, int32_t head, int t, int n_tiles,
-                                   int tid) {
-    TileData d{};
+  template <bool kIsV>
+  __device__ static OperandData fetch(const AttnFp4sParams& p, int32_t head, int t, int n_tiles,
+                                      int tid) {
+    OperandData d{};
     if (t >= n_tiles) return d;
     const int64_t key0 = p.base.key_begin + int64_t(t) * T::kBlockN, key = key0 + tid;
-    if (key < p.base.key_end) {  // past the keys: scale 0 (and masked)
-      const int64_t at = key * p.scale_stride + int64_t(head) * T::kGroups;
-      d.ks = fp4s::ld_global_u64(p.k_scale + at);
-      d.vs = fp4s::ld_global_u64(p.v_scale + at);
-    }
+    if (key < p.base.key_end)  // past the keys: scale 0 (and masked)
+      d.scales = fp4s::ld_global_u64((kIsV ? p.v_scale : p.k_scale) + key * p.scale_stride +
+                                     int64_t(head) * T::kGroups);
     const int64_t block = key0 / T::kStatBlock;
-    if (tid < T::kHeadDim / 2) {
-      d.extra0 = fp4s::ld_global_u32(p.k_mean + block * p.mean_stride +
-                                     int64_t(head) * T::kHeadDim + 2 * tid);
+    if (!kIsV && tid < T::kHeadDim / 2) {
+      d.extra = fp4s::ld_global_u32(p.k_mean + block * p.mean_stride + int64_t(head) * T::kHeadDim +
+                                    2 * tid);
     } else if (tid == T::kHeadDim / 2) {
-      d.extra0 = fp4s::ld_global_u32(p.k_global + block * p.global_stride + head);
-      d.extra1 = fp4s::ld_global_u32(p.v_global + block * p.global_stride + head);
+      d.extra =
+          fp4s::ld_global_u32((kIsV ? p.v_global : p.k_global) + block * p.global_stride + head);
     }
     return d;
   }
 
-  __device__ static void put(uint32_t slot, const TileData& d, int tid) {
-    const uint4 k = fp4s::e4m3x8_to_bf16(d.ks), v = fp4s::e4m3x8_to_bf16(d.vs);
-    const uint32_t k_at = slot + uint32_t(tid) * T::kScaleItemBytes;
-    i8r::st_shared_u128(k_at, k.x, k.y, k.z, k.w);
-    i8r::st_shared_u128(k_at + uint32_t(T::kBlockN) * T::kScaleItemBytes, v.x, v.y, v.z, v.w);
-    if (tid < T::kHeadDim / 2) {
+  // Into the stage's slot: the key's scales (bf16), K's mean pair, the
+  // operand's global as a bf16 pair.
+  template <bool kIsV>
+  __device__ static void put(uint32_t slot, const OperandData& d, int tid) {
+    const uint4 sc = fp4s::e4m3x8_to_bf16(d.scales);
+    const uint32_t at = slot + (kIsV ? uint32_t(T::kBlockN) * T::kScaleItemBytes : 0u) +
+                        uint32_t(tid) * T::kScaleItemBytes;
+    i8r::st_shared_u128(at, sc.x, sc.y, sc.z, sc.w);
+    if (!kIsV && tid < T::kHeadDim / 2) {
       asm volatile("st.shared.u32 [%0], %1;" ::"r"(slot + T::kSlotMeans + 4u * uint32_t(tid)),
-                   "r"(d.extra0)
+                   "r"(d.extra)
                    : "memory");
     } else if (tid == T::kHeadDim / 2) {
-      const uint32_t gk = d.extra0 >> 16, gv = d.extra1 >> 16;  // bf16 values held in fp32
-      asm volatile("st.shared.v2.u32 [%0], {%1, %2};" ::"r"(slot + T::kSlotGlobals),
-                   "r"(gk | gk << 16), "r"(gv | gv << 16)
+      const uint32_t g = d.extra >> 16;  // a bf16 value held in fp32
+      asm volatile("st.shared.u32 [%0], %1;" ::"r"(slot + T::kSlotGlobals + (kIsV ? 4u : 0u)),
+                   "r"(g | g << 16)
                    : "memory");
     }
   }
@@ -207,17 +209,23 @@ struct AttnFp4sLoad {
     }
   }
 
-  __device__ static void issue_codes(const AttnFp4sParams& p, const AttnI8rSmem<T>& s, int32_t head,
-                                     int t) {
+  // Operand X's code tile t into its code stage (the stage's release first).
+  template <bool kIsV>
+  __device__ static void issue_code_tile(const AttnFp4sParams& p, const AttnI8rSmem<T>& s,
+                                         int32_t head, int t) {
     const int s8 = t % T::kI8Stages;
     const uint32_t free_parity = uint32_t((t / T::kI8Stages) & 1) ^ 1u;
     const int32_t key0 = int32_t(p.base.key_begin + int64_t(t) * T::kBlockN);
-    arch::mbar_wait(s.k_codes_empty(s8), free_parity);
-    arch::mbar_arrive_expect_tx(s.k_codes_full(s8), T::kI8TileBytes);
-    arch::tma_load_3d(s.k_codes(s8), &p.base.k_map, s.k_codes_full(s8), 0, head, key0);
-    arch::mbar_wait(s.v_codes_empty(s8), free_parity);
-    arch::mbar_arrive_expect_tx(s.v_codes_full(s8), T::kI8TileBytes);
-    arch::tma_load_3d(s.v_codes(s8), &p.base.v_map, s.v_codes_full(s8), 0, head, key0);
+    const uint32_t full = kIsV ? s.v_codes_full(s8) : s.k_codes_full(s8);
+    arch::mbar_wait(kIsV ? s.v_codes_empty(s8) : s.k_codes_empty(s8), free_parity);
+    arch::mbar_arrive_expect_tx(full, T::kI8TileBytes);
+    arch::tma_load_3d(kIsV ? s.v_codes(s8) : s.k_codes(s8), kIsV ? &p.base.v_map : &p.base.k_map,
+                      full, 0, head, key0);
+  }
+  __device__ static void issue_codes(const AttnFp4sParams& p, const AttnI8rSmem<T>& s, int32_t head,
+                                     int t) {
+    issue_code_tile<false>(p, s, head, t);
+    issue_code_tile<true>(p, s, head, t);
   }
 
   __device__ static void run(const AttnFp4sParams& p, const AttnI8rSmem<T>& s, AttnWsTile tile,
@@ -232,18 +240,21 @@ struct AttnFp4sLoad {
       issue_q(p.base, s, tile);
       for (int t = 0; t < T::kI8Stages && t < n_tiles; ++t) issue_codes(p, s, head, t);
     }
-    TileData next = fetch(p, head, 0, n_tiles, tid);
+    OperandData next_k = fetch<false>(p, head, 0, n_tiles, tid);
+    OperandData next_v = fetch<true>(p, head, 0, n_tiles, tid);
     for (int t = 0; t < n_tiles; ++t) {
       const int s8 = t % T::kI8Stages, stage = t % T::kStages;
       const uint32_t parity8 = uint32_t((t / T::kI8Stages) & 1);
       const uint32_t free_parity = uint32_t((t / T::kStages) & 1) ^ 1u;
-      const TileData now = next;
-      next = fetch(p, head, t + 1, n_tiles, tid);
+      const OperandData now_k = next_k, now_v = next_v;
+      next_k = fetch<false>(p, head, t + 1, n_tiles, tid);
+      next_v = fetch<true>(p, head, t + 1, n_tiles, tid);
       // The tile's slot: the slots alternate with the stage, and a thread
       // writes tile t + 1's only after this barrier of tile t, which every
       // thread reaches after decoding tile t - 1.
       const uint32_t slot = s.k_scales(stage);
-      put(slot, now, tid);
+      put<false>(slot, now_k, tid);
+      put<true>(slot, now_v, tid);
       arch::named_bar_sync(T::kScaleBarrier, T::kConverterThreads);
 
       arch::mbar_wait(s.k_codes_full(s8), parity8);

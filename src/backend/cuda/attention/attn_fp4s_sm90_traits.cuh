@@ -14,6 +14,12 @@
 //                kernel's swizzled layout.
 //   warpgroups 1, 2  the exact kernel's consumers, unchanged.
 //
+// kDualProducer_: two producer warpgroups, one decoding the K tiles and one
+// the V tiles (attn_fp4s_sm90_dual_load.cuh), each with its own TMA issuer,
+// scale loads and named barrier: the one-warpgroup producer is the kernel's
+// bottleneck (session 17: the consumers' K-full wait the largest stall), one
+// warp a scheduler whose decode is issue- and latency-bound.
+//
 // The member names are AttnI8rTraits' (AttnI8rSmem and convert_plan read
 // them); the code tiles and the scale slot differ.
 #pragma once
@@ -25,24 +31,32 @@
 
 namespace h3s::cuda::attn {
 
-template <int kCodeStages_, int kBatch_>
+template <int kCodeStages_, int kBatch_, bool kDualProducer_ = false>
 struct AttnFp4sTraits : AttnWsTraits<2, true> {
   using Base = AttnWsTraits<2, true>;
-  static constexpr int kI8Stages = kCodeStages_;  // code-ring depth
-  static constexpr int kGroup = 16;               // elements per e4m3 scale
+  // Warp roles: the exact kernel's, or two producer warpgroups (these shadow
+  // Base's: the kernel, the launch and the consumers read them through T).
+  static constexpr bool kDualProducer = kDualProducer_;
+  static constexpr int kProducerWarpGroups = kDualProducer_ ? 2 : Base::kProducerWarpGroups;
+  static constexpr int kWarpGroups = kProducerWarpGroups + Base::kConsumerWarpGroups;
+  static constexpr int kThreads = kWarpGroups * arch::kWarpGroupThreads;
+  static constexpr int kLaunchRegs = (arch::kSmRegisters / kThreads) / 8 * 8;  // 168 or 128
+  static constexpr int kI8Stages = kCodeStages_;                               // code-ring depth
+  static constexpr int kGroup = 16;  // elements per e4m3 scale
   static constexpr int kGroups = Base::kHeadDim / kGroup;
   static constexpr int64_t kStatBlock = 256;  // keys per stat block: a shift, not a division
 
   // The decoder holds a batch of codes, the item's eight K mean pairs, the
   // byte tables, its 16-bit results and their addresses: ptxas spills it at
   // 56 registers and not at 72; the consumers give up 24 of the exact
-  // kernel's 240 for it and do not spill at 216.
-  static constexpr int kProducerRegs = 72;
-  static constexpr int kConsumerRegs = 216;
-  static_assert((Base::kProducerWarpGroups * kProducerRegs +
-                 Base::kConsumerWarpGroups * kConsumerRegs) *
+  // kernel's 240 for it and do not spill at 216. Dual: one operand a
+  // warpgroup in a 512-thread CTA (128 a thread); ptxas spills the K
+  // decoder at 40 and 48 and nothing at 64/192 (kvi8r's dual direct split).
+  static constexpr int kProducerRegs = kDualProducer_ ? 64 : 72;
+  static constexpr int kConsumerRegs = kDualProducer_ ? 192 : 216;
+  static_assert((kProducerWarpGroups * kProducerRegs + Base::kConsumerWarpGroups * kConsumerRegs) *
                         arch::kWarpGroupThreads <=
-                    Base::kLaunchRegs * Base::kThreads,
+                    kLaunchRegs * kThreads,
                 "the register split exceeds the CTA's launch allocation");
   static constexpr int kConverterThreads = arch::kWarpGroupThreads;
   static constexpr int kKvFullArrivals = kConverterThreads;
@@ -78,7 +92,8 @@ struct AttnFp4sTraits : AttnWsTraits<2, true> {
   static constexpr int kBarriers = 1 + 4 * kStages + 4 * kI8Stages;
   static constexpr uint32_t kBarBytes = kBarriers * 8;
   static constexpr size_t kSmemBytes = size_t(kBarOffset) + kBarBytes + wgmma::kAtomBytes;
-  // Named barrier 5: the decoders, after writing a tile's slot.
+  // Named barrier 5 (and 6 for the dual producer's V warpgroup): the
+  // decoders, after writing a tile's slot.
   static constexpr int kScaleBarrier = Base::kQConvertBarrierBase + Base::kConsumerWarpGroups;
 
   static_assert(kConverterThreads == Base::kBlockN,

@@ -11,6 +11,7 @@
 
 #include "backend/cuda/arch/tma_desc.hpp"
 #include "backend/cuda/attention/attn_convert_sm90_kernel.cuh"
+#include "backend/cuda/attention/attn_fp4s_sm90_dual_load.cuh"
 #include "backend/cuda/attention/attn_fp4s_sm90_load.cuh"
 #include "backend/cuda/attention/attn_fp4s_sm90_params.cuh"
 #include "backend/cuda/attention/attn_fp4s_sm90_traits.cuh"
@@ -21,7 +22,7 @@ namespace h3s::cuda::attn {
 
 namespace {
 
-template <class T>
+template <class T, template <class> class Load = AttnFp4sLoad>
 void launch_fp4s(const KvFp4sFwdParams& f, cudaStream_t s) {
   static_assert(T::kGroups == kvfp4s::kGroups && T::kGroup == kvfp4s::kGroup,
                 "the kernel's scale groups are the tier's");
@@ -61,7 +62,7 @@ void launch_fp4s(const KvFp4sFwdParams& f, cudaStream_t s) {
   p.global_stride = f.global_stride;
   p.k_mean = f.k_mean;
   p.mean_stride = f.mean_stride;
-  launch_convert_sm90<T, AttnFp4sLoad<T>>(p, s, "attn_fwd_fp4s_sm90");
+  launch_convert_sm90<T, Load<T>>(p, s, "attn_fwd_fp4s_sm90");
 }
 
 }  // namespace
@@ -72,6 +73,10 @@ void attention_fwd_kvfp4s_sm90(const KvFp4sFwdParams& p, AttnFp4sVariant v, cuda
       return launch_fp4s<AttnFp4sTraits<2, 2>>(p, s);
     case AttnFp4sVariant::codes2_batch4:
       return launch_fp4s<AttnFp4sTraits<2, 4>>(p, s);
+    case AttnFp4sVariant::dual_batch2:
+      return launch_fp4s<AttnFp4sTraits<2, 2, true>, AttnFp4sDualLoad>(p, s);
+    case AttnFp4sVariant::dual_batch4:
+      return launch_fp4s<AttnFp4sTraits<2, 4, true>, AttnFp4sDualLoad>(p, s);
   }
   fail_internal("attention_fwd_kvfp4s_sm90: unknown variant");
 }

@@ -153,9 +153,10 @@ struct KvFp4sFwdParams {
   float* acc;
 };
 
-// Its variants: the decoder batch (attn_fp4s_sm90_traits.cuh; a third code
-// stage or a batch of 8 spills).
-enum class AttnFp4sVariant { codes2_batch2, codes2_batch4 };
+// Its variants: one or two producer warpgroups (dual: one per operand), and
+// the decoder batch (attn_fp4s_sm90_traits.cuh; a third code stage or a batch
+// of 8 spills the one-warpgroup producer).
+enum class AttnFp4sVariant { codes2_batch2, codes2_batch4, dual_batch2, dual_batch4 };
 
 // Launchers; callers (attn_dispatch.cpp) validate and check the device first.
 void attention_fwd_sm80(const FwdParams& p, cudaStream_t s);  // mma.sync, any sm_80+
