@@ -127,7 +127,7 @@ CONTROLS = (
         "PyTorch-cuDNN's time (0.49x PyTorch-flash's) at 0.58x the exact store's memory); "
         "kvfp4s = NVFP4 K (rotated, "
         "centred per 256-token block) and V (0.57 bytes/element, attention rel-rms ~0.14: "
-        "the cheapest in memory, the least accurate; on an H100/H200 ~1.9x the exact "
+        "the cheapest in memory, the least accurate; on an H100/H200 ~1.3x the exact "
         "attention's time, since Hopper has no fp4 tensor cores and the kernel decodes the "
         "codes to bf16); kvmix = per head either kvi8s or kvfp4s (28 of 56 heads on 8 bits "
         "by default, ~0.80 bytes/element; the heads picked per block on its first call by "
