@@ -80,7 +80,7 @@ if [ "$mode" = tiers ]; then
     step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
     [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
   fi
-  kvi8r_variants=${KVI8R_VARIANTS-dual-direct2 dual-direct3 dual-item8 codes2-item8-b8 codes2-item8 codes1-item16 codes2-item16}
+  kvi8r_variants=${KVI8R_VARIANTS-dual-direct2 dual-item8 codes2-item8-b8}
   for v in $kvi8r_variants; do
     step "gpu_tests_kvi8r_$v" 120 env H3S_KVI8R_KERNEL=$v $bin/h3s_tests_gpu \
       --gtest_filter='GpuKvi8r.*:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvi8r_$v.json"
@@ -126,7 +126,7 @@ if [ "$mode" = tiers ]; then
     else
       failed+=("torch anchor (.ext/torch_h3_block.py not carried)")
     fi
-    for v in ${KVI8R_BENCH_VARIANTS-dual-direct3 dual-item8}; do
+    for v in ${KVI8R_BENCH_VARIANTS-dual-item8}; do
       step "kvbench_kvi8r_${v}_$t" 200 env H3S_KVI8R_KERNEL=$v $bin/h3s kvbench \
         --kv-store kvi8r --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done

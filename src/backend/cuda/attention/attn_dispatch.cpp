@@ -152,12 +152,8 @@ Choice<Variant> choose(const char* env, const Choice<Variant> (&choices)[kN], co
 
 constexpr Choice<attn::AttnI8rVariant> kI8rChoices[] = {
     {attn::AttnI8rVariant::dual_direct2, "dual-direct2"},
-    {attn::AttnI8rVariant::dual_direct3, "dual-direct3"},
     {attn::AttnI8rVariant::dual_item8, "dual-item8"},
-    {attn::AttnI8rVariant::codes2_item8_b8, "codes2-item8-b8"},
-    {attn::AttnI8rVariant::codes2_item8, "codes2-item8"},
-    {attn::AttnI8rVariant::codes1_item16, "codes1-item16"},
-    {attn::AttnI8rVariant::codes2_item16, "codes2-item16"}};
+    {attn::AttnI8rVariant::codes2_item8_b8, "codes2-item8-b8"}};
 Choice<attn::AttnI8rVariant> i8r_choice() {
   return choose("H3S_KVI8R_KERNEL", kI8rChoices, "kvi8r");
 }

@@ -4,8 +4,8 @@
 // and dequantises them to fp16 in shared memory (attn_i8r_sm90_load.cuh),
 // under AttnI8rTraits (or two producer warpgroups, one per operand:
 // attn_i8r_sm90_dual_load.cuh, attn_i8r_sm90_dual_direct_load.cuh); and its
-// launcher. The variants (code-ring depth, converter item
-// size) are built side by side so one binary measures them.
+// launcher. The variants (one or two producer warpgroups, with or without
+// a code ring) are built side by side so one binary measures them.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -66,22 +66,12 @@ void launch(const KvI8rFwdParams& f, bool fresh, cudaStream_t s) {
 void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh, AttnI8rVariant v,
                               cudaStream_t s) {
   switch (v) {
-    case AttnI8rVariant::codes2_item8:
-      return i8r::launch<AttnI8rTraits<2, 2, 8>>(p, fresh, s);
-    case AttnI8rVariant::codes1_item16:
-      return i8r::launch<AttnI8rTraits<2, 1, 16>>(p, fresh, s);
-    case AttnI8rVariant::codes2_item16:
-      return i8r::launch<AttnI8rTraits<2, 2, 16>>(p, fresh, s);
     case AttnI8rVariant::codes2_item8_b8:
-      return i8r::launch<AttnI8rTraits<2, 2, 8, 8, true>>(p, fresh, s);
-    case AttnI8rVariant::dual_direct3:
-      return i8r::launch<AttnI8rTraits<3, 0, 8, 0, false, true>, AttnI8rDualDirectLoad>(p, fresh,
-                                                                                        s);
-    case AttnI8rVariant::dual_direct2:
-      return i8r::launch<AttnI8rTraits<2, 0, 8, 0, false, true>, AttnI8rDualDirectLoad>(p, fresh,
-                                                                                        s);
+      return i8r::launch<AttnI8rTraits<2, 2, 8, true>>(p, fresh, s);
     case AttnI8rVariant::dual_item8:
-      return i8r::launch<AttnI8rTraits<2, 2, 8, 0, false, true>, AttnI8rDualLoad>(p, fresh, s);
+      return i8r::launch<AttnI8rTraits<2, 2, 0, false, true>, AttnI8rDualLoad>(p, fresh, s);
+    case AttnI8rVariant::dual_direct2:
+      return i8r::launch<AttnI8rTraits<2, 0, 0, false, true>, AttnI8rDualDirectLoad>(p, fresh, s);
   }
   fail_internal("attention_fwd_kvi8r_sm90: unknown variant");
 }

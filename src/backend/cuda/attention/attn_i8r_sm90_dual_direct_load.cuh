@@ -56,7 +56,7 @@ __device__ __forceinline__ uint2 ldg_codes8(const uint8_t* p) {
 template <class T>
 struct AttnI8rDualDirectLoad {
   static_assert(T::kDualProducer && T::kI8Stages == 0, "two producer warpgroups, no code ring");
-  // 8-code items (16-code items measured slower, session 26, and spill since
+  // 8-code items (16-code items measured slower, session 26, and spilled in
   // session 27: bench/results/README.md).
   static_assert(T::kItemCodes == 8, "one 8-byte load an item");
   using Word = uint2;
@@ -92,7 +92,7 @@ struct AttnI8rDualDirectLoad {
         s2[b] = i8r::ld_shared_scale2(sc + (i + b) * kPassScaleBytes);
 #pragma unroll
       for (int b = 0; b < T::kBatch; ++b)
-        AttnI8rLoad<T>::store_item(dst + (i + b) * T::kPassBytes, 0u, c.w[i + b], s2[b]);
+        AttnI8rLoad<T>::store_item(dst + (i + b) * T::kPassBytes, c.w[i + b], s2[b]);
     }
   }
 

@@ -146,11 +146,9 @@ struct AttnI8rLoad {
     i8r::dequant_f16(w1, scale2, o[2], o[3]);
     i8r::st_shared_u128(dst, o[0], o[1], o[2], o[3]);
   }
-  // One item (8 codes in a uint2, or 16 in a uint4: two chunks) times its key's scale.
-  template <class Word>
-  __device__ static void store_item(uint32_t dst0, uint32_t dst1, const Word& w, uint32_t scale2) {
-    store_chunk(dst0, w.x, w.y, scale2);
-    if constexpr (sizeof(Word) == 16) store_chunk(dst1, w.z, w.w, scale2);
+  // One item (8 codes) times its key's scale.
+  __device__ static void store_item(uint32_t dst, uint2 w, uint32_t scale2) {
+    store_chunk(dst, w.x, w.y, scale2);
   }
 
   // One code tile -> one fp16 tile: kPasses passes of one item per thread,
@@ -160,31 +158,19 @@ struct AttnI8rLoad {
   __device__ static void convert(uint32_t codes, uint32_t tile, uint32_t scales,
                                  const ConvertPlan& plan) {
     constexpr uint32_t kPassScaleBytes = T::kRowsPerPass * T::kScaleItemBytes;
-    const uint32_t src = codes + plan.src, dst0 = tile + plan.dst0, dst1 = tile + plan.dst1;
+    const uint32_t src = codes + plan.src, dst = tile + plan.dst0;
     const uint32_t sc = scales + plan.scale;
 #pragma unroll
     for (int i = 0; i < T::kPasses; i += T::kBatch) {
       uint32_t s2[T::kBatch];
+      uint2 w[T::kBatch];
 #pragma unroll
       for (int b = 0; b < T::kBatch; ++b)
         s2[b] = i8r::ld_shared_scale2(sc + (i + b) * kPassScaleBytes);
-      if constexpr (T::kItemCodes == 8) {
-        uint2 w[T::kBatch];
 #pragma unroll
-        for (int b = 0; b < T::kBatch; ++b)
-          w[b] = i8r::ld_shared_u64(src + (i + b) * T::kPassBytes);
+      for (int b = 0; b < T::kBatch; ++b) w[b] = i8r::ld_shared_u64(src + (i + b) * T::kPassBytes);
 #pragma unroll
-        for (int b = 0; b < T::kBatch; ++b)
-          store_item(dst0 + (i + b) * T::kPassBytes, 0u, w[b], s2[b]);
-      } else {
-        uint4 w[T::kBatch];
-#pragma unroll
-        for (int b = 0; b < T::kBatch; ++b)
-          w[b] = i8r::ld_shared_u128(src + (i + b) * T::kPassBytes);
-#pragma unroll
-        for (int b = 0; b < T::kBatch; ++b)
-          store_item(dst0 + (i + b) * T::kPassBytes, dst1 + (i + b) * T::kPassBytes, w[b], s2[b]);
-      }
+      for (int b = 0; b < T::kBatch; ++b) store_item(dst + (i + b) * T::kPassBytes, w[b], s2[b]);
     }
   }
 
@@ -242,8 +228,7 @@ struct AttnI8rLoad {
       vs = live ? p.v_scale[at] : uint16_t(0);
     };
     // Tile t stores the scales loaded during tile t - 1 and loads tile
-    // t + 1's into the other pair of registers; with one code stage, two
-    // tiles per loop trip, so no register move waits on a load in flight.
+    // t + 1's into the other pair of registers.
     auto tile_step = [&](int t, uint16_t ks, uint16_t vs, uint16_t& ks_next, uint16_t& vs_next) {
       const int s8 = t % T::kI8Stages, stage = t % T::kStages;
       const uint32_t parity8 = uint32_t((t / T::kI8Stages) & 1);
@@ -274,17 +259,10 @@ struct AttnI8rLoad {
     };
     uint16_t ks[2], vs[2];
     scales_of(0, ks[0], vs[0]);
-    if constexpr (T::kI8Stages == 1) {
-      for (int t = 0; t < n_tiles; t += 2) {
-        tile_step(t, ks[0], vs[0], ks[1], vs[1]);
-        if (t + 1 < n_tiles) tile_step(t + 1, ks[1], vs[1], ks[0], vs[0]);
-      }
-    } else {  // (two trips a loop spill at 32 registers beside two code stages)
-      for (int t = 0; t < n_tiles; ++t) {
-        tile_step(t, ks[0], vs[0], ks[1], vs[1]);
-        ks[0] = ks[1];
-        vs[0] = vs[1];
-      }
+    for (int t = 0; t < n_tiles; ++t) {
+      tile_step(t, ks[0], vs[0], ks[1], vs[1]);
+      ks[0] = ks[1];
+      vs[0] = vs[1];
     }
   }
 };

@@ -34,8 +34,8 @@ namespace h3s::cuda::attn {
 // kDualProducer_: two producer warpgroups, one converting the K tiles and one
 // the V tiles (attn_i8r_sm90_dual_load.cuh), so each scheduler runs two
 // independent conversion chains beside its two consumer warps.
-template <int kStages_, int kI8Stages_, int kItemCodes_, int kBatch_ = 0,
-          bool kWideProducer_ = false, bool kDualProducer_ = false>
+template <int kStages_, int kI8Stages_, int kBatch_ = 0, bool kWideProducer_ = false,
+          bool kDualProducer_ = false>
 struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   using Base = AttnWsTraits<kStages_, true>;
   // Warp roles: the exact kernel's, or two producer warpgroups (these shadow
@@ -75,23 +75,22 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   static constexpr int kKvFullArrivals = kConverterThreads;
 
   // A code tile: kBlockN keys x 128 one-byte codes, unswizzled (TMA box
-  // 128 x 1 x kBlockN); the converter reads it in items of kItemCodes codes.
+  // 128 x 1 x kBlockN); the converter reads it in items of 8 codes, one
+  // 16-byte chunk of fp16 (16-code items, two chunks from one load, measured
+  // slower: sessions 15-26).
   static constexpr int kCodeRowBytes = Base::kHeadDim;
   static constexpr uint32_t kI8TileBytes = uint32_t(Base::kBlockN) * kCodeRowBytes;  // 16 KiB
-  // Codes per converter item: 8 (one 16-byte bf16 swizzle chunk) or 16 (two
-  // adjacent chunks from one 16-byte load: half the shared-memory loads).
-  static constexpr int kItemCodes = kItemCodes_;
-  static_assert(kItemCodes == 8 || kItemCodes == 16, "an item is one or two swizzle chunks");
+  static constexpr int kItemCodes = 8;
   static constexpr int kItemsPerRow = Base::kHeadDim / kItemCodes;
   // Each pass converts kRowsPerPass code rows, one item per thread; a
   // thread's items in successive passes sit kPassBytes apart in both tiles
   // (code rows and swizzled rows are both 128 bytes), at the same row % 8, so
   // the swizzle is fixed per thread (convert_plan).
-  static constexpr int kRowsPerPass = kConverterThreads / kItemsPerRow;  // 16 or 8
-  static constexpr int kPasses = Base::kBlockN / kRowsPerPass;           // 8 or 16
+  static constexpr int kRowsPerPass = kConverterThreads / kItemsPerRow;  // 8
+  static constexpr int kPasses = Base::kBlockN / kRowsPerPass;           // 16
   static constexpr uint32_t kPassBytes = uint32_t(kRowsPerPass) * wgmma::kSwizzleBytes;
   // Items loaded before the first is converted: 8 registers of codes, or kBatch_.
-  static constexpr int kBatch = kBatch_ > 0 ? kBatch_ : kItemCodes == 16 ? 2 : 4;
+  static constexpr int kBatch = kBatch_ > 0 ? kBatch_ : 4;
   // Per 16-bit stage: the tile's K and V scales (fp16, one per key), read
   // by the converters only.
   static constexpr uint32_t kScaleItemBytes = 2u;

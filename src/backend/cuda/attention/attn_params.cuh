@@ -84,18 +84,16 @@ struct KvI8rFwdParams {
   float* l;
   float* acc;
 };
-// Its variants: code-ring depth (the 16-bit ring has 2 stages in all), codes
-// per converter item (8: one 16-byte chunk; 16: two from one load):
-// attn_i8r_sm90_traits.cuh.
+// Its variants (attn_i8r_sm90_traits.cuh; the 16-bit ring has 2 stages in
+// all): one producer warpgroup over a 2-stage code ring, or two (one per
+// operand) over the ring or loading their codes from L2 into registers. The
+// variants these dominated (1-stage rings, 16-code items, 8-code items 4
+// ahead, dual direct with 3 fp16 stages) were removed in session 28; their
+// measurements are in docs/PERFORMANCE.md (sessions 15-27).
 enum class AttnI8rVariant {
-  codes2_item8,
-  codes1_item16,
-  codes2_item16,
-  codes2_item8_b8,  // 8-code items, 8 loaded ahead (16 registers; consumers at 216)
-  // Two producer warpgroups, one per operand (consumers at 216).
-  dual_item8,
-  dual_direct3,  // two producer warpgroups, codes from L2 into registers, 3 fp16 stages
-  dual_direct2,  // dual_direct3 with 2 fp16 stages (the code ring's space left unused)
+  codes2_item8_b8,  // one producer warpgroup, 8 items loaded ahead (consumers at 216)
+  dual_item8,       // two producer warpgroups over the code ring (consumers at 216)
+  dual_direct2,     // two producer warpgroups, codes from L2 into registers (consumers at 192)
 };
 
 // The kvi8s tier's attention (kv/kvi8s.hpp): q rotated bf16 as FwdParams';
