@@ -10,12 +10,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
 jobs=$(nproc)
+# Each phase's start, in seconds from here (CI's limit is 60 minutes on 2 cores).
+phase() { echo "== $1 (at ${SECONDS} s) =="; }
 
-echo "== style: clang-format =="
+phase "style: clang-format"
 files=$(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh' 2>/dev/null || find src tools tests bench -name '*.[ch]pp')
 clang-format --dry-run --Werror $files
 
-echo "== release build + tests =="
+phase "release build + tests"
 # Test-only Python deps for the safetensors interop test (ctest python_safetensors_interop).
 if [ ! -x build/pyenv/bin/python ]; then
   python3 -m venv build/pyenv || { rm -rf build/pyenv && apt-get install -y -q python3-venv >/dev/null &&
@@ -26,7 +28,7 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DH3S_PYTHON="$PWD/build
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs"
 
-echo "== cmake --install + the example consumer (examples/embed) against it =="
+phase "cmake --install + the example consumer (examples/embed) against it"
 rm -rf build/install build/embed
 cmake --install build --prefix "$PWD/build/install" >/dev/null
 cmake -S examples/embed -B build/embed -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
@@ -37,10 +39,10 @@ build/install/bin/h3s make-inputs --checkpoint build/embed/tiny.safetensors \
 build/embed/h3s_embed build/embed/tiny.safetensors build/embed/inputs.safetensors \
   build/embed/outputs.safetensors
 
-echo "== micro-benchmark smoke run =="
+phase "micro-benchmark smoke run"
 ./build/bench/h3s_bench_cpu --benchmark_min_time=0.01 --benchmark_filter='Linear/int8/64|RmsNormMod'
 
-echo "== ASan + UBSan build + tests =="
+phase "ASan + UBSan build + tests"
 # (The CUDA backend is compiled once, in the release build above.)
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3S_SANITIZE=ON \
   -DH3S_BUILD_BENCH=OFF -DH3S_CUDA=OFF >/dev/null
@@ -48,10 +50,11 @@ cmake --build build-sanitize -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-sanitize --output-on-failure -j "$jobs"
 
-echo "== fuzz smoke (30 s) =="
+phase "fuzz smoke (30 s)"
 bash scripts/fuzz.sh 30
 
-echo "== Python module: pip install . + pytest (tests/python) =="
+phase "Python module: pip install . + pytest (tests/python)"
 # A CPU-only wheel (H3S_PYTHON_CUDA=ON adds the CUDA backend): the CUDA code was
 # compiled by the release build above.
 bash scripts/python-test.sh
+phase "done"

@@ -32,9 +32,6 @@ TEST(Cli, DemoJsonReportsBitEqualAndLowerStreamedPeak) {
   }
 }
 
-// The approximate kvi8r tier: the demo's streamed forward equals its stock
-// forward in the same tier bit for bit; the tier's output differs from the
-// exact store's (h3s run's output hash).
 // Each approximate tier: h3s demo's two runs bit-equal inside the tier, labelled
 // approximate with its error against the exact store (small, not zero); h3s run
 // labels it and gives other bits than the exact store.
