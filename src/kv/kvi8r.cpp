@@ -53,10 +53,12 @@ float dequantise(uint8_t stored, uint16_t scale_f16) {
   return f16_to_f32(f32_to_f16(float(int(stored) - kCodeBias) * f16_to_f32(scale_f16)));
 }
 
-void attend_row(const float* q, const HeadRows& kv, int64_t begin, int64_t end, float& m, float& l,
-                float* acc, Scratch& w) {
+void attend_rows(const uint16_t* q_bf16, int64_t q_stride, int64_t rows, const HeadRows& kv,
+                 int64_t begin, int64_t end, float* m, float* l, int64_t ml_stride, float* acc,
+                 int64_t acc_stride, Scratch& w) {
   constexpr int64_t kTile = 128;  // the exact path's key tile (kAttnKvTile)
   const float scale = 1.0f / std::sqrt(float(kDim));
+  float q[kDim];
   for (int64_t k0 = begin; k0 < end; k0 += kTile) {
     const int64_t n = std::min(kTile, end - k0);
     for (int64_t j = 0; j < n; ++j) {
@@ -69,13 +71,22 @@ void attend_row(const float* q, const HeadRows& kv, int64_t begin, int64_t end, 
         w.vt[j * kDim + d] = dequantise(vc[d], vs);
       }
     }
-    float mt = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < n; ++j) {
-      w.p[j] = cpu::dot_f32(q, w.kt + j * kDim, kDim) * scale;
-      mt = std::max(mt, w.p[j]);
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int d = 0; d < kDim; ++d) q[d] = bf16_to_f32(bf16{q_bf16[i * q_stride + d]});
+      float mt = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < n; ++j) {
+        w.p[j] = cpu::dot_f32(q, w.kt + j * kDim, kDim) * scale;
+        mt = std::max(mt, w.p[j]);
+      }
+      cpu::fold_key_tile(w.p, n, mt, w.vt, nullptr, kDim, m[i * ml_stride], l[i * ml_stride],
+                         acc + i * acc_stride, w.o);
     }
-    cpu::fold_key_tile(w.p, n, mt, w.vt, nullptr, kDim, m, l, acc, w.o);
   }
+}
+
+void attend_row(const uint16_t* q_bf16, const HeadRows& kv, int64_t begin, int64_t end, float& m,
+                float& l, float* acc, Scratch& w) {
+  attend_rows(q_bf16, kDim, 1, kv, begin, end, &m, &l, 1, acc, kDim, w);
 }
 
 }  // namespace h3s::kvi8r

@@ -68,15 +68,21 @@ struct HeadRows {
 // (code + kCodeBias) and scale_f16 (fp16 bits).
 float dequantise(uint8_t stored, uint16_t scale_f16);
 
-// Scratch of attend_row, kept by the caller (one per thread).
+// Scratch of attend_rows, kept by the caller (one per thread).
 struct Scratch {
   float kt[128 * kDim], vt[128 * kDim], p[128], o[kDim];
 };
 
 // The attention of one (query row, head) over keys [begin, end) (begin on a
-// 128-key tile), continuing the state (m, l, acc[128]): q is the query in
-// the store's basis, fp32 of its bf16 values.
-void attend_row(const float* q, const HeadRows& kv, int64_t begin, int64_t end, float& m, float& l,
-                float* acc, Scratch& scratch);
+// 128-key tile), continuing the state (m, l, acc[128]): q_bf16 is the query
+// in the store's basis (bf16, taken as fp32 of its values).
+void attend_row(const uint16_t* q_bf16, const HeadRows& kv, int64_t begin, int64_t end, float& m,
+                float& l, float* acc, Scratch& scratch);
+// attend_row for n query rows at once (row i: q_bf16 + i * q_stride, its
+// state at m[i * ml_stride], l[i * ml_stride], acc + i * acc_stride), each
+// key tile dequantised once for all of them; every row's bits are attend_row's.
+void attend_rows(const uint16_t* q_bf16, int64_t q_stride, int64_t n, const HeadRows& kv,
+                 int64_t begin, int64_t end, float* m, float* l, int64_t ml_stride, float* acc,
+                 int64_t acc_stride, Scratch& scratch);
 
 }  // namespace h3s::kvi8r

@@ -32,35 +32,49 @@ TEST(Cli, DemoJsonReportsBitEqualAndLowerStreamedPeak) {
   }
 }
 
+// The approximate tiers' demo and run arguments: chunks well below the 600
+// tokens, primes.
+const std::string kTierArgs =
+    " --json --tokens 600 --threads 2 --q-chunk 97 --kv-chunk 131 --mlp-chunk 61 --format int8 "
+    "--kv-store ";
+
 // Each approximate tier: h3s demo's two runs bit-equal inside the tier, labelled
-// approximate with its error against the exact store (small, not zero); h3s run
-// labels it and gives other bits than the exact store.
-TEST(Cli, DemoWithAnApproximateTierIsBitEqualWithinTheTier) {
-  const std::string chunks =
-      " --json --tokens 600 --threads 2 --q-chunk 97 --kv-chunk 131 "
-      "--mlp-chunk 61 --format int8 --kv-store ";
-  const Result exact = run_cli("run" + chunks + "bf16", /*merge_stderr=*/false);
+// approximate with its error against the exact store (small, not zero). One
+// test per tier, so ctest runs them side by side (as one test it was the
+// suite's longest under ASan, ~330 s, and started last).
+class CliTier : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CliTier, DemoIsBitEqualWithinTheTierAndLabelledApproximate) {
+  const std::string tier = GetParam();
+  const Result demo = run_cli("demo" + kTierArgs + tier, /*merge_stderr=*/false);
+  ASSERT_EQ(demo.code, 0) << demo.out;
+  const nlohmann::json d = nlohmann::json::parse(demo.out);
+  EXPECT_TRUE(d.at("bit_equal").get<bool>());
+  EXPECT_TRUE(d.at("approximate").get<bool>());
+  for (const char* key : {"video_rel_rms", "audio_rel_rms"}) {
+    const double e = d.at("error_vs_exact").at(key).get<double>();
+    EXPECT_GT(e, 0.0) << key;
+    EXPECT_LT(e, tier == "kvfp4s" || tier == "kvmix" ? 0.2 : 5e-2) << key;  // 4 bits vs 8
+  }
+  if (tier == "kvmix") {  // each block's calibrated heads, the same in both runs
+    EXPECT_TRUE(d.at("kv_mix_same_in_both_runs").get<bool>());
+    ASSERT_EQ(d.at("kv_mix_heads").size(), size_t(d.at("blocks").get<int>()));
+    for (const auto& [block, heads] : d.at("kv_mix_heads").items())
+      EXPECT_EQ(heads.size(), 2u) << block;  // half the tiny model's 4 heads
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiers, CliTier, ::testing::Values("kvi8r", "kvi8s", "kvfp4s", "kvmix"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// h3s run labels every approximate tier and gives other bits than the exact store.
+TEST(Cli, RunWithAnApproximateTierIsLabelledAndDiffersFromTheExactStore) {
+  const Result exact = run_cli("run" + kTierArgs + "bf16", /*merge_stderr=*/false);
   ASSERT_EQ(exact.code, 0) << exact.out;
   EXPECT_FALSE(nlohmann::json::parse(exact.out).at("approximate").get<bool>());
   for (const std::string tier : {"kvi8r", "kvi8s", "kvfp4s", "kvmix"}) {
     SCOPED_TRACE(tier);
-    const Result demo = run_cli("demo" + chunks + tier, /*merge_stderr=*/false);
-    ASSERT_EQ(demo.code, 0) << demo.out;
-    const nlohmann::json d = nlohmann::json::parse(demo.out);
-    EXPECT_TRUE(d.at("bit_equal").get<bool>());
-    EXPECT_TRUE(d.at("approximate").get<bool>());
-    for (const char* key : {"video_rel_rms", "audio_rel_rms"}) {
-      const double e = d.at("error_vs_exact").at(key).get<double>();
-      EXPECT_GT(e, 0.0) << key;
-      EXPECT_LT(e, tier == "kvfp4s" || tier == "kvmix" ? 0.2 : 5e-2) << key;  // 4 bits vs 8
-    }
-    if (tier == "kvmix") {  // each block's calibrated heads, the same in both runs
-      EXPECT_TRUE(d.at("kv_mix_same_in_both_runs").get<bool>());
-      ASSERT_EQ(d.at("kv_mix_heads").size(), size_t(d.at("blocks").get<int>()));
-      for (const auto& [block, heads] : d.at("kv_mix_heads").items())
-        EXPECT_EQ(heads.size(), 2u) << block;  // half the tiny model's 4 heads
-    }
-    const Result run = run_cli("run" + chunks + tier, /*merge_stderr=*/false);
+    const Result run = run_cli("run" + kTierArgs + tier, /*merge_stderr=*/false);
     ASSERT_EQ(run.code, 0) << run.out;
     const nlohmann::json r = nlohmann::json::parse(run.out);
     EXPECT_TRUE(r.at("approximate").get<bool>());

@@ -180,21 +180,20 @@ Rows baseline_attention(const std::string& tier, const Inputs& in, ThreadPool& p
   Rows out(size_t(n * inner));
   pool.parallel_for(n * heads, 16, [&](int64_t t0, int64_t t1) {
     auto scratch = std::make_unique<kvi8r::Scratch>();
-    float q[kHd], acc[kHd];
+    float acc[kHd];
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t t = task / heads, h = task % heads;
       const size_t at = size_t(t * inner + h * kHd);
       float m = -INFINITY, l = 0.0f;
       std::fill(acc, acc + kHd, 0.0f);
       if (tier == "kvi8r") {
-        for (int64_t d = 0; d < kHd; ++d) q[d] = bf16_to_f32(bf16{in.q[at + size_t(d)]});
         const kvi8r::HeadRows kv{&rk[size_t(h * kHd)],
                                  &ks16[size_t(h)],
                                  &rv[size_t(h * kHd)],
                                  &vs16[size_t(h)],
                                  inner,
                                  heads};
-        kvi8r::attend_row(q, kv, 0, n, m, l, acc, *scratch);
+        kvi8r::attend_row(&in.q[at], kv, 0, n, m, l, acc, *scratch);
       } else {
         const kvi8s::HeadRows kv{&kc[size_t(h * kHd)],
                                  inner,
