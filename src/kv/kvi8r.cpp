@@ -71,16 +71,8 @@ void attend_rows(const uint16_t* q_bf16, int64_t q_stride, int64_t rows, const H
         w.vt[j * kDim + d] = dequantise(vc[d], vs);
       }
     }
-    for (int64_t i = 0; i < rows; ++i) {
-      for (int d = 0; d < kDim; ++d) q[d] = bf16_to_f32(bf16{q_bf16[i * q_stride + d]});
-      float mt = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < n; ++j) {
-        w.p[j] = cpu::dot_f32(q, w.kt + j * kDim, kDim) * scale;
-        mt = std::max(mt, w.p[j]);
-      }
-      cpu::fold_key_tile(w.p, n, mt, w.vt, nullptr, kDim, m[i * ml_stride], l[i * ml_stride],
-                         acc + i * acc_stride, w.o);
-    }
+    cpu::attend_tile_rows(q_bf16, q_stride, rows, w.kt, w.vt, n, kDim, scale, m, l, ml_stride, acc,
+                          acc_stride, q, w.p, w.o);
   }
 }
 

@@ -86,4 +86,25 @@ inline void fold_key_tile(float* p, int64_t n, float mt, const float* vt, const 
   m = s.m_new;
 }
 
+// n query rows (row i: bf16 at q_bf16 + i * q_stride, taken as fp32; its
+// state at m[i * ml_stride], l[i * ml_stride], acc + i * acc_stride) over one
+// tile of n_keys dequantised keys (kt, vt: n_keys x hd fp32): scores
+// dot(q, k) * scale, then fold_key_tile. Each row's arithmetic is its own, so
+// the rows' grouping never moves a bit. q, p (n_keys) and o (hd): scratch.
+inline void attend_tile_rows(const uint16_t* q_bf16, int64_t q_stride, int64_t rows,
+                             const float* kt, const float* vt, int64_t n_keys, int64_t hd,
+                             float scale, float* m, float* l, int64_t ml_stride, float* acc,
+                             int64_t acc_stride, float* q, float* p, float* o) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t d = 0; d < hd; ++d) q[d] = bf16_to_f32(bf16{q_bf16[i * q_stride + d]});
+    float mt = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n_keys; ++j) {
+      p[j] = dot_f32(q, kt + j * hd, hd) * scale;
+      mt = std::max(mt, p[j]);
+    }
+    fold_key_tile(p, n_keys, mt, vt, nullptr, hd, m[i * ml_stride], l[i * ml_stride],
+                  acc + i * acc_stride, o);
+  }
+}
+
 }  // namespace h3s::cpu

@@ -49,7 +49,7 @@ struct AttnFp4sDualLoad {
       }
       arch::tma_prefetch_desc(kIsV ? &p.base.v_map : &p.base.k_map);
       for (int t = 0; t < T::kI8Stages && t < n_tiles; ++t)
-        One::template issue_code_tile<kIsV>(p, s, head, t);
+        issue_code_tile(p.base, s, kIsV, head, t);
     }
     auto next = One::template fetch<kIsV>(p, head, 0, n_tiles, tid);
     for (int t = 0; t < n_tiles; ++t) {
@@ -74,7 +74,7 @@ struct AttnFp4sDualLoad {
       arch::mbar_arrive(kIsV ? s.v_full(stage) : s.k_full(stage));
       arch::mbar_arrive(kIsV ? s.v_codes_empty(s8) : s.k_codes_empty(s8));
       if (issuer && t + T::kI8Stages < n_tiles)
-        One::template issue_code_tile<kIsV>(p, s, head, t + T::kI8Stages);
+        issue_code_tile(p.base, s, kIsV, head, t + T::kI8Stages);
     }
   }
 

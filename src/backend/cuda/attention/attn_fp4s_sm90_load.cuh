@@ -209,23 +209,10 @@ struct AttnFp4sLoad {
     }
   }
 
-  // Operand X's code tile t into its code stage (the stage's release first).
-  template <bool kIsV>
-  __device__ static void issue_code_tile(const AttnFp4sParams& p, const AttnI8rSmem<T>& s,
-                                         int32_t head, int t) {
-    const int s8 = t % T::kI8Stages;
-    const uint32_t free_parity = uint32_t((t / T::kI8Stages) & 1) ^ 1u;
-    const int32_t key0 = int32_t(p.base.key_begin + int64_t(t) * T::kBlockN);
-    const uint32_t full = kIsV ? s.v_codes_full(s8) : s.k_codes_full(s8);
-    arch::mbar_wait(kIsV ? s.v_codes_empty(s8) : s.k_codes_empty(s8), free_parity);
-    arch::mbar_arrive_expect_tx(full, T::kI8TileBytes);
-    arch::tma_load_3d(kIsV ? s.v_codes(s8) : s.k_codes(s8), kIsV ? &p.base.v_map : &p.base.k_map,
-                      full, 0, head, key0);
-  }
   __device__ static void issue_codes(const AttnFp4sParams& p, const AttnI8rSmem<T>& s, int32_t head,
                                      int t) {
-    issue_code_tile<false>(p, s, head, t);
-    issue_code_tile<true>(p, s, head, t);
+    issue_code_tile(p.base, s, false, head, t);
+    issue_code_tile(p.base, s, true, head, t);
   }
 
   __device__ static void run(const AttnFp4sParams& p, const AttnI8rSmem<T>& s, AttnWsTile tile,

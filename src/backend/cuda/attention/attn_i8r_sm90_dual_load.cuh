@@ -76,7 +76,7 @@ struct AttnI8rDualLoad {
       }
       arch::tma_prefetch_desc(x.is_v ? &p.base.v_map : &p.base.k_map);
       for (int t = 0; t < T::kI8Stages && t < n_tiles; ++t)
-        AttnI8rLoad<T>::issue_code_tile(p, s, x.is_v, head, t);
+        issue_code_tile(p.base, s, x.is_v, head, t);
     }
     const uint16_t* scale = x.is_v ? p.v_scale : p.k_scale;
     // This thread's key's scale of tile t (0 past the keys: masked).
@@ -103,7 +103,7 @@ struct AttnI8rDualLoad {
       arch::mbar_arrive(x.full(s, stage));
       arch::mbar_arrive(x.codes_empty(s, s8));
       if (issuer && t + T::kI8Stages < n_tiles)
-        AttnI8rLoad<T>::issue_code_tile(p, s, x.is_v, head, t + T::kI8Stages);
+        issue_code_tile(p.base, s, x.is_v, head, t + T::kI8Stages);
     }
   }
 };

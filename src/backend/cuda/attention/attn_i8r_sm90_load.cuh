@@ -137,6 +137,22 @@ __device__ void issue_q(const AttnWsParams& p, const AttnI8rSmem<T>& s, AttnWsTi
                       int32_t(tile.head), int32_t(tile.row0));
 }
 
+// Tile t's K (or V) codes into code stage t % kI8Stages once the converters
+// have released it (every code-ring producer: kvi8r's and kvfp4s', one
+// operand or both).
+template <class T>
+__device__ void issue_code_tile(const AttnWsParams& p, const AttnI8rSmem<T>& s, bool is_v,
+                                int32_t head, int t) {
+  const int s8 = t % T::kI8Stages;
+  const uint32_t free_parity = uint32_t((t / T::kI8Stages) & 1) ^ 1u;
+  const int32_t key0 = int32_t(p.key_begin + int64_t(t) * T::kBlockN);
+  const uint32_t full = is_v ? s.v_codes_full(s8) : s.k_codes_full(s8);
+  arch::mbar_wait(is_v ? s.v_codes_empty(s8) : s.k_codes_empty(s8), free_parity);
+  arch::mbar_arrive_expect_tx(full, T::kI8TileBytes);
+  arch::tma_load_3d(is_v ? s.v_codes(s8) : s.k_codes(s8), is_v ? &p.v_map : &p.k_map, full, 0, head,
+                    key0);
+}
+
 template <class T>
 struct AttnI8rLoad {
   // Eight codes (two words) times their key's scale -> one 16-byte chunk.
@@ -188,23 +204,10 @@ struct AttnI8rLoad {
     i8r::st_shared_u16(scales + uint32_t(tid) * T::kScaleItemBytes, bits);
   }
 
-  // Tile t's K (or V) codes into code stage t % kI8Stages, once the
-  // converters have released it (also the dual producer's: one operand each).
-  __device__ static void issue_code_tile(const AttnI8rParams& p, const AttnI8rSmem<T>& s, bool is_v,
-                                         int32_t head, int t) {
-    const int s8 = t % T::kI8Stages;
-    const uint32_t free_parity = uint32_t((t / T::kI8Stages) & 1) ^ 1u;
-    const int32_t key0 = int32_t(p.base.key_begin + int64_t(t) * T::kBlockN);
-    const uint32_t full = is_v ? s.v_codes_full(s8) : s.k_codes_full(s8);
-    arch::mbar_wait(is_v ? s.v_codes_empty(s8) : s.k_codes_empty(s8), free_parity);
-    arch::mbar_arrive_expect_tx(full, T::kI8TileBytes);
-    arch::tma_load_3d(is_v ? s.v_codes(s8) : s.k_codes(s8), is_v ? &p.base.v_map : &p.base.k_map,
-                      full, 0, head, key0);
-  }
   __device__ static void issue_codes(const AttnI8rParams& p, const AttnI8rSmem<T>& s, int32_t head,
                                      int t) {
-    issue_code_tile(p, s, false, head, t);
-    issue_code_tile(p, s, true, head, t);
+    issue_code_tile(p.base, s, false, head, t);
+    issue_code_tile(p.base, s, true, head, t);
   }
 
   __device__ static void run(const AttnI8rParams& p, const AttnI8rSmem<T>& s, AttnWsTile tile,
