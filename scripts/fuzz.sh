@@ -14,8 +14,9 @@ seconds=${1:-60}
 bash scripts/setup-deps.sh
 jobs=$(nproc)
 
+# Line tables only: findings keep file and line, the build is faster than with full -g.
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DH3S_FUZZ=ON -DH3S_BUILD_TESTS=OFF -DH3S_BUILD_BENCH=OFF >/dev/null
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" -DH3S_FUZZ=ON -DH3S_BUILD_TESTS=OFF -DH3S_BUILD_BENCH=OFF >/dev/null
 cmake --build build-fuzz -j "$jobs" --target h3s_fuzz_checkpoint h3s_fuzz_make_seeds
 
 mkdir -p build-fuzz/corpus build-fuzz/findings
