@@ -323,11 +323,12 @@ def apply_streamed(model, values, mode="streamed", h3=None):
 class H3StreamedBlocks:
     @classmethod
     def INPUT_TYPES(cls):
+        # The model is the only required input (FEATURES.md): a control a workflow does
+        # not give takes its default, so saved workflows keep loading as controls are added.
         req = {"model": ("MODEL", {"tooltip": "A MiniMax-H3 model (bf16, int8 ConvRot or W4A8 "
                                               "checkpoint). The node returns a patched clone."})}
-        for c in h3_controls.CONTROLS:
-            req[c.name] = c.comfy_input()
-        return {"required": req}
+        return {"required": req,
+                "optional": {c.name: c.comfy_input() for c in h3_controls.CONTROLS}}
 
     RETURN_TYPES = ("MODEL",)
     FUNCTION = "patch"

@@ -7,6 +7,7 @@ exercised by scripts/comfyui_e2e.py."""
 import copy
 import json
 import logging
+import os
 import sys
 import types
 
@@ -394,9 +395,10 @@ def test_chunked_final_layer_exact_is_bit_equal_to_stock(pack, chunk):
 
 def test_node_inputs_are_the_controls(pack):
     ns = streamed(pack)
-    req = ns.H3StreamedBlocks.INPUT_TYPES()["required"]
+    spec = ns.H3StreamedBlocks.INPUT_TYPES()
     ctl = sys.modules["h3s_comfyui_pack.h3_controls"]
-    assert list(req) == ["model"] + [c.name for c in ctl.CONTROLS]
+    assert list(spec["required"]) == ["model"]  # FEATURES.md: the only required input
+    assert list(spec["optional"]) == [c.name for c in ctl.CONTROLS]
     with pytest.raises(ValueError, match="MiniMax-H3"):
         p = FakePatcher()
         del p.model.diffusion_model.final_layer
@@ -525,3 +527,34 @@ def test_offloaded_casts_are_copied_and_handed_back_before_the_next(pack):
         assert torch.equal(w[f"blocks.{i}.mlp.fc2.weight"], b.mlp.fc2.weight)
     kinds = [k for k, _ in fake_comfy_ops.EVENTS]
     assert kinds == ["cast", "uncast"] * (len(kinds) // 2)  # each handed back at once
+
+
+def test_the_bundled_workflow_is_valid_for_the_nodes_inputs(pack):
+    """workflows/*.json: each of our nodes' inputs known, required ones given, combo
+    values among the options, numbers in range and on their step (what ComfyUI's
+    /prompt validation and scripts/comfyui_e2e.py check)."""
+    ns = streamed(pack)
+    ours = {"H3StreamedBlocks": ns.H3StreamedBlocks}
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "workflows")
+    checked = 0
+    for name in sorted(os.listdir(folder)):
+        wf = json.load(open(os.path.join(folder, name)))
+        for nid, node in wf.items():
+            cls = ours.get(node["class_type"])
+            if cls is None:
+                continue  # ComfyUI's own nodes: checked by scripts/comfyui_e2e.py
+            spec = cls.INPUT_TYPES()
+            inputs = {**spec["required"], **spec.get("optional", {})}
+            assert set(node["inputs"]) <= set(inputs), f"{name} {nid}: unknown inputs"
+            assert set(spec["required"]) <= set(node["inputs"]), f"{name} {nid}: missing"
+            for key, value in node["inputs"].items():
+                typ, opts = inputs[key][0], inputs[key][1] if len(inputs[key]) > 1 else {}
+                if isinstance(value, list):
+                    continue  # a link to another node's output
+                if isinstance(typ, list):
+                    assert value in typ, f"{name} {nid}: {key}={value!r} not in {typ}"
+                elif typ == "INT":
+                    assert opts["min"] <= value <= opts["max"], f"{name} {nid}: {key}={value}"
+                    assert value % opts.get("step", 1) == 0, f"{name} {nid}: {key}={value}"
+            checked += 1
+    assert checked >= 1, "no H3 Streamed Blocks node in the bundled workflows"
