@@ -222,11 +222,20 @@ class StreamedBlock:
                 vs = describe(d)
             del mine, ref, ref_args
             variants = ", ".join(f"{v['name']} {v.get('differing', '?')} differ / max "
-                                 f"{v['max_ulp']} ulp" for v in ours.get("variants", []))
+                                 f"{v['max_ulp']} mean {v.get('mean_ulp', 0.0):.3g} ulp"
+                                 for v in ours.get("variants", []))
             verdict = "bit-equal" if ours.get("all_equal") else "DIFFERENT"
+            # An approximate tier is never called exact: its error against the exact
+            # store, or the note that the exact store ran in its place.
+            tier = ours.get("tier")
+            store = (f"; kv_store {tier['kv_store']} (APPROXIMATE) vs the exact store: rel-rms "
+                     f"{tier['rel_rms']:.3g}, max |d| {tier['max_abs']:.3g}" if tier else "")
+            if ours.get("tier_fallback"):
+                store += (f"; kv_store {ours['tier_fallback']} has no kernel on this backend: "
+                          "the exact store ran")
             log.warning(f"[h3stream] self_check block 0, {x.shape[0]} tokens, {engine.backend}, "
                         f"{engine.config.get('format')}: streamed vs h3stream stock {verdict} "
-                        f"(by variant: {variants}); h3stream vs ComfyUI block: {vs}")
+                        f"(by variant: {variants}){store}; h3stream vs ComfyUI block: {vs}")
         except Exception as e:  # a check must never stop sampling
             log.warning(f"[h3stream] self_check block 0 failed: {type(e).__name__}: {e}")
 

@@ -319,7 +319,10 @@ class Engine:
         """FEATURES.md self_check on one block: stock vs streamed variants (full, q_only,
         kv_only, mlp_only, none) on copies of x, at any length (min_tokens does not
         apply: the check always runs both). weights: as in run_block. Returns {"line",
-        "all_equal", "variants"}."""
+        "all_equal", "variants"}, plus with an approximate kv_store "tier" ({"kv_store",
+        "approximate": True, "rel_rms", "max_abs"}: its stock block against the exact
+        store's) or, when the backend has no kernel for it, "tier_fallback" (its name:
+        the exact store ran)."""
         return self._e.self_check(index, _detached(x), _detached(t_emb), _runs(mod_runs),
                                   _detached(rope), options=options,
                                   stream=_stream_handle(stream, x),

@@ -44,6 +44,12 @@ def test_kv_tiers_streamed_equal_their_stock(engine, tier):
     streamed = run(eng, 0, inputs, "streamed", opts)
     assert torch.equal(bits(streamed), bits(stock)), tier
     assert not torch.equal(bits(stock), bits(exact)), f"{tier} gave the exact store's bits"
+    # self_check labels the tier approximate with its error against the exact store.
+    r = eng.self_check(0, *inputs, options=opts)
+    assert r["all_equal"], r["line"]
+    assert r["tier"]["kv_store"] == tier and r["tier"]["approximate"] is True, r
+    assert 0.0 < r["tier"]["rel_rms"] < 0.2 and r["tier"]["max_abs"] > 0.0, r
+    assert f"kv_store {tier} (approximate)" in r["line"] and "tier_fallback" not in r
 
 
 def test_kvmix_heads_are_calibrated_on_a_blocks_first_call_and_kept(checkpoint):

@@ -162,8 +162,9 @@ def fake_forward(patcher, S=64, recorder=None):
 
 
 # -- a fake h3stream -------------------------------------------------------------------
-def make_fake_h3(attn_only=True, diverged=()):
-    """A fake module; `diverged` names self_check variants that report differing bits."""
+def make_fake_h3(attn_only=True, diverged=(), tier=None):
+    """A fake module; `diverged` names self_check variants that report differing bits,
+    `tier` the approximate tier's error its self_check reports."""
     h3 = types.SimpleNamespace()
     h3.built = []
 
@@ -208,7 +209,10 @@ def make_fake_h3(attn_only=True, diverged=()):
                          "mean_ulp": 0.1 if n in diverged else 0.0,
                          "differing": 7 if n in diverged else 0}
                         for n in ("full", "q_only", "kv_only", "mlp_only", "none")]
-            return {"line": "ok", "all_equal": not diverged, "variants": variants}
+            out = {"line": "ok", "all_equal": not diverged, "variants": variants}
+            if tier is not None:
+                out["tier"] = tier
+            return out
 
         def ledger(self):
             return list(self.ledger_entries)
@@ -302,8 +306,21 @@ def test_self_check_logs_one_line_once(pack, caplog):
     lines = [r.getMessage() for r in caplog.records if "self_check" in r.getMessage()]
     assert len(lines) == 1, lines
     assert "streamed vs h3stream stock bit-equal" in lines[0]
-    assert "full 0 differ / max 0 ulp" in lines[0]
+    assert "full 0 differ / max 0 mean 0 ulp" in lines[0]
     assert "h3stream vs ComfyUI block:" in lines[0] and "ulp" in lines[0]
+    assert "APPROXIMATE" not in lines[0]
+
+
+def test_self_check_labels_an_approximate_tier_with_its_error(pack, caplog):
+    tier = {"kv_store": "kvfp4s", "approximate": True, "rel_rms": 1.49e-3, "max_abs": 0.25}
+    h3 = make_fake_h3(tier=tier)
+    m = streamed(pack).apply_streamed(FakePatcher(), {"min_tokens": 0, "self_check": True},
+                                      h3=h3)
+    with caplog.at_level(logging.INFO, logger="h3stream.comfyui"):
+        fake_forward(m)
+    lines = [r.getMessage() for r in caplog.records if "self_check" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert "kv_store kvfp4s (APPROXIMATE) vs the exact store: rel-rms 0.00149" in lines[0]
 
 
 def test_self_check_reports_a_divergence(pack, caplog):
@@ -314,7 +331,7 @@ def test_self_check_reports_a_divergence(pack, caplog):
     lines = [r.getMessage() for r in caplog.records if "self_check" in r.getMessage()]
     assert len(lines) == 1, lines
     assert "streamed vs h3stream stock DIFFERENT" in lines[0], lines[0]
-    assert "full 7 differ / max 3 ulp" in lines[0] and "q_only 7 differ" in lines[0], lines[0]
+    assert "full 7 differ / max 3 mean 0.1 ulp" in lines[0] and "q_only 7 differ" in lines[0], lines[0]
     assert "kv_only 0 differ" in lines[0] and "stock bit-equal" not in lines[0], lines[0]
 
 
