@@ -24,8 +24,8 @@ class H3FreeCache:
             "value": (ANY, {"tooltip": "Passed through unchanged; the cache is freed when it is ready."}),
             "drop_h3stream_engines": ("BOOLEAN", {
                 "default": False,
-                "tooltip": "Also forget h3stream's engines (their copy of the model weights); "
-                "the next streamed block rebuilds them."}),
+                "tooltip": "Also forget h3stream's engines (each holds the model's config and its "
+                "device buffers, never the weights); the next streamed block rebuilds them."}),
             "unload_models": ("BOOLEAN", {
                 "default": False,
                 "tooltip": "Also unload every model ComfyUI holds on the GPU."}),

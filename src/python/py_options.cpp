@@ -40,6 +40,23 @@ void field(nb::class_<ExecOptions>& c, const char* name, T ExecOptions::*member,
       doc);
 }
 
+// The same for a control held as an enum and set by name (parse() refuses
+// an unknown name; the whole set is then validated, e.g. kv_placement host
+// against an approximate kv_store).
+template <class T>
+void named_field(nb::class_<ExecOptions>& c, const char* name, T ExecOptions::*member,
+                 std::string_view (*to_name)(T), T (*parse)(std::string_view), const char* doc) {
+  c.def_prop_rw(
+      name, [member, to_name](const ExecOptions& o) { return std::string(to_name(o.*member)); },
+      [member, parse](ExecOptions& o, const std::string& v) {
+        ExecOptions changed = o;
+        changed.*member = parse(v);
+        changed.validate();
+        o = std::move(changed);
+      },
+      doc);
+}
+
 std::string repr(const ExecOptions& o) {
   return fmt::format(
       "Options(q_chunk={}, kv_chunk={}, mlp_chunk={}, min_tokens={}, kv_block={}, "
@@ -130,7 +147,7 @@ void bind_options(nb::module_& m) {
   field(c, "mlp_chunk", &ExecOptions::mlp_chunk,
         "rows per MLP chunk (>= 0); 0 = the MLP over the whole sequence in one chunk");
   field(c, "min_tokens", &ExecOptions::min_tokens,
-        "below this packed length the caller runs stock (>= 0; honoured by the caller)");
+        "below this packed length run_block runs stock, the same bits (>= 0)");
   field(c, "kv_block", &ExecOptions::kv_block,
         "K/V rows per attention pass (0 or a multiple of the 128-key tile); with host-staged "
         "K/V the staging tile (0: the planner's)");
@@ -157,24 +174,19 @@ void bind_options(nb::module_& m) {
         "(Engine.last_self_check)");
   field(c, "merge_tail_below", &ExecOptions::merge_tail_below,
         "kv/mlp tail chunks shorter than this merge into the previous one (>= 0)");
-  c.def_prop_rw(
-      "final_layer_gemm",
-      [](const ExecOptions& o) { return std::string(final_gemm_name(o.final_layer_gemm)); },
-      [](ExecOptions& o, const std::string& v) { o.final_layer_gemm = parse_final_gemm(v); },
-      "'exact' or 'streamed' (the full forward only)");
+  named_field(c, "final_layer_gemm", &ExecOptions::final_layer_gemm, &final_gemm_name,
+              &parse_final_gemm, "'exact' or 'streamed' (the full forward only)");
   field(c, "vram_budget", &ExecOptions::vram_budget,
         "device bytes: Engine.forward's weights plus activations (0: no limit); run_block's "
         "own memory per call (K/V store, chunk buffers; 0: the free device memory at the "
         "call, less a tenth). Host-staged K/V when the store does not fit");
   field(c, "host_budget", &ExecOptions::host_budget,
         "host bytes staging may pin (0: the memory available at the call, less a tenth)");
-  c.def_prop_rw(
-      "kv_placement",
-      [](const ExecOptions& o) { return std::string(kv_placement_name(o.kv_placement)); },
-      [](ExecOptions& o, const std::string& v) { o.kv_placement = parse_kv_placement(v); },
-      "where the K/V store lives: 'auto' (the device unless the budget needs it staged), "
-      "'device', or 'host' (pinned host memory, streamed back in kv_block tiles); exact "
-      "everywhere");
+  named_field(c, "kv_placement", &ExecOptions::kv_placement, &kv_placement_name,
+              &parse_kv_placement,
+              "where the K/V store lives: 'auto' (the device unless the budget needs it staged), "
+              "'device', or 'host' (pinned host memory, streamed back in kv_block tiles); exact "
+              "everywhere");
   c.def("to_dict", &to_dict, "The controls as a dict (the keyword arguments of Options).");
   c.def("__repr__", &repr);
   c.def("__eq__", [](const ExecOptions& a, const ExecOptions& b) { return repr(a) == repr(b); });

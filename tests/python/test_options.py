@@ -55,6 +55,20 @@ def test_bad_values_name_the_control(control, value, message):
     assert o.to_dict() == before, "a refused value must not be kept"
 
 
+def test_a_setter_checks_the_whole_set():
+    # An approximate store cannot be host-staged: refused whichever control is set last.
+    with pytest.raises(ValueError, match="kv_placement = host"):
+        h3stream.Options(kv_store="kvi8r", kv_placement="host")
+    o = h3stream.Options(kv_store="kvi8r")
+    with pytest.raises(ValueError, match="kv_placement = host"):
+        o.kv_placement = "host"
+    assert o.kv_placement == "auto", "a refused value must not be kept"
+    h = h3stream.Options(kv_placement="host")
+    with pytest.raises(ValueError, match="kv_placement = host"):
+        h.kv_store = "kvfp4s"
+    assert h.kv_store == "bf16"
+
+
 def test_kvmix_heads_round_trip():
     o = h3stream.Options(kv_store="kvmix", kv_mix_heads=[5, 0])
     assert o.kv_mix_heads == [0, 5] and "kv_mix_heads=[0, 5]" in repr(o)
