@@ -4,7 +4,11 @@
 # and .ext/torch_h3_block.py (the PyTorch anchor, carried). One call: GPU tests,
 # compute-sanitizer, the Python tests on the CUDA wheel, block benchmark and the PyTorch
 # reference; JSON and logs under $OUT.
-#   usage: bash scripts/device-check.sh [tests|bench|placement|attention|tiers|all] [token list] [formats]
+#   usage: bash scripts/device-check.sh [tests|bench|placement|attention|tiers|ptx80|all] [token list] [formats]
+# ptx80 (also part of tests): the whole GPU suite, then the sm_80 code paths on this GPU: the
+# driver made to JIT-compile the compute_80 PTX (CUDA_FORCE_PTX_JIT=1), so no Hopper kernel
+# runs, as on Ampere/Ada cards (their sm_80 image is the same code) and Blackwell (that PTX):
+# the exact paths' tests (PTX80_FILTER) and h3s demo per format, streamed == stock.
 # tiers: the K/V tier GPU tests on each kvi8r, kvi8s and kvfp4s kernel variant
 # (H3S_KVI8R_KERNEL, H3S_KVI8S_KERNEL, H3S_KVFP4S_KERNEL; KVI8R_VARIANTS, KVI8S_VARIANTS,
 # KVFP4S_VARIANTS), racecheck/synccheck on each tier's kernel (SANITIZE_FILTERS), kvbench
@@ -148,7 +152,25 @@ if [ "$mode" = tiers ]; then
     done
   done
 fi
+if [ "$mode" = ptx80 ]; then
+  step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
+  [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
+fi
 if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ]; then
+  # The sm_80 code on this GPU (see ptx80 above). Hopper-only tests are left out: the
+  # tier kernels (the tiers fall back to the exact store there), the wgmma/TMA probe
+  # and the sm_90 GEMM variants.
+  ptx80_filter=${PTX80_FILTER-'GpuArch.TheLoadedImage*:GpuGemm.*:GpuGemmW4A8.*:GpuAttention.*:GpuOps.*:GpuGolden.*:GpuW4A8Backend.*:GpuNvfp4*:GpuStageQueue.*:*GpuBlockExact.StreamedEqualsStock*:*GpuBlockExact.MatchesTheCpu*:GpuForward.*:GpuLatentForward.*:GpuPlacement.*'}
+  step gpu_tests_ptx80 600 env CUDA_FORCE_PTX_JIT=1 $bin/h3s_tests_gpu \
+    --gtest_filter="$ptx80_filter" --gtest_output=json:"$OUT/gpu_tests_ptx80.json"
+  [ -f "$OUT/gpu_tests_ptx80.json" ] && no_skips gpu_tests_ptx80 "$OUT/gpu_tests_ptx80.json"
+  for f in ${formats//,/ } nvfp4; do
+    step "demo_ptx80_$f" 300 bash -c "CUDA_FORCE_PTX_JIT=1 $bin/h3s demo --backend cuda \
+      --tokens 3000 --format $f --q-chunk 997 --kv-chunk 1031 --mlp-chunk 613 --json \
+      | tee /dev/stderr | grep -q '\"bit_equal\":true'"
+  done
+fi
+if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] && [ "$mode" != ptx80 ]; then
   step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
   [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
   # Every other attention kernel (the variants, the cp.async wgmma kernel, the
@@ -219,7 +241,7 @@ if [ "$mode" = attention ]; then
     failed+=("torch anchor (.ext/torch_h3_block.py not carried)")
   fi
 fi
-if [ "$mode" != tests ] && [ "$mode" != placement ] && [ "$mode" != attention ] &&
+if [ "$mode" != tests ] && [ "$mode" != ptx80 ] && [ "$mode" != placement ] && [ "$mode" != attention ] &&
   [ "$mode" != tiers ]; then
   for f in ${formats//,/ }; do
     step "bench_$f" 300 $bin/h3s bench --backend cuda --preset h3 --format "$f" \

@@ -8,10 +8,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "arch_probe.hpp"
+#include "backend/cuda/arch/device_arch.hpp"
+#include "backend/cuda/arch/device_arch_probe.hpp"
+#include "backend/cuda/kernels.hpp"
 #include "core/dtype.hpp"
 #include "core/rng.hpp"
 #include "gpu_fixture.hpp"
@@ -19,11 +24,35 @@
 namespace h3s::test {
 namespace {
 
+// Which image runs: the sm_90a one on Hopper (its kernels then dispatch),
+// the compute_80 PTX when the driver is told to JIT it (CUDA_FORCE_PTX_JIT=1,
+// the device check's run of the sm_80 code paths), the sm_80 image on Ampere
+// and Ada; a W4A8 GEMM pipeline fits the device's shared memory.
+TEST(GpuArch, TheLoadedImageDecidesWhichKernelsRun) {
+  H3S_REQUIRE_GPU();
+  const int cc = cuda::arch::device_compute_capability();
+  ASSERT_GE(cc, cuda::arch::kMinComputeCapability);
+  const char* jit = std::getenv("CUDA_FORCE_PTX_JIT");
+  const bool forced_ptx = jit != nullptr && std::string(jit) == "1";
+  const int ptx = cuda::arch::image_ptx_version();
+  if (forced_ptx || cc != 90) {
+    EXPECT_EQ(ptx, 80) << "cc " << cc << (forced_ptx ? ", PTX JIT forced" : "");
+    EXPECT_FALSE(cuda::arch::hopper_kernels());
+    EXPECT_FALSE(cuda::attention_kvi8r_supported()) << "the tiers' kernels need the sm_90a image";
+  } else {
+    EXPECT_EQ(ptx, 90);
+    EXPECT_TRUE(cuda::arch::hopper_kernels());
+    EXPECT_TRUE(cuda::attention_kvi8r_supported());
+  }
+  EXPECT_GE(cuda::arch::max_dynamic_smem_bytes(), 86 * 1024) << "the two-stage W4A8 GEMM";
+}
+
 TEST(GpuArch, TmaLoadedWgmmaTileEqualsTheCpuProduct) {
   H3S_REQUIRE_GPU();
   int major = 0;
   cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), "device");
-  if (major != 9) GTEST_SKIP() << "wgmma and TMA are sm_90 instructions";
+  if (major != 9 || !cuda::arch::hopper_kernels())
+    GTEST_SKIP() << "wgmma and TMA are sm_90a instructions (the sm_90a image is not running)";
   Rng rng(9001);
   auto ints = [&](size_t n) {
     std::vector<uint16_t> v(n);

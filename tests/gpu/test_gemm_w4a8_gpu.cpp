@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -192,6 +193,55 @@ TEST_F(GpuGemmW4A8, MatchesI8OnDecodedWeights) {
       expect_same_as_i8(p, true, 0, c.n);
       expect_same_as_i8(p, false, 0, c.n);
     }
+}
+
+// H3S_GEMM_W4A8_STAGES for one scope (the dispatcher re-reads it per call).
+class StagesEnv {
+ public:
+  explicit StagesEnv(const char* stages) { setenv("H3S_GEMM_W4A8_STAGES", stages, 1); }
+  ~StagesEnv() { unsetenv("H3S_GEMM_W4A8_STAGES"); }
+  StagesEnv(const StagesEnv&) = delete;
+  StagesEnv& operator=(const StagesEnv&) = delete;
+};
+
+// The two-stage pipeline (what cards with 99 KiB of shared memory a block
+// run: sm_86, sm_89) gives the three-stage one's bits, and gemm_i8's on the
+// decoded weights; a depth it does not have is refused by name.
+TEST_F(GpuGemmW4A8, TwoStagePipelineGivesTheThreeStagesBits) {
+  struct Case {
+    int64_t m, n, k, ldx;
+  };
+  for (const bool codebook : {false, true})
+    for (const Case& c :
+         {Case{1, 768, 512, 512}, Case{259, 768, 512, 512}, Case{37, 1536, 5376, 5376},
+          Case{263, 100, 288, 320}, Case{130, 257, 32, 48}}) {
+      SCOPED_TRACE(
+          fmt::format("m={} n={} k={} ldx={} codebook={}", c.m, c.n, c.k, c.ldx, codebook));
+      const W4A8Problem p(c.m, c.n, c.k, c.ldx, codebook, uint32_t(c.m * 5 + c.k + codebook));
+      const int64_t ldy = p.n;
+      DeviceArray<uint16_t> three(size_t(p.m * ldy)), two(size_t(p.m * ldy));
+      {
+        const StagesEnv env("3");
+        p.run_w4a8(0, p.m, three.get(), ldy, true, 0, p.n);
+      }
+      two.fill_bytes(0x55);
+      {
+        const StagesEnv env("2");
+        p.run_w4a8(0, p.m, two.get(), ldy, true, 0, p.n);
+        expect_same_as_i8(p, true, 0, p.n);
+      }
+      EXPECT_EQ(count_bit_diffs(two.download(), three.download(), p.m, 0, p.n, ldy), 0);
+    }
+  const W4A8Problem p(3, 64, 64, 64, false, 5u);
+  DeviceArray<uint16_t> y(size_t(3 * 64));
+  const StagesEnv env("4");
+  try {
+    p.run_w4a8(0, p.m, y.get(), 64, true, 0, p.n);
+    ADD_FAILURE() << "H3S_GEMM_W4A8_STAGES=4 was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("H3S_GEMM_W4A8_STAGES=4: use 2 or 3"), std::string::npos)
+        << e.what();
+  }
 }
 
 // Chunks of rows (straddling the 128-row tile at varying offsets) and single

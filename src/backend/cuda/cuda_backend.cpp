@@ -7,6 +7,7 @@
 #include <array>
 #include <string_view>
 
+#include "backend/cuda/arch/device_arch.hpp"
 #include "backend/cuda/cuda_checks.hpp"
 #include "backend/cuda/elementwise/mod_rows.hpp"
 #include "backend/op_checks.hpp"
@@ -89,6 +90,7 @@ CudaBackend::CudaBackend(Arena& scratch, cudaStream_t stream) : scratch_(scratch
     fail(ErrorKind::invalid_argument,
          "cuda backend: the scratch arena must be device memory (an Arena over CudaMemory)");
   check(cudaGetDevice(&device_), "cuda backend: device");
+  arch::expect_supported_device();  // sm_80 or newer: the oldest image this build carries
   if (!stream_) {
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cuda backend: stream");
     own_stream_ = true;

@@ -2,7 +2,8 @@
 // relies on. One choice per device, never per call shape, so every call on a
 // device (stock, streamed, any chunk) runs the same arithmetic:
 //   sm_90 (Hopper)  the warp-specialised TMA kernel (attn_fwd_ws_sm90.cu)
-//   other sm_80+    the mma.sync kernel (attn_fwd_sm80.cu)
+//   other sm_80+    the mma.sync kernel (attn_fwd_sm80.cu; also Hopper running
+//                   the compute_80 PTX, arch/device_arch.hpp)
 // H3S_ATTN_KERNEL picks another for comparison runs (h3s bench measures each
 // in its own process): ws (the default variant), ws-s2, ws-s3, ws-s2-nopp,
 // ws-s3-nopp, wgmma (the cp.async wgmma kernel, attn_fwd_sm90.cu), sm80.
@@ -11,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "backend/cuda/arch/device_arch.hpp"
 #include "backend/cuda/attention/attn_params.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.hpp"
@@ -40,16 +42,8 @@ constexpr AttnChoice kChoices[] = {
     {AttnKernel::mma_sm80, attn::AttnWsVariant::stages2_pingpong, "sm80"},
 };
 
-bool device_is_sm90() {
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  return major == 9 && minor == 0;
-}
-
 AttnChoice choose() {
-  static const bool sm90 = device_is_sm90();
+  const bool sm90 = arch::hopper_kernels();
   const char* legacy = std::getenv("H3S_ATTN_SM80");
   const char* env = std::getenv("H3S_ATTN_KERNEL");
   std::string_view want = env != nullptr ? env : "";
@@ -191,8 +185,7 @@ bool expect_keys_and_heads(const P& p, const char* op) {
 }  // namespace
 
 bool attention_kvi8r_supported() {
-  static const bool sm90 = device_is_sm90();
-  return sm90;
+  return arch::hopper_kernels();
 }
 
 const char* attention_kvi8r_kernel_name() {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cuda/arch/device_arch.hpp"
 #include "backend/cuda/gemm/gemm_launch.cuh"
 #include "backend/cuda/gemm/gemm_mainloop_sm80.cuh"
 #include "backend/cuda/gemm/gemm_traits.cuh"
@@ -65,14 +66,7 @@ bool bf16_on_wgmma() {
 }  // namespace
 
 bool device_has_wgmma() {
-  static const bool sm90 = [] {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-    return major == 9 && minor == 0;
-  }();
-  return sm90;
+  return arch::hopper_kernels();
 }
 
 }  // namespace gemm

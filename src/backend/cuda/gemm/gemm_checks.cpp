@@ -58,4 +58,19 @@ int gemm_i8_sm90_choice(const char* const* names, int count) {
        known);
 }
 
+int gemm_w4a8_stages(const char* op, int smem_limit, int smem3, int smem2) {
+  const char* env = std::getenv("H3S_GEMM_W4A8_STAGES");
+  if (env != nullptr && env[0] != '\0') {
+    const std::string_view want = env;
+    if (want != "2" && want != "3")
+      fail(ErrorKind::invalid_argument, "H3S_GEMM_W4A8_STAGES={}: use 2 or 3", want);
+    return want[0] - '0';
+  }
+  if (smem_limit >= smem3) return 3;
+  if (smem_limit >= smem2) return 2;
+  fail(ErrorKind::invalid_argument,
+       "{}: a block may take {} bytes of shared memory on this GPU; the W4A8 GEMM needs {}", op,
+       smem_limit, smem2);
+}
+
 }  // namespace h3s::cuda::gemm

@@ -23,4 +23,10 @@ void check_grid(const char* op, int64_t m, int64_t n, int64_t tiles_m, int64_t t
 // kernels between measurements in one process.
 int gemm_i8_sm90_choice(const char* const* names, int count);
 
+// gemm_w4a8's pipeline depth: the deepest of 3, 2 stages whose shared memory
+// (smem3, smem2 bytes) a block may take on this device (`smem_limit`; 99 KiB
+// on sm_86/sm_89 cards); H3S_GEMM_W4A8_STAGES=2 or 3 asks for one (re-read
+// per call: tests compare their bits).
+int gemm_w4a8_stages(const char* op, int smem_limit, int smem3, int smem2);
+
 }  // namespace h3s::cuda::gemm

@@ -64,7 +64,8 @@ void gemm_bf16_sm90(const MmaOperandsArgs& p, const float* bias, uint16_t* y, in
 // H3S_GEMM_I8_KERNEL / H3S_GEMM_KERNEL ask for the mma.sync kernel instead.
 bool gemm_i8_sm90(const MmaOperandsArgs& p, const float* xs, const float* ws, const float* bias,
                   uint16_t* y, int64_t ldy, cudaStream_t s);
-// True on an sm_90 device (the wgmma GEMMs' condition).
+// True where the Hopper kernels run (arch::hopper_kernels(): the wgmma
+// GEMMs' condition).
 bool device_has_wgmma();
 
 // The mma GEMMs that share mma_mainloop (gemm_bf16, gemm_i8).

@@ -131,8 +131,13 @@ static_assert(S8Operands::kKMultiple * S8Operands::kElemBytes == MmaTileSm80::kM
 // on (scale byte, code), so a CTA first fills a 256 x 16 int8 table with
 // clamp(rne(level[code] * e4m3(byte)), -127, 127) and then selects from its
 // rows with byte permutes.
+template <int kStages_ = MmaTileSm80::kStages>
 struct W4A8TileSm80 {
   using T = MmaTileSm80;
+  // cp.async stages of A and the packed B. Three, as gemm_i8, where two CTAs
+  // fit an SM (Hopper, A100); two where a block may take 99 KiB (sm_86,
+  // sm_89: RTX 30 and 40 series). The depth changes no arithmetic.
+  static constexpr int kStages = kStages_;
   static constexpr int kGroup = 16;   // K columns per e4m3 scale
   static constexpr int kLevels = 16;  // 4-bit codes
   static constexpr int kScaleValues = 256;
@@ -166,9 +171,9 @@ struct W4A8TileSm80 {
   static constexpr int kStageBytes = T::kTileBytesA + kTileBytesCodes + kTileBytesScales;
   static constexpr int kDecodedTiles = 2;
   static constexpr int kTableBytes = kScaleValues * kLevels;  // 4 KiB
-  static constexpr int kDecodedOffset = T::kStages * kStageBytes;
+  static constexpr int kDecodedOffset = kStages * kStageBytes;
   static constexpr int kTableOffset = kDecodedOffset + kDecodedTiles * T::kTileBytesB;
-  static constexpr int kSmemBytes = kTableOffset + kTableBytes;  // 111 KiB
+  static constexpr int kSmemBytes = kTableOffset + kTableBytes;  // 111 KiB (3 stages), 86 (2)
 
   static_assert(kThreadsPerRow * T::kBlockN == T::kThreads, "threads tile the packed rows");
   static_assert(kCodeBytesPerThread % T::kChunkBytes == 0, "whole cp.async chunks of codes");
@@ -178,6 +183,7 @@ struct W4A8TileSm80 {
   static_assert(kKMultiple % S8Operands::kKMultiple == 0, "whole s8 mma slices");
   static_assert(kScaleValues % T::kThreads == 0, "every thread fills the same table rows");
   static_assert(T::kTileBytesB == T::kBlockN * T::kBlockKBytes, "decoded B is gemm_i8's B tile");
+  static_assert(kStages >= 2, "the pipeline needs a stage to fill while one is read");
   // sm_90: 228 KiB of shared memory per SM, 1 KiB of it reserved per CTA.
   static_assert(T::kMinCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024,
                 "two CTAs per SM, like gemm_i8");

@@ -29,6 +29,7 @@
 // M-tile, weight-bandwidth-bound) reads 0.5625 bytes per weight instead of 1,
 // so ~0.6x gemm_i8's time. L2 -> SM traffic for the codes equals gemm_i8's
 // for int8 B: a warp's 16-byte copies use half of each 32-byte sector.
+#include "backend/cuda/arch/device_arch.hpp"
 #include "backend/cuda/gemm/gemm_epilogue_sm80.cuh"
 #include "backend/cuda/gemm/gemm_launch.cuh"
 #include "backend/cuda/gemm/gemm_mainloop_sm80.cuh"
@@ -42,7 +43,7 @@ namespace gemm {
 namespace {
 
 using T = MmaTileSm80;
-using W = W4A8TileSm80;
+using W = W4A8TileSm80<>;  // the stage-independent layout (decode, table)
 
 // The mainloop's operands: x as for gemm_i8; mma.w, ldw_bytes and w_aligned
 // describe the packed codes (k / 2 bytes per weight row).
@@ -206,6 +207,7 @@ static_assert(W::kGroup == T::kChunkBytes, "one group decodes to one int8 chunk"
 // group count are mma_mainloop's; the decoded tiles alternate, so the tile
 // decoded for K-tile kt was last read by the mma of kt - 2, which every
 // thread finished before the barrier of kt - 1.
+template <class WS>
 __device__ __forceinline__ void w4a8_mainloop(const W4A8Args& p, TileCoord t, uint8_t* smem,
                                               int32_t (&acc)[T::kFragsM][T::kFragsN][4]) {
   static_assert(W::kDecodedTiles == 2, "decoded tiles alternate by K-tile parity");
@@ -229,37 +231,38 @@ __device__ __forceinline__ void w4a8_mainloop(const W4A8Args& p, TileCoord t, ui
   };
 
 #pragma unroll
-  for (int s = 0; s < T::kStages - 1; ++s) {
+  for (int s = 0; s < WS::kStages - 1; ++s) {
     if (s < k_tiles) load_stage(s, s);
     cp_async_commit();
   }
   // The table is filled while the first K-tiles are in flight.
-  uint8_t* table = smem + W::kTableOffset;
+  uint8_t* table = smem + WS::kTableOffset;
   fill_decode_table(table, p.levels);
   __syncthreads();  // the decode table is complete
-  int read_stage = 0, write_stage = T::kStages - 1;
+  int read_stage = 0, write_stage = WS::kStages - 1;
   for (int64_t kt = 0; kt < k_tiles; ++kt) {
-    cp_async_wait<T::kStages - 2>();  // this thread's copies of K-tile kt have landed
+    cp_async_wait<WS::kStages - 2>();  // this thread's copies of K-tile kt have landed
     const uint8_t* s = smem + read_stage * W::kStageBytes;
-    uint8_t* b = smem + W::kDecodedOffset + int(kt & 1) * T::kTileBytesB;
+    uint8_t* b = smem + WS::kDecodedOffset + int(kt & 1) * T::kTileBytesB;
     load_b.decode(s + T::kTileBytesA, s + T::kTileBytesA + W::kTileBytesCodes, table, b);
     __syncthreads();  // A of kt and the decoded B are complete; stage kt-1 is no longer read
-    if (kt + T::kStages - 1 < k_tiles) load_stage(kt + T::kStages - 1, write_stage);
+    if (kt + WS::kStages - 1 < k_tiles) load_stage(kt + WS::kStages - 1, write_stage);
     cp_async_commit();
     mma_stage<S8Operands>(s, b, acc);
-    read_stage = read_stage + 1 == T::kStages ? 0 : read_stage + 1;
-    write_stage = write_stage + 1 == T::kStages ? 0 : write_stage + 1;
+    read_stage = read_stage + 1 == WS::kStages ? 0 : read_stage + 1;
+    write_stage = write_stage + 1 == WS::kStages ? 0 : write_stage + 1;
   }
   cp_async_wait<0>();  // no copy outlives the CTA (only empty groups remain)
 }
 
+template <class WS>
 __global__ void __launch_bounds__(T::kThreads, T::kMinCtasPerSm)
     gemm_w4a8_m128n128k128_sm80(W4A8Args p, const float* xs, const float* ws, const float* bias,
                                 uint16_t* y, int64_t ldy) {
   extern __shared__ __align__(128) uint8_t smem[];
   const TileCoord t = tile_coord(blockIdx.x, p.mma.tiles_m, p.mma.tiles_n);
   int32_t acc[T::kFragsM][T::kFragsN][4];
-  w4a8_mainloop(p, t, smem, acc);
+  w4a8_mainloop<WS>(p, t, smem, acc);
   store_dequantised(acc, t, p.mma.m, p.mma.n, xs, ws, bias, y, ldy);
 }
 
@@ -269,7 +272,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinCtasPerSm)
 void gemm_w4a8(const int8_t* xq, int64_t ldx, const float* xs, const uint8_t* w_codes,
                const uint8_t* w_s_rel, const float* levels, const float* ws, const float* bias,
                uint16_t* y, int64_t ldy, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
-  using W = gemm::W4A8TileSm80;
+  using W = gemm::W4A8TileSm80<>;
   constexpr const char* op = "gemm_w4a8";
   if (!gemm::check_gemm_shape(op, m, n, k, ldx, ldy)) return;
   gemm::check_k_multiple(op, k, W::kKMultiple);
@@ -283,8 +286,15 @@ void gemm_w4a8(const int8_t* xq, int64_t ldx, const float* xs, const uint8_t* w_
   p.ld_s_rel = k / W::kGroup;
   p.s_rel_aligned = reinterpret_cast<uintptr_t>(w_s_rel) % 4 == 0 && p.ld_s_rel % 4 == 0;
   p.levels = levels;
-  gemm::launch_tiles(op, gemm::gemm_w4a8_m128n128k128_sm80, W::kSmemBytes,
-                     p.mma.tiles_m * p.mma.tiles_n, s, p, xs, ws, bias, y, ldy);
+  using W2 = gemm::W4A8TileSm80<2>;
+  using W3 = gemm::W4A8TileSm80<3>;
+  if (gemm::gemm_w4a8_stages(op, arch::max_dynamic_smem_bytes(), W3::kSmemBytes, W2::kSmemBytes) ==
+      3)
+    gemm::launch_tiles(op, gemm::gemm_w4a8_m128n128k128_sm80<W3>, W3::kSmemBytes,
+                       p.mma.tiles_m * p.mma.tiles_n, s, p, xs, ws, bias, y, ldy);
+  else
+    gemm::launch_tiles(op, gemm::gemm_w4a8_m128n128k128_sm80<W2>, W2::kSmemBytes,
+                       p.mma.tiles_m * p.mma.tiles_n, s, p, xs, ws, bias, y, ldy);
 }
 
 }  // namespace h3s::cuda

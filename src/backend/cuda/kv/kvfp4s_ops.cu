@@ -15,6 +15,7 @@
 #include "backend/cuda/kernels.hpp"
 #include "backend/cuda/kv/kv_row_parts.cuh"
 #include "backend/cuda/kv/warp_hadamard.cuh"
+#include "backend/cuda/quant/e4m3.cuh"
 #include "kv/kvfp4s.hpp"
 
 namespace h3s::cuda {
@@ -48,11 +49,6 @@ __device__ __forceinline__ float global_of(float amax) {
   return __uint_as_float((u & 0xffffu) != 0 ? (u | 0xffffu) + 1u : u);
 }
 
-__device__ __forceinline__ uint8_t e4m3(float x) {
-  uint16_t r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(x));
-  return uint8_t(r & 0xffu);
-}
 __device__ __forceinline__ float e4m3_value(uint8_t c) {
   const __half_raw h = __nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(c), __NV_E4M3);
   return __half2float(__half(h));
@@ -85,9 +81,10 @@ __device__ void quantise_row(const float (&x)[kPerLane], float g, int lane, uint
   for (int j = 0; j < kPerLane; ++j) gmax = fmaxf(gmax, fabsf(x[j]));
   gmax = fmaxf(gmax, __shfl_xor_sync(0xffffffffu, gmax, 1));
   gmax = fmaxf(gmax, __shfl_xor_sync(0xffffffffu, gmax, 2));
-  const uint8_t s8 =
-      g > 0.0f ? e4m3(fminf(__fdiv_rn(__fdiv_rn(gmax, kvfp4s::kE2m1Max), g), kvfp4s::kE4m3Max))
-               : uint8_t(0);
+  const uint8_t s8 = g > 0.0f
+                         ? f32_to_e4m3_satfinite(fminf(
+                               __fdiv_rn(__fdiv_rn(gmax, kvfp4s::kE2m1Max), g), kvfp4s::kE4m3Max))
+                         : uint8_t(0);
   const float step = __fmul_rn(e4m3_value(s8), g);
   uint32_t c[kPerLane];
 #pragma unroll

@@ -22,6 +22,7 @@
 #include "backend/cuda/kernels.hpp"
 #include "backend/cuda/kv/kv_row_parts.cuh"
 #include "backend/cuda/kv/warp_hadamard.cuh"
+#include "backend/cuda/quant/e4m3.cuh"
 #include "kv/kvi8s.hpp"
 
 namespace h3s::cuda {
@@ -69,11 +70,6 @@ __device__ __forceinline__ float warp_max(float x) {
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
   return x;
-}
-__device__ __forceinline__ uint8_t e4m3(float x) {
-  uint16_t r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(x));
-  return uint8_t(r & 0xffu);
 }
 
 // The max of v over the kWarpsPerBlock warps of K block b (every thread of
@@ -175,7 +171,8 @@ __global__ void __launch_bounds__(kThreads)
           const int p = q + 4 * k4 + i,
                     t = (p & ~15) + 2 * ((p & 15) >> 2) + (i & 1) + 8 * (i >> 1);
           const float v = __uint_as_float(uint32_t(t < n ? sm.v[t][d] : 0) << 16);
-          const uint8_t c = (t < n && usable(s)) ? e4m3(__fdiv_rn(v, s)) : uint8_t(0);
+          const uint8_t c =
+              (t < n && usable(s)) ? f32_to_e4m3_satfinite(__fdiv_rn(v, s)) : uint8_t(0);
           w[k4] |= uint32_t(c) << (8 * i);
         }
       }
