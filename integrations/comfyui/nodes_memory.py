@@ -124,13 +124,15 @@ class Recorder:
         placement planner's predicted peak of each phase and the K/V placement and
         bytes staged (Engine.last_placement_info) when given."""
         predicted = (placement or {}).get("predicted_peaks", {})
+        rss = _host_rss()  # after the block: the phases ran inside it
         for e in ledger:
             if e.get("phase") not in ("kv", "attn", "mlp"):
                 continue
             rec = {"forward": self.forward, "phase": e["phase"], "block": index,
                    "path": "h3stream", "arena_allocated_at_start": e.get("allocated_at_start"),
                    "arena_allocated": e.get("allocated"), "arena_peak": e.get("peak"),
-                   "arena_predicted": predicted.get(e["phase"])}
+                   "arena_reserved": e.get("reserved"),
+                   "arena_predicted": predicted.get(e["phase"]), "host_rss": rss}
             if placement is not None:
                 rec.update(kv_placement=placement.get("kv"),
                            staged_to_host=placement.get("staged_to_host_bytes"),

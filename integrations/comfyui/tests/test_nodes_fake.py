@@ -390,6 +390,10 @@ def test_probe_stays_outermost_and_writes_the_ledger(pack, tmp_path, order):
     assert ("block", 0) in phases and ("kv", 1) in phases and ("final", None) in phases
     assert {r.get("path") for r in recs if r["phase"] == "block"} == {"h3stream"}
     assert all(r["host_rss"] for r in recs if r["phase"] == "block")
+    # FEATURES.md: per phase allocated, peak, reserved and host RSS.
+    for r in (r for r in recs if r["phase"] in ("kv", "attn", "mlp")):
+        assert r["arena_peak"] == 1000 + r["block"] and r["arena_reserved"] == 0, r
+        assert r["arena_allocated"] == 0 and r["host_rss"], r
     html = (tmp_path / "probe.html").read_text()
     assert html.startswith("<!DOCTYPE html>") and "<svg" in html
 
