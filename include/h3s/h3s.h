@@ -44,7 +44,8 @@ typedef struct {
   const void* data;
 } h3s_array;
 
-/* The controls of h3s::Options; h3s_options_init sets the defaults. */
+/* The controls of h3s::Options but the approximate K/V tiers (the C ABI runs
+ * the exact store); h3s_options_init sets the defaults. */
 typedef struct {
   int streamed; /* 1: streamed blocks (same bits as stock), 0: stock */
   int64_t q_chunk, kv_chunk, mlp_chunk, min_tokens, kv_block, final_layer_chunk;
