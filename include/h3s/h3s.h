@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define H3S_ABI_VERSION 2
+#define H3S_ABI_VERSION 3
 
 /* Error codes (h3s::ErrorKind + 1). */
 enum {
@@ -44,8 +44,7 @@ typedef struct {
   const void* data;
 } h3s_array;
 
-/* The controls of h3s::Options but the approximate K/V tiers (the C ABI runs
- * the exact store); h3s_options_init sets the defaults. */
+/* The controls of h3s::Options; h3s_options_init sets the defaults. */
 typedef struct {
   int streamed; /* 1: streamed blocks (same bits as stock), 0: stock */
   int64_t q_chunk, kv_chunk, mlp_chunk, min_tokens, kv_block, final_layer_chunk;
@@ -55,6 +54,15 @@ typedef struct {
   uint64_t vram_budget; /* bytes; 0: no limit */
   int kv_placement;     /* 0: auto, 1: device, 2: host-staged (since ABI 2) */
   uint64_t host_budget; /* host staging bytes; 0: available memory less a tenth (ABI 2) */
+  /* The K/V storage tier (ABI 3): "bf16" (exact; NULL too) or an APPROXIMATE one,
+   * "kvi8r", "kvi8s", "kvfp4s", "kvmix" (each streamed == its own stock, never the
+   * exact store's bits); a GPU without the tier's kernel runs the exact store. */
+  const char* kv_store;
+  int exact_av_rows; /* 1: text and audio rows attend an exact K/V (their rows exact) */
+  /* kvmix: the heads kept on 8 bits (NULL / 0: calibrated per block, kv_mix_count of
+   * them, 0: half). */
+  const int* kv_mix_heads;
+  int64_t kv_mix_heads_count, kv_mix_count;
 } h3s_options;
 
 /* One forward on real inputs (h3s::LatentInputs); h3s_forward_args_init sets

@@ -90,6 +90,11 @@ void h3s_options_init(h3s_options* o) {
   o->vram_budget = d.vram_budget;
   o->kv_placement = int(d.kv_placement);
   o->host_budget = d.host_budget;
+  o->kv_store = nullptr;  // the exact store (d.kv_store)
+  o->exact_av_rows = d.exact_av_rows;
+  o->kv_mix_heads = nullptr;
+  o->kv_mix_heads_count = 0;
+  o->kv_mix_count = d.kv_mix_count;
 }
 
 void h3s_forward_args_init(h3s_forward_args* a) {
@@ -173,6 +178,18 @@ int h3s_forward(h3s_engine* engine, const h3s_forward_args* args, const h3s_opti
                              " is not valid: use 0 (auto), 1 (device) or 2 (host)");
       o.kv_placement = h3s::KvPlacement(options->kv_placement);
       o.host_budget = options->host_budget;
+      if (options->kv_store != nullptr) o.kv_store = options->kv_store;
+      o.exact_av_rows = options->exact_av_rows != 0;
+      if (options->kv_mix_heads_count < 0 ||
+          (options->kv_mix_heads_count > 0 && options->kv_mix_heads == nullptr))
+        throw h3s::Error(
+            h3s::ErrorKind::invalid_argument,
+            "h3s_options.kv_mix_heads_count = " + std::to_string(options->kv_mix_heads_count) +
+                " needs that many heads in kv_mix_heads (NULL and 0 for none)");
+      o.kv_mix_heads.assign(options->kv_mix_heads,
+                            options->kv_mix_heads + options->kv_mix_heads_count);
+      o.kv_mix_count = options->kv_mix_count;
+      o.validate();  // names the bad control (kv_store, kv_mix_heads, ...)
     }
     const h3s::LatentOutputs r = engine->engine.forward(in, o);
     std::memcpy(video_out, r.video.bytes.data(), r.video.bytes.size());

@@ -103,6 +103,34 @@ int main(int argc, char** argv) {
   CHECK(strstr(h3s_last_error(), "kv_placement = 9") != NULL);
   streamed.kv_placement = 0;
 
+  /* An approximate K/V tier (ABI 3): streamed == the tier's stock, never the exact
+   * store's bits; a name that is no tier is refused by name. */
+  {
+    uint16_t* tier_v[2] = {malloc(nv * 2), malloc(nv * 2)};
+    uint16_t* tier_a = malloc(na * 2);
+    h3s_options tier_stock = stock, tier_streamed = streamed;
+    tier_stock.kv_store = "kvfp4s";
+    tier_streamed.kv_store = "kvfp4s";
+    CHECK(h3s_forward(e, &args, &tier_stock, tier_v[0], nv * 2, tier_a, na * 2) == H3S_OK);
+    CHECK(h3s_forward(e, &args, &tier_streamed, tier_v[1], nv * 2, tier_a, na * 2) == H3S_OK);
+    CHECK(memcmp(tier_v[0], tier_v[1], nv * 2) == 0);
+    CHECK(memcmp(tier_v[0], out_v[0], nv * 2) != 0);
+    tier_streamed.kv_store = "kvi4";
+    CHECK(h3s_forward(e, &args, &tier_streamed, tier_v[1], nv * 2, tier_a, na * 2) ==
+          H3S_INVALID_ARGUMENT);
+    CHECK(strstr(h3s_last_error(), "kv_store 'kvi4'") != NULL);
+    const int heads[2] = {0, 0};
+    tier_streamed.kv_store = "kvmix";
+    tier_streamed.kv_mix_heads = heads;
+    tier_streamed.kv_mix_heads_count = 2;
+    CHECK(h3s_forward(e, &args, &tier_streamed, tier_v[1], nv * 2, tier_a, na * 2) ==
+          H3S_INVALID_ARGUMENT);
+    CHECK(strstr(h3s_last_error(), "listed twice") != NULL);
+    free(tier_v[0]);
+    free(tier_v[1]);
+    free(tier_a);
+  }
+
   /* Errors: a wrong output size, a NaN sigma, a bad control; nothing written. */
   memset(out_v[1], 0, nv * 2);
   CHECK(h3s_forward(e, &args, NULL, out_v[1], nv * 2 - 2, out_a[1], na * 2) ==
