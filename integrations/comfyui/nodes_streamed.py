@@ -246,10 +246,19 @@ class ChunkedFinalLayer:
     the module tree and its state_dict are untouched): the model's own norm,
     adaLN and heads, run over row chunks of the video and audio spans."""
 
-    def __init__(self, layer, chunk, gemm):
+    def __init__(self, layer, chunk, gemm, merge_tail_below=512):
         self.layer_ref = weakref.ref(layer)
         self.chunk = int(chunk)
         self.gemm = gemm
+        self.merge_tail_below = int(merge_tail_below)
+
+    def row_chunks(self, n):
+        """[lo, hi) chunks of `chunk` rows over n; a tail shorter than merge_tail_below
+        joins the previous chunk (FEATURES.md's rule, as h3stream's ChunkPlan)."""
+        bounds = list(range(0, n, self.chunk)) + [n]
+        if len(bounds) > 2 and bounds[-1] - bounds[-2] < self.merge_tail_below:
+            del bounds[-2]
+        return list(zip(bounds[:-1], bounds[1:]))
 
     def __call__(self, x, t_emb, video_seg, audio_seg):
         fl = self.layer_ref()
@@ -272,13 +281,11 @@ class ChunkedFinalLayer:
             return head(modulated(0, n).to(torch.float32))
         if self.gemm == "exact":  # fp32 span built chunk by chunk, then the stock GEMM
             buf = torch.empty(n, x.shape[1], dtype=torch.float32, device=x.device)
-            for lo in range(0, n, self.chunk):
-                hi = min(lo + self.chunk, n)
+            for lo, hi in self.row_chunks(n):
                 buf[lo:hi] = modulated(lo, hi)
             return head(buf)
         out = None
-        for lo in range(0, n, self.chunk):
-            hi = min(lo + self.chunk, n)
+        for lo, hi in self.row_chunks(n):
             y = head(modulated(lo, hi).to(torch.float32))
             if out is None:
                 out = torch.empty(n, y.shape[1], dtype=y.dtype, device=y.device)

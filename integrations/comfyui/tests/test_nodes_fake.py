@@ -398,6 +398,16 @@ def test_probe_stays_outermost_and_writes_the_ledger(pack, tmp_path, order):
     assert html.startswith("<!DOCTYPE html>") and "<svg" in html
 
 
+def test_final_layer_chunks_merge_a_short_tail(pack):
+    cfl = streamed(pack).ChunkedFinalLayer(FakeFinal(), 600, "exact")
+    assert cfl.row_chunks(1300) == [(0, 600), (600, 1300)]  # the 100-row tail merged
+    assert cfl.row_chunks(1800) == [(0, 600), (600, 1200), (1200, 1800)]
+    assert cfl.row_chunks(1000) == [(0, 1000)]
+    assert cfl.row_chunks(400) == [(0, 400)]
+    keep = streamed(pack).ChunkedFinalLayer(FakeFinal(), 600, "exact", 0)
+    assert keep.row_chunks(1300) == [(0, 600), (600, 1200), (1200, 1300)]
+
+
 @pytest.mark.parametrize("chunk", [1, 7, 50])
 def test_chunked_final_layer_exact_is_bit_equal_to_stock(pack, chunk):
     torch.manual_seed(0)
@@ -407,8 +417,9 @@ def test_chunked_final_layer_exact_is_bit_equal_to_stock(pack, chunk):
     segs = ((30, 100, 1), (10, 30, 0))
     with torch.no_grad():
         ref = fl(x, t, *segs)
-        got = streamed(pack).ChunkedFinalLayer(fl, chunk, "exact")(x, t, *segs)
-        approx = streamed(pack).ChunkedFinalLayer(fl, chunk, "streamed")(x, t, *segs)
+        # merge_tail_below 0: every chunk of these short spans stays its own.
+        got = streamed(pack).ChunkedFinalLayer(fl, chunk, "exact", 0)(x, t, *segs)
+        approx = streamed(pack).ChunkedFinalLayer(fl, chunk, "streamed", 0)(x, t, *segs)
     for r, g, a in zip(ref, got, approx):
         assert torch.equal(r, g)
         torch.testing.assert_close(a, r, rtol=1e-5, atol=1e-5)
