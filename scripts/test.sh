@@ -49,8 +49,13 @@ phase "ASan + UBSan build + tests"
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3S_SANITIZE=ON \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DH3S_BUILD_BENCH=OFF -DH3S_CUDA=OFF >/dev/null
 cmake --build build-sanitize -j "$jobs"
+# Every test but the seven longest under the sanitizers (~730 of ~2,250 test-seconds on 2
+# slow cores): whole `h3s demo` / `run` forwards per format or store, the rank-parallel
+# chunk sweep and the activation-estimate sweep. They run in the release suite above; the
+# code they reach runs here through the smaller block, store, placement and CLI tests.
+asan_skip='^(Cli\.DemoJsonReportsBitEqualAndLowerStreamedPeak|Cli\.RunWithAnApproximateTierIsLabelledAndDiffersFromTheExactStore|Cli\.ExactAvRowsBringTheAudioCloserToTheExactStore|Cli\.VramBudgetStreamsWeightsAndKeepsTheBits|Cli\.DemoTablePrintsEveryColumn|RankParallel\.ChunkedRanksEqualOneRankBitForBit|ActivationEstimate\.BoundsTheMeasuredPeak)$'
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-sanitize --output-on-failure -j "$jobs"
+  ctest --test-dir build-sanitize --output-on-failure -j "$jobs" -E "$asan_skip"
 
 phase "fuzz smoke (30 s)"
 bash scripts/fuzz.sh 30
