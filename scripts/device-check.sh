@@ -8,7 +8,8 @@
 # ptx80 (also part of tests): the whole GPU suite, then the sm_80 code paths on this GPU: the
 # driver made to JIT-compile the compute_80 PTX (CUDA_FORCE_PTX_JIT=1), so no Hopper kernel
 # runs, as on Ampere/Ada cards (their sm_80 image is the same code) and Blackwell (that PTX):
-# the exact paths' tests (PTX80_FILTER) and h3s demo per format, streamed == stock.
+# the exact paths' tests (PTX80_FILTER) and h3s demo per format, streamed == stock; then
+# kvfp4s' decode path (memcheck, kvbench and the int8 block at DECODE_TOKENS, default 217088).
 # tiers: the K/V tier GPU tests on each kvi8r, kvi8s and kvfp4s kernel variant
 # (H3S_KVI8R_KERNEL, H3S_KVI8S_KERNEL, H3S_KVFP4S_KERNEL; KVI8R_VARIANTS, KVI8S_VARIANTS,
 # KVFP4S_VARIANTS), racecheck/synccheck on each tier's kernel (SANITIZE_FILTERS), kvbench
@@ -96,7 +97,7 @@ if [ "$mode" = tiers ]; then
       --gtest_filter='*GpuKvStore.*/kvi8s:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvi8s_$v.json"
     [ -f "$OUT/gpu_tests_kvi8s_$v.json" ] && no_skips "gpu_tests_kvi8s_$v" "$OUT/gpu_tests_kvi8s_$v.json"
   done
-  kvfp4s_variants=${KVFP4S_VARIANTS-dual-batch2 dual-batch4 codes2-batch4 codes2-batch2}
+  kvfp4s_variants=${KVFP4S_VARIANTS-dual-batch2 dual-batch4 codes2-batch4 codes2-batch2 decode}
   for v in $kvfp4s_variants; do
     step "gpu_tests_kvfp4s_$v" 120 env H3S_KVFP4S_KERNEL=$v $bin/h3s_tests_gpu \
       --gtest_filter='*GpuKvStore.*/kvfp4s:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvfp4s_$v.json"
@@ -158,16 +159,39 @@ if [ "$mode" = ptx80 ]; then
 fi
 if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ]; then
   # The sm_80 code on this GPU (see ptx80 above). Hopper-only tests are left out: the
-  # tier kernels (the tiers fall back to the exact store there), the wgmma/TMA probe
-  # and the sm_90 GEMM variants.
-  ptx80_filter=${PTX80_FILTER-'GpuArch.TheLoadedImage*:GpuGemm.*:GpuGemmW4A8.*:GpuAttention.*:GpuOps.*:GpuGolden.*:GpuW4A8Backend.*:GpuNvfp4*:GpuStageQueue.*:*GpuBlockExact.StreamedEqualsStock*:*GpuBlockExact.MatchesTheCpu*:GpuForward.*:GpuLatentForward.*:GpuPlacement.*'}
-  step gpu_tests_ptx80 600 env CUDA_FORCE_PTX_JIT=1 $bin/h3s_tests_gpu \
+  # kvi8r/kvi8s/kvmix kernels (those tiers fall back to the exact store there; kvfp4s
+  # runs by its decode path, H3S_KVFP4S_KERNEL=decode), the wgmma/TMA probe and the
+  # sm_90 GEMM variants.
+  ptx80_filter=${PTX80_FILTER-'GpuArch.TheLoadedImage*:GpuGemm.*:GpuGemmW4A8.*:GpuAttention.*:GpuOps.*:GpuGolden.*:GpuW4A8Backend.*:GpuNvfp4*:GpuStageQueue.*:*GpuBlockExact.StreamedEqualsStock*:*GpuBlockExact.MatchesTheCpu*:*GpuBlockExact.ApproximateTiers*:GpuForward.*:GpuLatentForward.*:GpuPlacement.*:*GpuKvStore.*/kvfp4s:GpuKvfp4sVariants.DecodeKernel*'}
+  step gpu_tests_ptx80 600 env CUDA_FORCE_PTX_JIT=1 H3S_KVFP4S_KERNEL=decode $bin/h3s_tests_gpu \
     --gtest_filter="$ptx80_filter" --gtest_output=json:"$OUT/gpu_tests_ptx80.json"
   [ -f "$OUT/gpu_tests_ptx80.json" ] && no_skips gpu_tests_ptx80 "$OUT/gpu_tests_ptx80.json"
   for f in ${formats//,/ } nvfp4; do
     step "demo_ptx80_$f" 300 bash -c "CUDA_FORCE_PTX_JIT=1 $bin/h3s demo --backend cuda \
       --tokens 3000 --format $f --q-chunk 997 --kv-chunk 1031 --mlp-chunk 613 --json \
       | tee /dev/stderr | grep -q '\"bit_equal\":true'"
+  done
+fi
+if [ "$mode" = ptx80 ]; then
+  # kvfp4s' decode path (decode blocks, then the exact kernel; H3S_KVFP4S_KERNEL=decode):
+  # the decode kernel under memcheck; attention alone and the int8 block beside the exact
+  # store's at the token list on the compute_80 code, and on this image with
+  # H3S_KVFP4S_KERNEL=decode beside the Hopper kernel (DECODE_TOKENS; empty skips).
+  step memcheck_kvfp4s_decode 120 env CUDA_FORCE_PTX_JIT=1 compute-sanitizer --tool memcheck \
+    --error-exitcode 9 $bin/h3s_tests_gpu --gtest_filter='GpuKvfp4sVariants.DecodeKernel*'
+  for t in ${DECODE_TOKENS-217088}; do
+    step "kvbench_kvfp4s_ptx80_$t" 300 env CUDA_FORCE_PTX_JIT=1 H3S_KVFP4S_KERNEL=decode $bin/h3s kvbench \
+      --kv-store kvfp4s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
+    for v in decode dual-batch2; do
+      step "kvbench_kvfp4s_${v}_$t" 200 env H3S_KVFP4S_KERNEL=$v $bin/h3s kvbench \
+        --kv-store kvfp4s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
+    done
+    for kv in bf16 kvfp4s; do
+      step "bench_int8_${kv}_ptx80_$t" 300 env CUDA_FORCE_PTX_JIT=1 H3S_KVFP4S_KERNEL=decode \
+        $bin/h3s bench --backend cuda \
+        --preset h3 --format int8 --token-list "$t" --json --q-chunk 16384 --kv-chunk 16384 \
+        --mlp-chunk 16384 --kv-store $kv --skip-attention
+    done
   done
 fi
 if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] && [ "$mode" != ptx80 ]; then

@@ -142,6 +142,14 @@ class Backend {
   // ---- approximate K/V tiers (FEATURES.md); the defaults refuse -----------
   // Whether this backend runs K/V tier `tier` ("bf16", the exact store, always).
   virtual bool has_kv_tier(std::string_view tier) const { return tier == "bf16"; }
+  // Keys (of every head) this backend decodes at once from `tier`'s store
+  // into bf16 scratch on the arena, K and V, when it attends that tier with
+  // the exact kernel (the CUDA backend's kvfp4s off Hopper); 0 when it
+  // takes no such scratch. The planner counts it (exec/placement.hpp).
+  virtual int64_t kv_tier_decode_keys(std::string_view /*tier*/) const { return 0; }
+  // How to make `tier` run here when has_kv_tier says no (empty: no way);
+  // the exact-store fallback's note prints it.
+  virtual std::string_view kv_tier_hint(std::string_view /*tier*/) const { return {}; }
   // kvi8r (kv/kvi8r.hpp is the arithmetic): src [rows, heads * 128] bf16 ->
   // code [rows, heads * 128] u8 (code + 128) and scale [rows, heads] f16 (any strides).
   virtual void kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale);

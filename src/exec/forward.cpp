@@ -176,7 +176,7 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   // weight_feed.hpp): the activations take the cheapest placement that fits
   // beside the smallest weight plan (the non-block weights and two block
   // slots for prefetch, else one), and the weights get what it leaves.
-  const ScratchModel scratch = scratch_model(be, w);
+  const ScratchModel scratch = scratch_model(be, w, opt.kv_store);
   const size_t host_budget =
       opt.host_budget != 0 ? size_t(opt.host_budget) : available_host_memory() / 10 * 9;
   if (opt.vram_budget == 0) {

@@ -95,8 +95,21 @@ size_t kv_store_bytes(const ExecOptions& o, int64_t seq, int64_t heads, int64_t 
   return size_t(2) * size_t(seq) * size_t(heads * head_dim) * 2;
 }
 
-ScratchModel scratch_model(const Backend& be, const BlockWeights& b) {
-  ScratchModel s{.quant_rows = false, .mod_index = be.arena_scratch(), .swiglu_rows = false};
+namespace {
+
+// The tier's part of the scratch model (the weights' parts are set apart).
+ScratchModel tier_scratch(const Backend& be, std::string_view kv_store) {
+  return {.quant_rows = false,
+          .mod_index = be.arena_scratch(),
+          .swiglu_rows = false,
+          .kv_tier_runs = be.has_kv_tier(kv_store),
+          .kv_decode_keys = be.has_kv_tier(kv_store) ? be.kv_tier_decode_keys(kv_store) : 0};
+}
+
+}  // namespace
+
+ScratchModel scratch_model(const Backend& be, const BlockWeights& b, std::string_view kv_store) {
+  ScratchModel s = tier_scratch(be, kv_store);
   if (be.arena_scratch()) {
     for (const QuantLinear* l : {&b.attn.qkv, &b.attn.out, &b.mlp.fc1, &b.mlp.fc2})
       s.quant_rows = s.quant_rows || l->format != WeightFormat::bf16;
@@ -106,10 +119,10 @@ ScratchModel scratch_model(const Backend& be, const BlockWeights& b) {
   return s;
 }
 
-ScratchModel scratch_model(const Backend& be, const ModelWeights& w) {
-  ScratchModel s{.quant_rows = false, .mod_index = be.arena_scratch(), .swiglu_rows = false};
+ScratchModel scratch_model(const Backend& be, const ModelWeights& w, std::string_view kv_store) {
+  ScratchModel s = tier_scratch(be, kv_store);
   for (const BlockWeights& b : w.blocks) {
-    const ScratchModel block = scratch_model(be, b);
+    const ScratchModel block = scratch_model(be, b, kv_store);
     s.quant_rows = s.quant_rows || block.quant_rows;
     s.swiglu_rows = s.swiglu_rows || block.swiglu_rows;
   }
@@ -170,12 +183,21 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
   const size_t base = x_dev + rows_bytes(S, c.rope_dim * 2) + adaln_in + kept;
   const size_t setup = base + mods + rows_bytes(T, 18 * H * 4);
   p.block_live = base + mods;
+  // The store the tier's backend makes (the exact one where it has no
+  // kernels), and what it decodes at once into scratch during attention.
+  const bool approximate = o.kv_store != "bf16" && scratch.kv_tier_runs;
+  const auto store_bytes = [&](int64_t seq) {
+    return scratch.kv_tier_runs ? kv_store_bytes(o, seq, heads, c.head_dim)
+                                : rows_bytes(seq, 2 * I * 2);
+  };
+  const size_t decode =
+      approximate ? rows_bytes(std::min(S, scratch.kv_decode_keys), 2 * I * 2) : 0;
 
   if (p.streamed) {
     const int64_t n_q = int64_t(ChunkPlan::balanced(S, o.q_chunk).chunks.size());
     const int64_t q_rows = n_q == 0 ? 0 : (S + n_q - 1) / n_q;
     const int64_t group = std::clamp<int64_t>(p.q_group, 1, std::max<int64_t>(n_q, 1));
-    const size_t store = kv_store_bytes(o, S, heads, c.head_dim);
+    const size_t store = store_bytes(S);
     const size_t kv_dev = p.kv_on_host ? 0 : store;
     const size_t tiles = p.kv_on_host ? size_t(4) * rows_bytes(std::min(S, p.kv_block), I * 2) : 0;
     p.kv_first_pass = p.kv_first_pass && p.kv_on_host && kv_chunks_on_tiles(o);
@@ -199,8 +221,8 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
                            rows_bytes(q_rows, group * q_state_row) + kv_chunks);
     else
       p.kv_peak = base + mods + kv_dev + kv_chunks;
-    p.attn_peak =
-        base + mods + kv_dev + tiles + rows_bytes(q_rows, (group - 1) * q_state_row + attn_row);
+    p.attn_peak = base + mods + kv_dev + tiles + decode +
+                  rows_bytes(q_rows, (group - 1) * q_state_row + attn_row);
     p.mlp_peak = base + mods + rows_bytes(chunk(o.mlp_chunk), mlp_row);
     const size_t x_bytes = rows_bytes(S, H * 2);
     p.host_bytes = (p.kv_on_host ? store : 0) + (p.x_on_host ? x_bytes : 0);
@@ -225,12 +247,12 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
     p.kv_peak = base + mods + rows_bytes(S, stock_kv_row);
     // An approximate tier's stock block quantises every row into its store
     // beside the fused QKV (stock_block.cpp); the exact tier reads the QKV.
-    p.attn_peak = base + mods + rows_bytes(S, stock_attn_row) +
-                  (o.kv_store == "bf16" ? 0 : kv_store_bytes(o, S, heads, c.head_dim));
+    p.attn_peak =
+        base + mods + rows_bytes(S, stock_attn_row) + (approximate ? store_bytes(S) : 0) + decode;
     p.mlp_peak = base + mods + rows_bytes(S, mlp_row);
   }
   if (o.self_check) {  // block 0 also runs stock on a copy of x
-    const size_t stock = rows_bytes(S, std::max({stock_kv_row, stock_attn_row, mlp_row}));
+    const size_t stock = rows_bytes(S, std::max({stock_kv_row, stock_attn_row, mlp_row})) + decode;
     p.attn_peak = std::max(p.attn_peak, base + mods + rows_bytes(S, H * 2) + stock);
   }
 

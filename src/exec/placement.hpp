@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "h3s/options.hpp"
 #include "model/config.hpp"
@@ -42,6 +43,13 @@ struct ScratchModel {
   // takes its activations [rows, ffn] bf16 from the arena, beside f and y.
   // (The defaults are the CUDA backend's for the quantised formats.)
   bool swiglu_rows = false;
+  // The options' K/V tier on this backend: false when it has no kernels for
+  // it and runs the exact store instead (kv/kv_store.cpp), whose bytes the
+  // planner then counts.
+  bool kv_tier_runs = true;
+  // Keys of every head the backend decodes into bf16 scratch at once, K and
+  // V, during the tier's attention (Backend::kv_tier_decode_keys).
+  int64_t kv_decode_keys = 0;
 };
 
 class Backend;
@@ -51,11 +59,14 @@ struct ModelWeights;
 // bf16 store, or an approximate tier's codes and scales).
 size_t kv_store_bytes(const ExecOptions& options, int64_t seq, int64_t heads, int64_t head_dim);
 
-// The scratch `backend` takes for `weights`: quantised rows only when a block
-// linear is quantised (the fp32 islands and bf16 layers take none).
-ScratchModel scratch_model(const Backend& backend, const ModelWeights& weights);
+// The scratch `backend` takes for `weights` with K/V tier `kv_store`:
+// quantised rows only when a block linear is quantised (the fp32 islands and
+// bf16 layers take none), the tier's decode blocks where it decodes.
+ScratchModel scratch_model(const Backend& backend, const ModelWeights& weights,
+                           std::string_view kv_store);
 // The same for one block's weights (a block call's, e.g. ComfyUI's own arrays).
-ScratchModel scratch_model(const Backend& backend, const BlockWeights& block);
+ScratchModel scratch_model(const Backend& backend, const BlockWeights& block,
+                           std::string_view kv_store);
 
 struct Placement {
   // Decisions.

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <string>
 
 #include "kv/kv_bf16.hpp"
 #include "kv/kv_fp4s.hpp"
@@ -36,9 +37,11 @@ std::unique_ptr<KvStore> make_resident_kv_store(Backend& backend, Arena& arena,
   static bool said = false;
   if (!said) {
     said = true;
+    const std::string_view hint = backend.kv_tier_hint(tier);
+    const std::string how = hint.empty() ? "" : fmt::format(" ({})", hint);
     fmt::print(stderr,
-               "h3s: the {} backend has no {} kernels yet; using the exact bf16 K/V store\n",
-               backend.name(), tier);
+               "h3s: the {} backend has no {} kernels yet; using the exact bf16 K/V store{}\n",
+               backend.name(), tier, how);
   }
   return std::make_unique<KvBf16Store>(arena, seq, heads, head_dim, kv_block);
 }

@@ -296,10 +296,10 @@ ExecMode BlockEngine::run_block(const TensorBlockCall& c) {
     shape.timesteps.assign(size_t(c.t_emb.rows()), 0.0f);
     ExecOptions plan = o;
     plan.min_tokens = 0;  // ran_mode decided: this call streams
-    const Placement place =
-        plan_placement(config(), shape, plan, budget, host_budget,
-                       scratch_model(be, c.weights ? *c.weights : weights_.blocks[size_t(c.index)]),
-                       PlanScope::block);
+    const Placement place = plan_placement(
+        config(), shape, plan, budget, host_budget,
+        scratch_model(be, c.weights ? *c.weights : weights_.blocks[size_t(c.index)], o.kv_store),
+        PlanScope::block);
     StreamChunks chunks = StreamChunks::from(o);
     chunks.exact_rows = exact;
     chunks.kv_mix_heads = mix;

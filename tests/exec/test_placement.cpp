@@ -284,6 +284,46 @@ TEST_P(Placements, ImpossibleBudgetsAreRefusedBeforeAnyWork) {
   }
 }
 
+// A K/V tier's scratch in the plan: the decode blocks a backend takes for a
+// tier it attends with the exact kernel (CUDA's kvfp4s off Hopper) add
+// exactly their K and V rows to the attention phase, streamed and stock,
+// capped at the sequence; a tier the backend lacks counts the exact store
+// it runs instead. The CPU backend runs every tier and decodes nothing.
+TEST(PlacementTiers, DecodeBlocksAndTheExactFallbackAreCounted) {
+  const ModelWeights& w = weights_for(WeightFormat::int8);
+  const PackedLayout l = long_layout(w.config);
+  const size_t S = size_t(l.seq_len), row = size_t(2 * w.config.inner() * 2);
+  auto be = make_cpu_backend(1);
+  for (const char* tier : {"bf16", "kvi8r", "kvi8s", "kvfp4s", "kvmix"}) {
+    const ScratchModel cpu = scratch_model(*be, w, tier);
+    EXPECT_TRUE(cpu.kv_tier_runs) << tier;
+    EXPECT_EQ(cpu.kv_decode_keys, 0) << tier;
+  }
+  for (const ExecOptions& base : {streamed_options(211, 97, 301, 0, 89), ExecOptions::stock()}) {
+    SCOPED_TRACE(base.mode == ExecMode::stock ? "stock" : "streamed");
+    ExecOptions o = base;
+    o.kv_store = "kvfp4s";
+    const Placement plain = plan_placement(w.config, l, o, 0, 0, kCpuScratch);
+    for (const int64_t keys : {int64_t(512), int64_t(4096)}) {
+      ScratchModel decoding = kCpuScratch;
+      decoding.kv_decode_keys = keys;
+      const Placement p = plan_placement(w.config, l, o, 0, 0, decoding);
+      EXPECT_EQ(p.attn_peak - plain.attn_peak, std::min(S, size_t(keys)) * row) << keys;
+      EXPECT_EQ(p.kv_peak, plain.kv_peak);
+    }
+    // The exact store's bytes for a tier the backend lacks: the exact plan.
+    ExecOptions exact = base;
+    exact.kv_store = "bf16";
+    ScratchModel lacking = kCpuScratch;
+    lacking.kv_tier_runs = false;
+    const Placement fallback = plan_placement(w.config, l, o, 0, 0, lacking);
+    const Placement want = plan_placement(w.config, l, exact, 0, 0, kCpuScratch);
+    EXPECT_EQ(fallback.kv_peak, want.kv_peak);
+    EXPECT_EQ(fallback.attn_peak, want.attn_peak);
+    EXPECT_NE(fallback.attn_peak, plain.attn_peak) << "the tier's own plan";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, Placements,
                          ::testing::Values(WeightFormat::bf16, WeightFormat::int8,
                                            WeightFormat::w4a8, WeightFormat::nvfp4),

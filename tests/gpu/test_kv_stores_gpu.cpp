@@ -1,6 +1,7 @@
 // The K/V tiers whose stores quantise in groups of tokens (kvi8s: 64-token
 // blocks in 128-token tiles; kvfp4s: 256-token stat blocks) on the GPU
-// (Hopper). Their quantisers are bit-equal to the definitions of record the
+// (kvi8s on Hopper; kvfp4s on any GPU through its decode path,
+// H3S_KVFP4S_KERNEL=decode). Their quantisers are bit-equal to the definitions of record the
 // CPU backend runs (kv/kvi8s.hpp, kv/kvfp4s.hpp), through the store's open
 // group (chunks of any size). kvi8s' attention (int8 Q K^T and fp8 P V on
 // wgmma) gives the definition's scores bit for bit and differs from it only
@@ -22,12 +23,14 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/cuda/kernels.hpp"
 #include "core/dtype.hpp"
 #include "core/rng.hpp"
 #include "deviation.hpp"
 #include "gpu_fixture.hpp"
 #include "kv/kv_fp4s.hpp"
 #include "kv/kv_i8s.hpp"
+#include "kv/kvfp4s.hpp"
 
 namespace h3s::test {
 namespace {
@@ -123,7 +126,8 @@ class GpuKvStore : public GpuBackendTest, public ::testing::WithParamInterface<s
     if (!gpu_) return;  // skipped
     if (!gpu_->has_kv_tier(tier()))
       GTEST_FAIL() << "this GPU has no " << tier()
-                   << " kernel (Hopper only); the device runs are on H200";
+                   << " kernel (Hopper only; kvfp4s with H3S_KVFP4S_KERNEL=decode); the device "
+                      "runs are on H200";
   }
   const std::string& tier() const { return GetParam(); }
 
@@ -233,6 +237,13 @@ TEST_P(GpuKvStore, ChunksAndBlocksGiveTheSinglePassBits) {
   for (const auto& [chunk, block] :
        {std::pair<int64_t, int64_t>{1, 0}, {64, 0}, {131, 0}, {0, 128}, {0, 384}, {7, 256}})
     EXPECT_EQ(on_gpu(p, chunk, block), single) << "row chunk " << chunk << ", kv_block " << block;
+  // Past kvfp4s' 4096-key decode blocks (GPUs without its Hopper kernel):
+  // two whole blocks and a tail, chained with K/V blocks that cut them.
+  const Problem longer(37, 9001, 2, 8301);
+  const Bits whole = on_gpu(longer);
+  for (const auto& [chunk, block] : {std::pair<int64_t, int64_t>{0, 4224}, {11, 384}})
+    EXPECT_EQ(on_gpu(longer, chunk, block), whole)
+        << longer.label() << ", row chunk " << chunk << ", kv_block " << block;
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiers, GpuKvStore, ::testing::Values("kvi8s", "kvfp4s"),
@@ -271,9 +282,11 @@ TEST_F(GpuKvi8sVariants, ScheduleVariantsGiveTheDefaultsBits) {
 
 // kvfp4s' kernel variants decode the same bf16 K/V (an exact decode, one
 // rounding from the exact value) for the same consumers, whether one
-// producer warpgroup decodes both operands or one each does (dual): the
-// same bits over one key, a partial tile, tiles plus a tail, chunked queries
-// and chained K/V blocks.
+// producer warpgroup decodes both operands or one each does (dual), or a
+// decode kernel writes 4096-key blocks to global memory for the exact
+// kernel (decode: the path of GPUs without the Hopper kernel): the same
+// bits over one key, a partial tile, tiles plus a tail, several decode
+// blocks, chunked queries and chained K/V blocks.
 class GpuKvfp4sVariants : public GpuBackendTest {
  protected:
   static constexpr const char* kEnv = "H3S_KVFP4S_KERNEL";
@@ -281,20 +294,92 @@ class GpuKvfp4sVariants : public GpuBackendTest {
 };
 
 TEST_F(GpuKvfp4sVariants, ProducerVariantsGiveTheSameBits) {
-  ASSERT_TRUE(gpu_->has_kv_tier("kvfp4s")) << "the device runs are on Hopper";
+  ASSERT_TRUE(cuda::attention_kvfp4s_supported()) << "the device runs are on Hopper";
   uint64_t seed = 8600;
-  for (const auto& [rows, seq, heads] :
-       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {67, 100, 2}, {259, 1000, 3}}) {
+  for (const auto& [rows, seq, heads] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
+                                         {67, 100, 2},
+                                         {259, 1000, 3},
+                                         {29, 9001, 2}}) {
     const Problem p(rows, seq, heads, ++seed);
     ASSERT_EQ(setenv(kEnv, "codes2-batch4", 1), 0);
     const Bits want = store_attention(*gpu_, *arena_, p, "kvfp4s", {}, 0, 0, 0);
-    for (const char* variant : {"codes2-batch2", "dual-batch2", "dual-batch4"}) {
+    for (const char* variant : {"codes2-batch2", "dual-batch2", "dual-batch4", "decode"}) {
       ASSERT_EQ(setenv(kEnv, variant, 1), 0);
       EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvfp4s", {}, 0, 0, 0), want)
           << variant << ", " << p.label();
       EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvfp4s", {}, 0, 256, 61), want)
           << variant << ", " << p.label() << ", chunks and blocks";
     }
+  }
+}
+
+// kvfp4s' decode kernel (what GPUs without the Hopper kernel attend over)
+// writes the definition's bf16 K~ and V~ (kvfp4s::decode_kv_row) for every
+// key and head of a range: from key 0 or a later stat block, one key, a
+// partial tile, a range across stat blocks to the sequence's end.
+TEST_F(GpuKvfp4sVariants, DecodeKernelWritesTheDefinitionsBf16) {
+  ASSERT_EQ(setenv(kEnv, "decode", 1), 0);  // the store on any GPU
+  ASSERT_TRUE(gpu_->has_kv_tier("kvfp4s"));
+  const Problem p(1, 1000, 3, 8700);
+  std::unique_ptr<KvStore> store =
+      make_resident_kv_store(*gpu_, *arena_, "kvfp4s", p.seq, p.heads, kHd, 0, {});
+  OwnedTensor k = put(*gpu_, *arena_, p.k, p.seq, p.width(), "k");
+  OwnedTensor v = put(*gpu_, *arena_, p.v, p.seq, p.width(), "v");
+  store->write(*gpu_, {0, p.seq}, k.view, v.view);
+  const KvFp4sView kv = dynamic_cast<const KvFp4sStore&>(*store).view();
+  gpu_->synchronize();
+  StoreBytes host;
+  for (const Tensor& t : store_tensors(*store)) {
+    host.emplace_back(size_t(t.numel()) * dtype_size(t.dtype));
+    gpu_->download(t, host.back().data());
+  }
+  gpu_->synchronize();
+  const auto* k_code = host[0].data();
+  const auto* k_scale = host[1].data();
+  const auto* k_global = reinterpret_cast<const float*>(host[2].data());
+  const auto* k_mean = reinterpret_cast<const uint16_t*>(host[3].data());
+  const auto* v_code = host[4].data();
+  const auto* v_scale = host[5].data();
+  const auto* v_global = reinterpret_cast<const float*>(host[6].data());
+  const int64_t code_stride = kv.k_code.row_stride(), scale_stride = kv.k_scale.row_stride();
+  const int64_t global_stride = kv.k_global.row_stride(), mean_stride = kv.k_mean.row_stride();
+  const cuda::Kvfp4sStore st{kv.k_code.ptr<uint8_t>(),
+                             kv.v_code.ptr<uint8_t>(),
+                             kv.k_scale.ptr<uint8_t>(),
+                             kv.v_scale.ptr<uint8_t>(),
+                             code_stride,
+                             scale_stride,
+                             kv.k_global.ptr<float>(),
+                             kv.v_global.ptr<float>(),
+                             global_stride,
+                             kv.k_mean.ptr<uint16_t>(),
+                             mean_stride};
+  for (const auto& [begin, n] :
+       {std::pair<int64_t, int64_t>{0, 1}, {0, 100}, {384, 131}, {128, 872}}) {
+    const int64_t w = p.width();
+    DeviceArray<uint16_t> dk(size_t(n * w)), dv(size_t(n * w));
+    dk.fill_bytes(0xff);  // NaN bits where nothing is written
+    dv.fill_bytes(0xff);
+    cuda::kvfp4s_decode(st, begin, n, p.heads, dk.get(), w, dv.get(), w, nullptr);
+    sync_check("kvfp4s_decode");
+    const Bits gk = dk.download(), gv = dv.download();
+    int64_t wrong = 0;
+    float row[kvfp4s::kDim];
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t h = 0; h < p.heads; ++h) {
+        const int64_t key = begin + r, block = key / kvfp4s::kBlock;
+        for (const bool keys : {true, false}) {
+          kvfp4s::decode_kv_row(
+              (keys ? k_code : v_code) + key * code_stride + h * kHd / 2,
+              (keys ? k_scale : v_scale) + key * scale_stride + h * kvfp4s::kGroups,
+              (keys ? k_global : v_global)[block * global_stride + h],
+              keys ? k_mean + block * mean_stride + h * kHd : nullptr, row);
+          const Bits& got = keys ? gk : gv;
+          for (int64_t d = 0; d < kHd; ++d)
+            wrong += got[size_t(r * w + h * kHd + d)] != f32_to_bf16(row[d]).bits;
+        }
+      }
+    EXPECT_EQ(wrong, 0) << "keys [" << begin << ", " << begin + n << ") of " << p.label();
   }
 }
 

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 
 #include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/kernels.hpp"
 #include "exec/forward.hpp"
 #include "exec/placement.hpp"
 #include "exec/weight_feed.hpp"
@@ -67,6 +69,39 @@ TEST(GpuPlacement, HostStagedKvEqualsStockAndStaysUnderThePrediction) {
   }
 }
 
+// A streamed forward with each K/V tier stays under the planner's per-phase
+// predictions: the tier's store (or, for a tier this GPU has no kernels for,
+// the exact store it runs instead) and kvfp4s' decode blocks where it
+// decodes (every GPU without its Hopper kernel), counted in the attention
+// phase.
+TEST(GpuPlacement, KvTierForwardsStayUnderThePrediction) {
+  H3S_REQUIRE_GPU();
+  const ModelWeights& w = weights_for(WeightFormat::int8);
+  const PackedLayout l = small_layout(w.config, 41, 37, 551, true, true);
+  const ForwardInputs in = random_inputs(w.config, l, 3);
+  for (const char* tier : {"kvfp4s", "kvi8r", "kvi8s", "kvmix"}) {
+    SCOPED_TRACE(tier);
+    cuda::CudaMemory mem;
+    Arena arena(mem, 0);
+    auto be = make_cuda_backend(arena);
+    ExecOptions o = streamed_options(97, 100, 77, 0, 50);
+    o.kv_store = tier;
+    const ScratchModel scratch = scratch_model(*be, w, tier);
+    EXPECT_EQ(scratch.kv_tier_runs, be->has_kv_tier(tier));
+    const bool fp4 = std::string_view(tier) == "kvfp4s" || std::string_view(tier) == "kvmix";
+    EXPECT_EQ(scratch.kv_decode_keys,
+              be->has_kv_tier(tier) && fp4 && cuda::attention_kvfp4s_decodes() ? 4096 : 0);
+    const ForwardOutputs s = run_forward(*be, arena, w, l, in, o);
+    const Placement& p = s.placement;
+    SCOPED_TRACE(p.describe());
+    for (const auto& [phase, predicted] :
+         {std::pair{Phase::kv, p.kv_peak}, std::pair{Phase::attn, p.attn_peak},
+          std::pair{Phase::mlp, p.mlp_peak}, std::pair{Phase::final, p.final_peak}})
+      EXPECT_LE(measured(s, phase), predicted) << phase_name(phase);
+    EXPECT_LE(s.peak_bytes, p.device_peak);
+  }
+}
+
 // At the smallest budget the residual x is host-staged too (chunks leased
 // through the copy stream): the stock bits, inside the budget, under the
 // predicted peaks (CUDA's arena scratch included).
@@ -83,7 +118,8 @@ TEST(GpuPlacement, ResidualStagedAtTheSmallestBudgetEqualsStock) {
     const ForwardOutputs stock = run_forward(*be, arena, w, l, in, ExecOptions::stock());
     ExecOptions o = streamed_options(97, 100, 77, 0, 50);
     const WeightPlan all = plan_weights(*be, w, 0);
-    const Placement smallest = smallest_placement(w.config, l, o, scratch_model(*be, w));
+    const Placement smallest =
+        smallest_placement(w.config, l, o, scratch_model(*be, w, o.kv_store));
     o.vram_budget = all.extras_bytes + all.block_bytes + smallest.device_peak;
     const ForwardOutputs s = run_forward(*be, arena, w, l, in, o);
     const Placement& p = s.placement;

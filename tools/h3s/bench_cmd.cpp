@@ -162,8 +162,8 @@ int run_bench(BenchArgs& a) {
     const BlockView view = BlockView::dit(bw, ctx);
     const size_t host_budget =
         r.exec.host_budget != 0 ? size_t(r.exec.host_budget) : available_host_memory() / 10 * 9;
-    const Placement place =
-        plan_placement(cfg, layout, plan_opts, budget, host_budget, scratch_model(be, w));
+    const Placement place = plan_placement(cfg, layout, plan_opts, budget, host_budget,
+                                           scratch_model(be, w, plan_opts.kv_store));
     // The streamed block's own bytes (x, the RoPE table, the modulation
     // and the adaLN input are the bench's, allocated before the run; a
     // host-staged x's device slots are the run's own).

@@ -77,8 +77,11 @@ class CudaBackend final : public Backend {
   void attn_state_finish(const AttnState& s, const Tensor& out) override;
   void attention_with_ends(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s,
                            AttnEnds ends) override;
-  // The kvi8r and kvi8s tiers on Hopper (cuda_kv_tiers.cpp); other tiers fall back.
+  // kvi8r, kvi8s, kvfp4s and kvmix on Hopper; kvfp4s on other GPUs with
+  // H3S_KVFP4S_KERNEL=decode (cuda_kv_tiers.cpp); other tiers fall back.
   bool has_kv_tier(std::string_view tier) const override;
+  int64_t kv_tier_decode_keys(std::string_view tier) const override;
+  std::string_view kv_tier_hint(std::string_view tier) const override;
   void kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) override;
   void rotate_heads(const Tensor& t) override;
   void attention_kvi8r(const Tensor& q_rot, const KvI8View& kv, RowRange keys,
@@ -126,6 +129,10 @@ class CudaBackend final : public Backend {
   // for output features [f0, f0 + n).
   void quantized_linear(const uint16_t* x, int64_t ldx, ActInput input, int64_t m,
                         const DeviceWeights& w, int64_t f0, int64_t n, const Tensor& y);
+  // kvfp4s by its decode path: blocks of keys decoded to bf16 in scratch,
+  // then the exact attention kernel (cuda_kv_tiers.cpp).
+  void attention_kvfp4s_decoded(const Tensor& q_rot, const Kvfp4sStore& store, RowRange keys,
+                                AttnState& s);
   // The device int32 [rows] row -> mod row index of `runs` (-1 elsewhere).
   Buffer mod_rows(std::span<const ModRun> runs, int64_t rows);
 

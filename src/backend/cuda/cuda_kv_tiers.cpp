@@ -4,9 +4,11 @@
 // (its quantiser bit-exact, its attention on int8/fp8 wgmma,
 // attn_fwd_i8s_sm90.cu) and kvfp4s (its quantiser bit-exact, its attention
 // the exact kernel's consumers over codes decoded to bf16,
-// attn_fwd_fp4s_sm90.cu). Tiers
-// without kernels here report so through has_kv_tier, and the executor
-// keeps the exact store (kv/kv_i8r.cpp logs the one line).
+// attn_fwd_fp4s_sm90.cu; with H3S_KVFP4S_KERNEL=decode, on any GPU, a decode
+// kernel and the exact attention kernel, the same bits on Hopper). Tiers
+// without kernels here report so through has_kv_tier, and the executor keeps
+// the exact store (kv/kv_store.cpp logs the one line).
+#include <algorithm>
 #include <string_view>
 
 #include "backend/cuda/common.cuh"
@@ -22,6 +24,12 @@ namespace h3s::cuda {
 namespace {
 
 constexpr int64_t kHd = 128;  // kvi8r::kDim
+// Keys of every head kvfp4s' decode path decodes at once: a multiple of the attention tile, so each
+// block starts on one (the exact kernel's tiles are then the Hopper kernel's, and blocks chain as
+// kv_block does), and large enough that each exact-kernel launch covers
+// 4096 keys x the chunk's queries. At H3's 56 heads the K and V scratch is
+// 2 x 4096 x 7168 x 2 bytes = 117 MB, beside a 217k-token store of 1.76 GB.
+constexpr int64_t kKvfp4sDecodeKeys = 32 * kAttnKvTile;
 
 void expect_heads_bf16(const Tensor& t, const char* op, const char* operand) {
   checks::expect_dtype(t, DType::bf16, Device::cuda, op, operand);
@@ -41,8 +49,20 @@ void expect_heads_bf16(const Tensor& t, const char* op, const char* operand) {
 bool CudaBackend::has_kv_tier(std::string_view tier) const {
   return tier == "bf16" || (tier == "kvi8r" && attention_kvi8r_supported()) ||
          (tier == "kvi8s" && attention_kvi8s_supported()) ||
-         (tier == "kvfp4s" && attention_kvfp4s_supported()) ||
+         (tier == "kvfp4s" && (attention_kvfp4s_supported() || attention_kvfp4s_decodes())) ||
          (tier == "kvmix" && attention_kvi8s_supported() && attention_kvfp4s_supported());
+}
+
+int64_t CudaBackend::kv_tier_decode_keys(std::string_view tier) const {
+  // (kvmix decodes its 4-bit heads only: the whole width bounds them.)
+  return (tier == "kvfp4s" || tier == "kvmix") && attention_kvfp4s_decodes() ? kKvfp4sDecodeKeys
+                                                                             : 0;
+}
+
+std::string_view CudaBackend::kv_tier_hint(std::string_view tier) const {
+  if (tier != "kvfp4s") return {};
+  return "H3S_KVFP4S_KERNEL=decode runs kvfp4s on this GPU by its decode path (opt-in: not yet "
+         "measured off Hopper)";
 }
 
 void CudaBackend::kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) {
@@ -246,6 +266,10 @@ void CudaBackend::attention_kvfp4s(const Tensor& q, const KvFp4sView& kv, RowRan
   const Kvfp4sStore st = fp4s_store(kv, s.heads, op);
   checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
   if (s.rows == 0) return;
+  if (attention_kvfp4s_decodes()) {
+    attention_kvfp4s_decoded(q, st, keys, s);
+    return;
+  }
   const attn::KvFp4sFwdParams p{q.ptr<uint16_t>(),
                                 q.stride[0],
                                 s.rows,
@@ -267,6 +291,27 @@ void CudaBackend::attention_kvfp4s(const Tensor& q, const KvFp4sView& kv, RowRan
                                 s.l.view.ptr<float>(),
                                 s.acc.view.ptr<float>()};
   cuda::attention_kvfp4s(p, stream_);
+}
+
+void CudaBackend::attention_kvfp4s_decoded(const Tensor& q, const Kvfp4sStore& st, RowRange keys,
+                                           AttnState& s) {
+  const char* op = "attention_kvfp4s";
+  if (!aligned_to(st.k_code, 8) || !aligned_to(st.v_code, 8) || st.code_stride % 8 != 0 ||
+      !aligned_to(st.k_mean, 4) || st.mean_stride % 2 != 0)
+    fail(ErrorKind::invalid_argument,
+         "{}: the decode reads 8-byte code groups and 4-byte mean pairs (code stride {}, mean "
+         "stride {})",
+         op, st.code_stride, st.mean_stride);
+  const int64_t inner = s.heads * kHd, block = std::min(keys.size(), kKvfp4sDecodeKeys);
+  if (block == 0) return;
+  OwnedTensor k = scratch_.tensor(DType::bf16, {block, inner}, "kvfp4s decoded K block");
+  OwnedTensor v = scratch_.tensor(DType::bf16, {block, inner}, "kvfp4s decoded V block");
+  for (int64_t b = keys.begin; b < keys.end; b += block) {
+    const int64_t n = std::min(block, keys.end - b);
+    cuda::kvfp4s_decode(st, b, n, s.heads, k.view.ptr<uint16_t>(), k.view.stride[0],
+                        v.view.ptr<uint16_t>(), v.view.stride[0], stream_);
+    attention(q, KvView{k.view.rows_view(0, n), v.view.rows_view(0, n)}, {0, n}, s);
+  }
 }
 
 }  // namespace h3s::cuda

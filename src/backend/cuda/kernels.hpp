@@ -150,7 +150,19 @@ void kvfp4s_quantize(const KvRowParts& in, int64_t first_row, int64_t heads, con
 // The kvfp4s tier's attention on Hopper: the codes decoded to bf16 in shared
 // memory, the exact kernel's consumers; the state always ends stored.
 void attention_kvfp4s(const attn::KvFp4sFwdParams& p, cudaStream_t s);
-bool attention_kvfp4s_supported();
+bool attention_kvfp4s_supported();  // that Hopper kernel runs here
+// Whether kvfp4s attends by kvfp4s_decode and the exact attention kernel:
+// with H3S_KVFP4S_KERNEL=decode, on any GPU (throws naming the fix for a
+// Hopper variant asked for elsewhere). Off Hopper without it, kvfp4s falls
+// back to the exact store (opt-in until the path has run on a GPU).
+bool attention_kvfp4s_decodes();
+// Decodes keys [key_begin, key_begin + n) of every head to the bf16 K~ and
+// V~ kv/kvfp4s.hpp defines, the bits the Hopper kernel's producer writes:
+// key r's head h at k + r * ldk + 128 h (and v). Codes 8-byte aligned with
+// an 8-byte code row stride, the means 4-byte aligned, the outputs 16-byte
+// aligned with ldk and ldv multiples of 8.
+void kvfp4s_decode(const Kvfp4sStore& store, int64_t key_begin, int64_t n, int64_t heads,
+                   uint16_t* k, int64_t ldk, uint16_t* v, int64_t ldv, cudaStream_t s);
 
 // ---- elementwise (elementwise/) ---------------------------------------------
 // Per run row r (mod_row[r] >= 0): x = bf16(x + y * gate[mod_row[r]]); the

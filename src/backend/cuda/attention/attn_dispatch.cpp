@@ -130,8 +130,10 @@ struct Choice {
 
 // The variant `env` names, or the first (the one measured fastest on the
 // H200, docs/PERFORMANCE.md) when it is unset.
+// `also`: a further name the caller handles before asking (kvfp4s' decode).
 template <class Variant, size_t kN>
-Choice<Variant> choose(const char* env, const Choice<Variant> (&choices)[kN], const char* tier) {
+Choice<Variant> choose(const char* env, const Choice<Variant> (&choices)[kN], const char* tier,
+                       const char* also = nullptr) {
   const char* set = std::getenv(env);
   const std::string_view want = set != nullptr ? set : "";
   if (want.empty()) return choices[0];
@@ -140,6 +142,7 @@ Choice<Variant> choose(const char* env, const Choice<Variant> (&choices)[kN], co
   std::string names;
   for (const Choice<Variant>& c : choices)
     names += names.empty() ? c.name : std::string(", ") + c.name;
+  if (also != nullptr) names += std::string(", ") + also;
   fail(ErrorKind::invalid_argument, "{}={} is not a {} kernel; choose one of {}", env, want, tier,
        names);
 }
@@ -166,8 +169,12 @@ constexpr Choice<attn::AttnFp4sVariant> kFp4sChoices[] = {
     {attn::AttnFp4sVariant::dual_batch4, "dual-batch4"},
     {attn::AttnFp4sVariant::codes2_batch4, "codes2-batch4"},
     {attn::AttnFp4sVariant::codes2_batch2, "codes2-batch2"}};
+// H3S_KVFP4S_KERNEL=decode: the path of GPUs without the Hopper kernel
+// (kvfp4s_decode, then the exact kernel), on Hopper too, for comparison.
+constexpr const char* kFp4sEnv = "H3S_KVFP4S_KERNEL";
+constexpr std::string_view kFp4sDecode = "decode";
 Choice<attn::AttnFp4sVariant> fp4s_choice() {
-  return choose("H3S_KVFP4S_KERNEL", kFp4sChoices, "kvfp4s");
+  return choose(kFp4sEnv, kFp4sChoices, "kvfp4s", kFp4sDecode.data());
 }
 
 // Keys on the engine's tile, and the heads a grid can hold.
@@ -237,6 +244,25 @@ void attention_kvi8s(const attn::KvI8sFwdParams& p, cudaStream_t s) {
 
 bool attention_kvfp4s_supported() {
   return attention_kvi8r_supported();  // the same Hopper features: wgmma and TMA
+}
+
+bool attention_kvfp4s_decodes() {
+  const char* set = std::getenv(kFp4sEnv);
+  const std::string_view want = set != nullptr ? set : "";
+  if (want == kFp4sDecode) return true;
+  if (attention_kvfp4s_supported()) {
+    fp4s_choice();  // refuses a name that is no variant
+    return false;
+  }
+  if (!want.empty())
+    fail(ErrorKind::invalid_argument,
+         "{}={}: that kvfp4s kernel needs an sm_90 GPU (Hopper); set {} or unset it (the exact "
+         "store)",
+         kFp4sEnv, want, kFp4sDecode);
+  // Opt-in off Hopper until the decode path has run on a GPU (written in a
+  // session without one; its GPU tests and measurements wait in
+  // scripts/device-check.sh ptx80).
+  return false;
 }
 
 void attention_kvfp4s(const attn::KvFp4sFwdParams& p, cudaStream_t s) {
