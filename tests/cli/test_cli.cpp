@@ -256,6 +256,22 @@ TEST(Cli, HelpIsPrintableText) {
     }
   }
   EXPECT_NE(run_cli("bench --help").out.find("{auto, device, host}"), std::string::npos);
+  // A default shown is the default: no negated flag's {false} beside a flag that is on.
+  EXPECT_EQ(run_cli("demo --help").out.find("{false}"), std::string::npos);
+}
+
+// --trim-forward is on unless --no-trim-forward turns it off (the demo's
+// JSON echoes the control).
+TEST(Cli, NoTrimForwardTurnsTheDefaultOff) {
+  for (const auto& [flags, want] : {std::pair<const char*, bool>{"", true},
+                                    {"--no-trim-forward", false},
+                                    {"--trim-forward", true}}) {
+    const Result r =
+        run_cli(std::string("demo --tokens 200 --json ") + flags, /*merge_stderr=*/false);
+    ASSERT_EQ(r.code, 0) << flags << ": " << r.out;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["controls"]["trim_forward"].get<bool>(), want) << flags;
+  }
 }
 
 }  // namespace

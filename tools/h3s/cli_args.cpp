@@ -131,8 +131,13 @@ void add_control_flags(CLI::App& cmd, ExecOptions& o, std::string& final_gemm) {
   cmd.add_option("--merge-tail-below", o.merge_tail_below,
                  "kv/mlp tail chunks shorter than this merge into the previous chunk")
       ->capture_default_str();
-  cmd.add_flag("--trim-forward,!--no-trim-forward", o.trim_forward,
-               "release embed buffers once the packed sequence exists (default on)");
+  // Two flags, not CLI11's "--a,!--no-a" pair, whose help shows the negation's
+  // value ({false}) as if it were the default.
+  cmd.add_flag("--trim-forward", o.trim_forward,
+               "release embed buffers once the packed sequence exists (the default)");
+  cmd.add_flag_callback(
+      "--no-trim-forward", [&o] { o.trim_forward = false; },
+      "keep the text and patch embeds through the blocks (the same math, more memory)");
   cmd.add_flag("--self-check", o.self_check,
                "block 0: stock vs streamed for full/q/kv/mlp/none variants, one line in ulps");
 }
