@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 INT_MAX_CHUNK = 262144
+# h3stream.ATTN_KV_TILE (this file loads without the module; test_controls.py
+# checks the two agree): kv_block's step.
+ATTN_KV_TILE = 128
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,7 @@ CONTROLS = (
         tooltip="Below this packed sequence length the node calls ComfyUI's original block "
         "(short clips gain nothing from streaming). 0 = always use h3stream."),
     Control(
-        "kv_block", "INT", 0, min=0, max=INT_MAX_CHUNK, step=128,
+        "kv_block", "INT", 0, min=0, max=INT_MAX_CHUNK, step=ATTN_KV_TILE,
         tooltip="K/V rows attended per pass, the running softmax state carried between "
         "passes; a multiple of the 128-key attention tile, so it is exact (bit-identical, unlike the "
         "reference node's 1-ulp log-sum-exp combine). 0 = the whole K/V in one pass, or the "

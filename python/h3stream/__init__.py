@@ -18,6 +18,8 @@ from .rope import rope_from_comfy
 Options = _native.Options
 make_checkpoint = _native.make_checkpoint
 __version__ = _native.__version__
+#: Keys per attention tile: ``Options.kv_block`` is 0 or a multiple of it.
+ATTN_KV_TILE = _native.ATTN_KV_TILE
 
 
 def convrot_quantize(x):
@@ -54,4 +56,4 @@ def cuda_built() -> bool:
 
 
 __all__ = ["Engine", "Options", "rope_from_comfy", "make_checkpoint", "convrot_quantize",
-           "has_cuda", "cuda_built", "__version__"]
+           "has_cuda", "cuda_built", "ATTN_KV_TILE", "__version__"]

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/attn_tile.hpp"
 #include "backend/stage_queue.hpp"
 #include "backend/weight_store.hpp"
 #include "core/arena.hpp"
@@ -24,12 +25,6 @@
 #include "model/quant_linear.hpp"
 
 namespace h3s {
-
-// K/V blocks start on multiples of this many keys. Every backend consumes
-// keys in tiles counted from key 0 whose size divides it (CPU 128, CUDA wgmma
-// 128, CUDA mma.sync 64), so a block boundary is a tile boundary and blocked
-// consumption repeats the single-pass arithmetic exactly (DESIGN.md invariant 2).
-inline constexpr int64_t kAttnKvTile = 128;
 
 // One block's modulation rows: bf16 views [mod_rows, hidden] (row stride may
 // be wider: they are slices of the adaLN projection output).

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import PACK, features_md
+from conftest import PACK, features_md, need
 
 
 def _controls():
@@ -120,3 +120,10 @@ def test_comfy_inputs_and_checks():
     assert kw["mlp_chunk"] == 0 and kw["exact_av_rows"] is False
     kw = ctl.engine_options_kwargs({"kv_store": "kvi8r", "exact_av_rows": True})
     assert kw["kv_store"] == "kvi8r" and kw["exact_av_rows"] is True
+
+
+def test_kv_block_steps_by_the_engines_attention_tile():
+    h3stream = need("h3stream")
+    ctl = _controls()
+    assert ctl.ATTN_KV_TILE == h3stream.ATTN_KV_TILE
+    assert ctl.BY_NAME["kv_block"].step == h3stream.ATTN_KV_TILE

@@ -7,13 +7,13 @@
 
 #include <cstdint>
 
+#include "backend/attn_tile.hpp"
+
 namespace h3s::cuda::attn {
 
-// backend.hpp's h3s::kAttnKvTile (K/V blocks start on multiples of it). That
-// header cannot be compiled by nvcc (fmt's consteval format strings), so the
-// value is restated here; the GPU test's chained-K/V check fails if the two
-// ever disagree. Each kernel's key tile must divide it.
-inline constexpr int kEngineKvTile = 128;
+// h3s::kAttnKvTile (backend/attn_tile.hpp: K/V blocks start on multiples of
+// it) as the kernels' int. Each kernel's key tile must divide it.
+inline constexpr int kEngineKvTile = int(kAttnKvTile);
 
 // sqrt for constants (Newton in double; std::sqrt is not constexpr in C++20).
 constexpr double constexpr_sqrt(double x) {
