@@ -186,6 +186,12 @@ if [ "$mode" = ptx80 ]; then
       step "kvbench_kvfp4s_${v}_$t" 200 env H3S_KVFP4S_KERNEL=$v $bin/h3s kvbench \
         --kv-store kvfp4s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done
+    # Larger decode blocks: fewer round trips of the fp32 state, more scratch.
+    for k in ${DECODE_KEYS-16384}; do
+      step "kvbench_kvfp4s_decode${k}_$t" 200 env H3S_KVFP4S_KERNEL=decode \
+        H3S_KVFP4S_DECODE_KEYS=$k $bin/h3s kvbench \
+        --kv-store kvfp4s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
+    done
     for kv in bf16 kvfp4s; do
       step "bench_int8_${kv}_ptx80_$t" 300 env CUDA_FORCE_PTX_JIT=1 H3S_KVFP4S_KERNEL=decode \
         $bin/h3s bench --backend cuda \

@@ -9,6 +9,7 @@
 // without kernels here report so through has_kv_tier, and the executor keeps
 // the exact store (kv/kv_store.cpp logs the one line).
 #include <algorithm>
+#include <cstdlib>
 #include <string_view>
 
 #include "backend/cuda/common.cuh"
@@ -24,12 +25,30 @@ namespace h3s::cuda {
 namespace {
 
 constexpr int64_t kHd = 128;  // kvi8r::kDim
-// Keys of every head kvfp4s' decode path decodes at once: a multiple of the attention tile, so each
-// block starts on one (the exact kernel's tiles are then the Hopper kernel's, and blocks chain as
-// kv_block does), and large enough that each exact-kernel launch covers
-// 4096 keys x the chunk's queries. At H3's 56 heads the K and V scratch is
-// 2 x 4096 x 7168 x 2 bytes = 117 MB, beside a 217k-token store of 1.76 GB.
+// Keys of every head kvfp4s' decode path decodes at once: a multiple of the
+// attention tile, so each block starts on one (the exact kernel's tiles are
+// then the Hopper kernel's, and blocks chain as kv_block does). Each block
+// costs the exact kernel a round trip of the query chunk's fp32 state (~10%
+// of its attention at 4096 keys by our estimate, unmeasured), against 2 x
+// 4096 x 7168 x 2 bytes = 117 MB of scratch at H3's 56 heads, beside a
+// 217k-token store of 1.76 GB.
 constexpr int64_t kKvfp4sDecodeKeys = 32 * kAttnKvTile;
+
+// kKvfp4sDecodeKeys, or H3S_KVFP4S_DECODE_KEYS for measurements (fewer
+// launches and state round trips against more scratch). Re-read per call,
+// as the kernel choices are; the planner asks the same function.
+int64_t kvfp4s_decode_keys() {
+  const char* set = std::getenv("H3S_KVFP4S_DECODE_KEYS");
+  if (set == nullptr || *set == '\0') return kKvfp4sDecodeKeys;
+  char* end = nullptr;
+  const long long keys = std::strtoll(set, &end, 10);
+  if (*end != '\0' || keys <= 0 || keys % kAttnKvTile != 0)
+    fail(ErrorKind::invalid_argument,
+         "H3S_KVFP4S_DECODE_KEYS={}: give a positive multiple of the {}-key attention tile (the "
+         "default is {})",
+         set, kAttnKvTile, kKvfp4sDecodeKeys);
+  return keys;
+}
 
 void expect_heads_bf16(const Tensor& t, const char* op, const char* operand) {
   checks::expect_dtype(t, DType::bf16, Device::cuda, op, operand);
@@ -302,7 +321,7 @@ void CudaBackend::attention_kvfp4s_decoded(const Tensor& q, const Kvfp4sStore& s
          "{}: the decode reads 8-byte code groups and 4-byte mean pairs (code stride {}, mean "
          "stride {})",
          op, st.code_stride, st.mean_stride);
-  const int64_t inner = s.heads * kHd, block = std::min(keys.size(), kKvfp4sDecodeKeys);
+  const int64_t inner = s.heads * kHd, block = std::min(keys.size(), kvfp4s_decode_keys());
   if (block == 0) return;
   OwnedTensor k = scratch_.tensor(DType::bf16, {block, inner}, "kvfp4s decoded K block");
   OwnedTensor v = scratch_.tensor(DType::bf16, {block, inner}, "kvfp4s decoded V block");
