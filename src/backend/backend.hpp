@@ -26,6 +26,11 @@
 
 namespace h3s {
 
+// Keys of every head a backend's decode path for a K/V tier (CUDA's kvfp4s
+// off Hopper) decodes at once by default: what a plan made without a device
+// counts (Backend::kv_tier_decode_keys).
+inline constexpr int64_t kKvDecodeKeys = 4096;
+
 // One block's modulation rows: bf16 views [mod_rows, hidden] (row stride may
 // be wider: they are slices of the adaLN projection output).
 struct ModTable {
@@ -142,6 +147,7 @@ class Backend {
   // the exact kernel (the CUDA backend's kvfp4s off Hopper); 0 when it
   // takes no such scratch. The planner counts it (exec/placement.hpp).
   virtual int64_t kv_tier_decode_keys(std::string_view /*tier*/) const { return 0; }
+  // (kKvDecodeKeys, below, is the CUDA backend's default.)
   // How to make `tier` run here when has_kv_tier says no (empty: no way);
   // the exact-store fallback's note prints it.
   virtual std::string_view kv_tier_hint(std::string_view /*tier*/) const { return {}; }

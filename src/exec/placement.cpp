@@ -252,7 +252,8 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
     p.mlp_peak = base + mods + rows_bytes(S, mlp_row);
   }
   if (o.self_check) {  // block 0 also runs stock on a copy of x
-    const size_t stock = rows_bytes(S, std::max({stock_kv_row, stock_attn_row, mlp_row})) + decode;
+    const size_t stock = rows_bytes(S, std::max({stock_kv_row, stock_attn_row, mlp_row})) +
+                         (approximate ? store_bytes(S) : 0) + decode;
     p.attn_peak = std::max(p.attn_peak, base + mods + rows_bytes(S, H * 2) + stock);
   }
 

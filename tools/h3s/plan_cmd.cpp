@@ -32,8 +32,11 @@ int run_plan(RunArgs& a) {
   const PackedLayout layout = layout_from(a, cfg);
   const size_t host_budget =
       a.exec.host_budget != 0 ? size_t(a.exec.host_budget) : available_host_memory() / 10 * 9;
-  // The GPU's scratch (the most a backend takes): the plan is for the device.
-  const ScratchModel scratch{};
+  // The GPU's scratch (the most a backend takes): the plan is for the device,
+  // kvfp4s' decode blocks included (GPUs without its Hopper kernel).
+  ScratchModel scratch{};
+  if (a.exec.kv_store == "kvfp4s" || a.exec.kv_store == "kvmix")
+    scratch.kv_decode_keys = kKvDecodeKeys;
   nlohmann::json j = {{"command", "plan"},
                       {"preset", cfg.name},
                       {"tokens", layout.seq_len},

@@ -32,7 +32,8 @@ constexpr int64_t kHd = 128;  // kvi8r::kDim
 // of its attention at 4096 keys by our estimate, unmeasured), against 2 x
 // 4096 x 7168 x 2 bytes = 117 MB of scratch at H3's 56 heads, beside a
 // 217k-token store of 1.76 GB.
-constexpr int64_t kKvfp4sDecodeKeys = 32 * kAttnKvTile;
+constexpr int64_t kKvfp4sDecodeKeys = kKvDecodeKeys;
+static_assert(kKvfp4sDecodeKeys % kAttnKvTile == 0, "decode blocks start on attention tiles");
 
 // kKvfp4sDecodeKeys, or H3S_KVFP4S_DECODE_KEYS for measurements (fewer
 // launches and state round trips against more scratch). Re-read per call,
@@ -74,7 +75,7 @@ bool CudaBackend::has_kv_tier(std::string_view tier) const {
 
 int64_t CudaBackend::kv_tier_decode_keys(std::string_view tier) const {
   // (kvmix decodes its 4-bit heads only: the whole width bounds them.)
-  return (tier == "kvfp4s" || tier == "kvmix") && attention_kvfp4s_decodes() ? kKvfp4sDecodeKeys
+  return (tier == "kvfp4s" || tier == "kvmix") && attention_kvfp4s_decodes() ? kvfp4s_decode_keys()
                                                                              : 0;
 }
 
@@ -321,10 +322,11 @@ void CudaBackend::attention_kvfp4s_decoded(const Tensor& q, const Kvfp4sStore& s
          "{}: the decode reads 8-byte code groups and 4-byte mean pairs (code stride {}, mean "
          "stride {})",
          op, st.code_stride, st.mean_stride);
-  const int64_t inner = s.heads * kHd, block = std::min(keys.size(), kvfp4s_decode_keys());
+  const int64_t block = std::min(keys.size(), kvfp4s_decode_keys());
   if (block == 0) return;
-  OwnedTensor k = scratch_.tensor(DType::bf16, {block, inner}, "kvfp4s decoded K block");
-  OwnedTensor v = scratch_.tensor(DType::bf16, {block, inner}, "kvfp4s decoded V block");
+  // [keys, heads, 128], as attention() takes K/V (a key row: every head).
+  OwnedTensor k = scratch_.tensor(DType::bf16, {block, s.heads, kHd}, "kvfp4s decoded K block");
+  OwnedTensor v = scratch_.tensor(DType::bf16, {block, s.heads, kHd}, "kvfp4s decoded V block");
   for (int64_t b = keys.begin; b < keys.end; b += block) {
     const int64_t n = std::min(block, keys.end - b);
     cuda::kvfp4s_decode(st, b, n, s.heads, k.view.ptr<uint16_t>(), k.view.stride[0],
