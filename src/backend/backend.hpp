@@ -179,6 +179,11 @@ class Backend {
   // not rotated: attn_state_finish gives the output).
   virtual void attention_kvfp4s(const Tensor& q_rot, const KvFp4sView& kv, RowRange keys,
                                 AttnState& s);
+  // kvfp4s' decode (kv/kvfp4s.hpp): keys [keys.begin, keys.end) of every
+  // head as the bf16 K~ and V~ its attention uses, into k and v ([keys.size(),
+  // heads, 128] views). Its decode path (backend/kv_tier_decode.hpp) attends
+  // them with attention().
+  virtual void kvfp4s_decode(const KvFp4sView& kv, RowRange keys, const Tensor& k, const Tensor& v);
 
   // Per run: x = bf16(x + y * gate[run.mod_row]) (fp32, one rounding).
   virtual void gated_residual(const Tensor& x, const Tensor& y, const Tensor& gate,

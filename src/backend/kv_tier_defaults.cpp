@@ -42,5 +42,8 @@ void Backend::kvfp4s_quantize(std::span<const Tensor>, std::span<const Tensor>, 
 void Backend::attention_kvfp4s(const Tensor&, const KvFp4sView&, RowRange, AttnState&) {
   no_tier(*this, "attention_kvfp4s");
 }
+void Backend::kvfp4s_decode(const KvFp4sView&, RowRange, const Tensor&, const Tensor&) {
+  no_tier(*this, "kvfp4s_decode");
+}
 
 }  // namespace h3s

@@ -48,6 +48,8 @@ class CpuBackend final : public Backend {
                        int64_t first_row, const KvFp4sView& out) override;
   void attention_kvfp4s(const Tensor& q_rot, const KvFp4sView& kv, RowRange keys,
                         AttnState& s) override;
+  void kvfp4s_decode(const KvFp4sView& kv, RowRange keys, const Tensor& k,
+                     const Tensor& v) override;
   void gated_residual(const Tensor& x, const Tensor& y, const Tensor& gate,
                       std::span<const ModRun> runs) override;
   void add_residual(const Tensor& x, const Tensor& y) override;

@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/kv_block_rows.hpp"
+#include "core/dtype.hpp"
 #include "kv/kvfp4s.hpp"
 
 namespace h3s::cpu {
@@ -117,6 +118,40 @@ void CpuBackend::attention_kvfp4s(const Tensor& q, const KvFp4sView& kv, RowRang
       kvfp4s::attend_rows(q.row<uint16_t>(r0) + h * kHd, q.row_stride(), n, head, keys.begin,
                           keys.end, s.m.view.ptr<float>() + at, s.l.view.ptr<float>() + at, heads,
                           s.acc.view.ptr<float>() + at * kHd, heads * kHd, *scratch);
+    }
+  });
+}
+
+void CpuBackend::kvfp4s_decode(const KvFp4sView& kv, RowRange keys, const Tensor& k,
+                               const Tensor& v) {
+  const char* op = "kvfp4s_decode";
+  const int64_t heads = kv.k_code.cols() / kCodeBytes;
+  expect_store(kv, heads, op);
+  if (keys.begin < 0 || keys.end < keys.begin || keys.end > kv.rows())
+    fail(ErrorKind::invalid_argument, "{}: keys [{}, {}) of {}", op, keys.begin, keys.end,
+         kv.rows());
+  for (const Tensor* t : {&k, &v}) {
+    expect_dtype(*t, DType::bf16, op, "out");
+    if (t->rank != 3 || t->shape[0] != keys.size() || t->shape[1] != heads || t->shape[2] != kHd ||
+        t->stride[2] != 1)
+      fail(ErrorKind::invalid_argument, "{}: outputs must be [{}, {}, {}] views", op, keys.size(),
+           heads, kHd);
+  }
+  pool_.parallel_for(keys.size(), 16, [&](int64_t r0, int64_t r1) {
+    float row[kHd];
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t key = keys.begin + r, block = key / kBlock;
+      for (int64_t h = 0; h < heads; ++h)
+        for (const bool keys_not_values : {true, false}) {
+          kvfp4s::decode_kv_row(
+              (keys_not_values ? kv.k_code : kv.v_code).row<uint8_t>(key) + h * kCodeBytes,
+              (keys_not_values ? kv.k_scale : kv.v_scale).row<uint8_t>(key) + h * kScales,
+              (keys_not_values ? kv.k_global : kv.v_global).row<float>(block)[h],
+              keys_not_values ? kv.k_mean.row<uint16_t>(block) + h * kHd : nullptr, row);
+          const Tensor& out = keys_not_values ? k : v;
+          uint16_t* dst = out.ptr<uint16_t>() + r * out.stride[0] + h * out.stride[1];
+          for (int64_t d = 0; d < kHd; ++d) dst[d] = f32_to_bf16(row[d]).bits;
+        }
     }
   });
 }

@@ -95,6 +95,8 @@ class CudaBackend final : public Backend {
                        int64_t first_row, const KvFp4sView& out) override;
   void attention_kvfp4s(const Tensor& q_rot, const KvFp4sView& kv, RowRange keys,
                         AttnState& state) override;
+  void kvfp4s_decode(const KvFp4sView& kv, RowRange keys, const Tensor& k,
+                     const Tensor& v) override;
   void gated_residual(const Tensor& x, const Tensor& y, const Tensor& gate,
                       std::span<const ModRun> runs) override;
   void add_residual(const Tensor& x, const Tensor& y) override;
@@ -129,10 +131,6 @@ class CudaBackend final : public Backend {
   // for output features [f0, f0 + n).
   void quantized_linear(const uint16_t* x, int64_t ldx, ActInput input, int64_t m,
                         const DeviceWeights& w, int64_t f0, int64_t n, const Tensor& y);
-  // kvfp4s by its decode path: blocks of keys decoded to bf16 in scratch,
-  // then the exact attention kernel (cuda_kv_tiers.cpp).
-  void attention_kvfp4s_decoded(const Tensor& q_rot, const Kvfp4sStore& store, RowRange keys,
-                                AttnState& s);
   // The device int32 [rows] row -> mod row index of `runs` (-1 elsewhere).
   Buffer mod_rows(std::span<const ModRun> runs, int64_t rows);
 

@@ -15,6 +15,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_checks.hpp"
+#include "backend/kv_tier_decode.hpp"
 #include "backend/op_checks.hpp"
 #include "core/error.hpp"
 #include "kv/kvfp4s.hpp"
@@ -287,7 +288,7 @@ void CudaBackend::attention_kvfp4s(const Tensor& q, const KvFp4sView& kv, RowRan
   checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
   if (s.rows == 0) return;
   if (attention_kvfp4s_decodes()) {
-    attention_kvfp4s_decoded(q, st, keys, s);
+    attention_kvfp4s_decoded(*this, scratch_, q, kv, keys, s, kvfp4s_decode_keys());
     return;
   }
   const attn::KvFp4sFwdParams p{q.ptr<uint16_t>(),
@@ -313,26 +314,32 @@ void CudaBackend::attention_kvfp4s(const Tensor& q, const KvFp4sView& kv, RowRan
   cuda::attention_kvfp4s(p, stream_);
 }
 
-void CudaBackend::attention_kvfp4s_decoded(const Tensor& q, const Kvfp4sStore& st, RowRange keys,
-                                           AttnState& s) {
-  const char* op = "attention_kvfp4s";
+void CudaBackend::kvfp4s_decode(const KvFp4sView& kv, RowRange keys, const Tensor& k,
+                                const Tensor& v) {
+  const char* op = "kvfp4s_decode";
+  const int64_t heads = kv.k_code.cols() / (kvfp4s::kDim / 2);
+  const Kvfp4sStore st = fp4s_store(kv, heads, op);
+  if (keys.begin < 0 || keys.end < keys.begin || keys.end > kv.rows())
+    fail(ErrorKind::invalid_argument, "{}: keys [{}, {}) of {}", op, keys.begin, keys.end,
+         kv.rows());
+  for (const Tensor* t : {&k, &v}) {
+    checks::expect_dtype(*t, DType::bf16, Device::cuda, op, "out");
+    // The kernel stores 32-byte groups: contiguous [keys, heads, 128] rows.
+    if (t->rank != 3 || t->shape[0] != keys.size() || t->shape[1] != heads || t->shape[2] != kHd ||
+        t->stride[2] != 1 || t->stride[1] != kHd || t->stride[0] % 8 != 0 ||
+        !aligned_to(t->data, 16))
+      fail(ErrorKind::invalid_argument,
+           "{}: outputs must be 16-byte aligned [{}, {}, {}] views with contiguous heads", op,
+           keys.size(), heads, kHd);
+  }
   if (!aligned_to(st.k_code, 8) || !aligned_to(st.v_code, 8) || st.code_stride % 8 != 0 ||
       !aligned_to(st.k_mean, 4) || st.mean_stride % 2 != 0)
     fail(ErrorKind::invalid_argument,
          "{}: the decode reads 8-byte code groups and 4-byte mean pairs (code stride {}, mean "
          "stride {})",
          op, st.code_stride, st.mean_stride);
-  const int64_t block = std::min(keys.size(), kvfp4s_decode_keys());
-  if (block == 0) return;
-  // [keys, heads, 128], as attention() takes K/V (a key row: every head).
-  OwnedTensor k = scratch_.tensor(DType::bf16, {block, s.heads, kHd}, "kvfp4s decoded K block");
-  OwnedTensor v = scratch_.tensor(DType::bf16, {block, s.heads, kHd}, "kvfp4s decoded V block");
-  for (int64_t b = keys.begin; b < keys.end; b += block) {
-    const int64_t n = std::min(block, keys.end - b);
-    cuda::kvfp4s_decode(st, b, n, s.heads, k.view.ptr<uint16_t>(), k.view.stride[0],
-                        v.view.ptr<uint16_t>(), v.view.stride[0], stream_);
-    attention(q, KvView{k.view.rows_view(0, n), v.view.rows_view(0, n)}, {0, n}, s);
-  }
+  cuda::kvfp4s_decode(st, keys.begin, keys.size(), heads, k.ptr<uint16_t>(), k.stride[0],
+                      v.ptr<uint16_t>(), v.stride[0], stream_);
 }
 
 }  // namespace h3s::cuda
