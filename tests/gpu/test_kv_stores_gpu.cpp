@@ -381,6 +381,29 @@ TEST_F(GpuKvfp4sVariants, DecodeKernelWritesTheDefinitionsBf16) {
       }
     EXPECT_EQ(wrong, 0) << "keys [" << begin << ", " << begin + n << ") of " << p.label();
   }
+  // The backend op (what the decode path calls) writes the CPU backend's bits
+  // into [keys, heads, 128] views, from a later stat block to the end.
+  const RowRange keys{384, p.seq};
+  OwnedTensor gk = arena_->tensor(DType::bf16, {keys.size(), p.heads, kHd}, "K~");
+  OwnedTensor gv = arena_->tensor(DType::bf16, {keys.size(), p.heads, kHd}, "V~");
+  gpu_->kvfp4s_decode(kv, keys, gk.view, gv.view);
+  HostMemory memory;
+  Arena cpu_arena(memory, 0);
+  std::unique_ptr<KvStore> cpu_store =
+      make_resident_kv_store(*cpu_, cpu_arena, "kvfp4s", p.seq, p.heads, kHd, 0, {});
+  OwnedTensor ck = put(*cpu_, cpu_arena, p.k, p.seq, p.width(), "k");
+  OwnedTensor cv = put(*cpu_, cpu_arena, p.v, p.seq, p.width(), "v");
+  cpu_store->write(*cpu_, {0, p.seq}, ck.view, cv.view);
+  OwnedTensor hk = cpu_arena.tensor(DType::bf16, {keys.size(), p.heads, kHd}, "K~");
+  OwnedTensor hv = cpu_arena.tensor(DType::bf16, {keys.size(), p.heads, kHd}, "V~");
+  cpu_->kvfp4s_decode(dynamic_cast<const KvFp4sStore&>(*cpu_store).view(), keys, hk.view, hv.view);
+  for (const auto& [g, c] : {std::pair{&gk, &hk}, std::pair{&gv, &hv}}) {
+    Bits got(size_t(g->view.numel()));
+    gpu_->download(g->view, got.data());
+    gpu_->synchronize();
+    EXPECT_EQ(std::memcmp(got.data(), c->view.ptr<uint16_t>(), got.size() * 2), 0)
+        << (g == &gk ? "K~" : "V~") << " of keys [384, " << p.seq << ")";
+  }
 }
 
 // kvmix on the GPU: each head is its sub-store's head bit for bit (kvi8s'
