@@ -6,7 +6,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "backend/backend.hpp"
 #include "cli_run.hpp"
+#include "kv/kv_fp4s.hpp"
+#include "kv/kv_i8r.hpp"
 
 namespace {
 
@@ -217,6 +220,22 @@ TEST(Cli, PlanPlacesFullSizeShapesWithoutWork) {
   EXPECT_NE(bad.out.find("its smallest placement"), std::string::npos) << bad.out;
   // (the MLP phase of the smallest: x's two 16,895-row slots beside an MLP chunk)
   EXPECT_NE(bad.out.find("needs 1.67 GiB"), std::string::npos) << bad.out;
+}
+
+// h3s plan is made without a device, so it counts what kvfp4s takes where it
+// decodes (GPUs without its Hopper kernel): its attention phase is kvi8r's
+// less the store difference plus 4096 decoded keys of K and V.
+TEST(Cli, PlanCountsKvfp4sDecodeBlocks) {
+  auto attn = [](const char* tier) {
+    const Result r = run_cli(std::string("plan --json --tokens 217088 --kv-store ") + tier,
+                             /*merge_stderr=*/false);
+    EXPECT_EQ(r.code, 0) << tier << "\n" << r.out;
+    return nlohmann::json::parse(r.out).at("predicted_phase_peaks").at("attn").get<int64_t>();
+  };
+  const int64_t S = 217088, heads = 56, hd = 128;
+  const int64_t stores = int64_t(h3s::KvFp4sStore::bytes(S, heads, hd)) -
+                         int64_t(h3s::KvI8rStore::bytes(S, heads, hd));
+  EXPECT_EQ(attn("kvfp4s") - attn("kvi8r"), stores + h3s::kKvDecodeKeys * heads * hd * 2 * 2);
 }
 
 TEST(Cli, TooSmallBudgetFailsWithTheNumbers) {
