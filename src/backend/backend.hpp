@@ -27,7 +27,7 @@
 namespace h3s {
 
 // Keys of every head a backend's decode path for a K/V tier (CUDA's kvfp4s
-// off Hopper) decodes at once by default: what a plan made without a device
+// and kvi8r off Hopper) decodes at once by default: what a plan made without a device
 // counts (Backend::kv_tier_decode_keys).
 inline constexpr int64_t kKvDecodeKeys = 4096;
 
@@ -143,9 +143,9 @@ class Backend {
   // Whether this backend runs K/V tier `tier` ("bf16", the exact store, always).
   virtual bool has_kv_tier(std::string_view tier) const { return tier == "bf16"; }
   // Keys (of every head) this backend decodes at once from `tier`'s store
-  // into bf16 scratch on the arena, K and V, when it attends that tier with
-  // the exact kernel (the CUDA backend's kvfp4s off Hopper); 0 when it
-  // takes no such scratch. The planner counts it (exec/placement.hpp).
+  // into 16-bit scratch on the arena, K and V, when it attends that tier
+  // with the exact kernel (the CUDA backend's kvfp4s and kvi8r off Hopper);
+  // 0 when it takes no such scratch. The planner counts it (exec/placement.hpp).
   virtual int64_t kv_tier_decode_keys(std::string_view /*tier*/) const { return 0; }
   // (kKvDecodeKeys, below, is the CUDA backend's default.)
   // How to make `tier` run here when has_kv_tier says no (empty: no way);
@@ -161,6 +161,11 @@ class Backend {
                                AttnState& s);
   // out = bf16(rotate(acc / l)): the tier's output, un-rotated once.
   virtual void attn_state_finish_rotated(const AttnState& s, const Tensor& out);
+  // kvi8r's dequantisation (kv/kvi8r.hpp): keys [keys.begin, keys.end) of
+  // every head as the fp16 K~ = fp16(code x scale) and V~ its attention uses,
+  // into k and v ([keys.size(), heads, 128] f16 views). Its decode path
+  // (backend/kv_tier_decode.hpp) attends them with attention().
+  virtual void kvi8r_decode(const KvI8View& kv, RowRange keys, const Tensor& k, const Tensor& v);
   // kvi8s (kv/kvi8s.hpp): the K and V rows [first_row, first_row + n), given
   // as row-wise parts (e.g. a kept tail and the next chunk), quantised into
   // `out`. first_row is a multiple of 128 (a tile) and n is too unless the rows end the

@@ -1,10 +1,10 @@
-// A K/V tier's attention by its decode path, over any backend's ops: blocks
-// of keys decoded to the bf16 K~/V~ the tier's definition gives, each
-// attended by the exact attention() with the state carried. The CUDA backend
-// runs kvfp4s this way where its Hopper kernel does not (H3S_KVFP4S_KERNEL=
-// decode); on the CPU it equals the tier's own attention bit for bit (the
-// definition decodes a tile, then runs the exact tile arithmetic), which is
-// how CI tests this loop.
+// K/V tiers' attention by their decode paths, over any backend's ops: blocks
+// of keys decoded to the 16-bit K~/V~ the tier's definition gives (kvfp4s:
+// bf16, kvi8r: fp16), each attended by the exact attention() with the state
+// carried. The CUDA backend runs a tier this way where its Hopper kernel
+// does not (H3S_KVFP4S_KERNEL=decode, H3S_KVI8R_KERNEL=decode); on the CPU
+// each equals the tier's own attention bit for bit (the definitions decode a
+// tile, then run the exact tile arithmetic), which is how CI tests the loop.
 #pragma once
 
 #include <cstdint>
@@ -22,5 +22,11 @@ namespace h3s {
 void attention_kvfp4s_decoded(Backend& be, Arena& scratch, const Tensor& q_rot,
                               const KvFp4sView& kv, RowRange keys, AttnState& s,
                               int64_t block_keys);
+
+// kvi8r's, the same way: be.kvi8r_decode into fp16 scratch, then
+// be.attention() (its fp16 K/V form). The state is the rotated one
+// (attn_state_finish_rotated finishes it).
+void attention_kvi8r_decoded(Backend& be, Arena& scratch, const Tensor& q_rot, const KvI8View& kv,
+                             RowRange keys, AttnState& s, int64_t block_keys);
 
 }  // namespace h3s

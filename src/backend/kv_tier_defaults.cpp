@@ -26,6 +26,9 @@ void Backend::attention_kvi8r(const Tensor&, const KvI8View&, RowRange, AttnStat
 void Backend::attn_state_finish_rotated(const AttnState&, const Tensor&) {
   no_tier(*this, "attn_state_finish_rotated");
 }
+void Backend::kvi8r_decode(const KvI8View&, RowRange, const Tensor&, const Tensor&) {
+  no_tier(*this, "kvi8r_decode");
+}
 
 void Backend::kvi8s_quantize(std::span<const Tensor>, std::span<const Tensor>, int64_t,
                              const KvI8sView&) {

@@ -169,6 +169,38 @@ namespace {
 constexpr int64_t kKvi8rDim = 128;  // kvi8r::kDim: the rotation's length
 }  // namespace
 
+void attention_args(const Tensor& q, const KvView& kv, RowRange keys, int64_t rows, int64_t heads,
+                    int64_t head_dim, Device d, const char* op) {
+  expect_dtype(q, DType::bf16, d, op, "q");
+  if (kv.k.dtype != DType::bf16 && kv.k.dtype != DType::f16)
+    fail(ErrorKind::invalid_argument, "{}: k must be bf16 (or f16, a decoded kvi8r block), got {}",
+         op, dtype_name(kv.k.dtype));
+  expect_dtype(kv.k, kv.k.dtype, d, op, "k");
+  expect_dtype(kv.v, kv.k.dtype, d, op, "v");  // v as k
+  expect_rows(q, rows, op, "q");
+  expect_cols(q, heads * head_dim, op, "q");
+  expect_unit_col_stride(q, op, "q");
+  if (kv.k.rank != 3 || kv.k.shape[1] != heads || kv.k.shape[2] != head_dim ||
+      kv.k.stride[2] != 1 || kv.v.rank != 3 || kv.v.shape != kv.k.shape || kv.v.stride[2] != 1)
+    fail(ErrorKind::invalid_argument, "{}: k/v must be [seq, {}, {}] views with unit dim stride",
+         op, heads, head_dim);
+  expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
+}
+
+void decoded_kv_args(RowRange keys, int64_t kv_rows, int64_t heads, const Tensor& k,
+                     const Tensor& v, DType dt, Device d, const char* op) {
+  if (keys.begin < 0 || keys.end < keys.begin || keys.end > kv_rows)
+    fail(ErrorKind::invalid_argument, "{}: keys [{}, {}) outside the store's {} rows", op,
+         keys.begin, keys.end, kv_rows);
+  for (const Tensor* t : {&k, &v}) {
+    expect_dtype(*t, dt, d, op, t == &k ? "k" : "v");
+    if (t->rank != 3 || t->shape[0] != keys.size() || t->shape[1] != heads ||
+        t->shape[2] != kKvi8rDim || t->stride[2] != 1)
+      fail(ErrorKind::invalid_argument, "{}: outputs must be [{}, {}, {}] views", op, keys.size(),
+           heads, kKvi8rDim);
+  }
+}
+
 int64_t kvi8r_quantize_args(const Tensor& src, const Tensor& code, const Tensor& scale, Device d) {
   const char* op = "kvi8r_quantize";
   expect_dtype(src, DType::bf16, d, op, "src");
@@ -192,13 +224,19 @@ void kvi8r_attention_args(const Tensor& q, int64_t rows, int64_t heads, const Te
                           RowRange keys, int64_t tile, Device d) {
   const char* op = "attention_kvi8r";
   expect_dtype(q, DType::bf16, d, op, "q");
+  expect_rows(q, rows, op, "q");
+  expect_cols(q, heads * kKvi8rDim, op, "q");
+  expect_unit_col_stride(q, op, "q");
+  const int64_t seq = kvi8r_store_args(k_code, k_scale, v_code, v_scale, heads, d, op);
+  expect_attention_keys(keys, seq, tile, op);
+}
+
+int64_t kvi8r_store_args(const Tensor& k_code, const Tensor& k_scale, const Tensor& v_code,
+                         const Tensor& v_scale, int64_t heads, Device d, const char* op) {
   expect_dtype(k_code, DType::u8, d, op, "k codes");  // biased: code + 128
   expect_dtype(v_code, DType::u8, d, op, "v codes");
   expect_dtype(k_scale, DType::f16, d, op, "k scales");
   expect_dtype(v_scale, DType::f16, d, op, "v scales");
-  expect_rows(q, rows, op, "q");
-  expect_cols(q, heads * kKvi8rDim, op, "q");
-  expect_unit_col_stride(q, op, "q");
   for (const Tensor* t : {&k_code, &v_code}) expect_cols(*t, heads * kKvi8rDim, op, "codes");
   for (const Tensor* t : {&k_scale, &v_scale}) expect_cols(*t, heads, op, "scales");
   for (const Tensor* t : {&k_code, &v_code}) expect_unit_col_stride(*t, op, "K/V codes");
@@ -210,7 +248,7 @@ void kvi8r_attention_args(const Tensor& q, int64_t rows, int64_t heads, const Te
   if (v_code.rows() != seq || k_scale.rows() != seq || v_scale.rows() != seq)
     fail(ErrorKind::invalid_argument, "{}: codes and scales of K and V must have one row count",
          op);
-  expect_attention_keys(keys, seq, tile, op);
+  return seq;
 }
 
 int64_t kvi8s_store_args(const KvI8sView& kv, int64_t heads, Device d, const char* op) {

@@ -11,6 +11,7 @@
 
 namespace h3s {
 struct ModTable;
+struct KvView;
 struct KvI8sView;
 }  // namespace h3s
 
@@ -38,6 +39,11 @@ void expect_prepared(const QuantLinear& w, Device d, const char* op);
 // linear: returns `features` with an empty range resolved to all outputs.
 RowRange linear_args(const Tensor& x, const QuantLinear& w, const Tensor& y, RowRange features,
                      Device d);
+// attention: q [rows, heads * head_dim] bf16; K and V [seq, heads, head_dim]
+// views with unit dim stride, both bf16 or both f16 (kvi8r's decoded K~/V~);
+// keys inside them, on a kAttnKvTile boundary.
+void attention_args(const Tensor& q, const KvView& kv, RowRange keys, int64_t rows, int64_t heads,
+                    int64_t head_dim, Device d, const char* op);
 void rms_norm_mod_args(const Tensor& x, const Tensor& gamma, const ModTable* mod,
                        std::span<const ModRun> runs, const Tensor& out, Device d);
 // kvi8r (kv/kvi8r.hpp): src [rows, heads * 128] bf16 -> code (i8, same
@@ -50,6 +56,14 @@ int64_t kvi8r_quantize_args(const Tensor& src, const Tensor& code, const Tensor&
 void kvi8r_attention_args(const Tensor& q, int64_t rows, int64_t heads, const Tensor& k_code,
                           const Tensor& k_scale, const Tensor& v_code, const Tensor& v_scale,
                           RowRange keys, int64_t tile, Device d);
+// That store alone (kvi8r_decode); returns seq.
+int64_t kvi8r_store_args(const Tensor& k_code, const Tensor& k_scale, const Tensor& v_code,
+                         const Tensor& v_scale, int64_t heads, Device d, const char* op);
+// A decode path's outputs (Backend::kvi8r_decode, kvfp4s_decode): keys
+// inside the store's kv_rows, k and v [keys.size(), heads, 128] views of
+// dtype dt with unit dim stride.
+void decoded_kv_args(RowRange keys, int64_t kv_rows, int64_t heads, const Tensor& k,
+                     const Tensor& v, DType dt, Device d, const char* op);
 // The kvi8s store (kv/kvi8s.hpp, KvI8sView) of `heads` 128-dim heads: K
 // codes [seq, heads * 128] i8, V^T codes [heads * 128, padded_seq(seq)]
 // e4m3, headers [tiles * heads * kHeaderRows, 128] u8, columns adjacent.

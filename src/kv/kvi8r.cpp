@@ -49,8 +49,12 @@ void quantise_row(const uint16_t* bf16_row, uint8_t* code, uint16_t* scale_f16, 
   }
 }
 
+uint16_t dequantise_f16(uint8_t stored, uint16_t scale_f16) {
+  return f32_to_f16(float(int(stored) - kCodeBias) * f16_to_f32(scale_f16));
+}
+
 float dequantise(uint8_t stored, uint16_t scale_f16) {
-  return f16_to_f32(f32_to_f16(float(int(stored) - kCodeBias) * f16_to_f32(scale_f16)));
+  return f16_to_f32(dequantise_f16(stored, scale_f16));
 }
 
 void attend_rows(const uint16_t* q_bf16, int64_t q_stride, int64_t rows, const HeadRows& kv,

@@ -64,8 +64,10 @@ struct HeadRows {
   int64_t code_stride, scale_stride;
 };
 
-// fp32 of fp16(code * scale): one dequantised element from its stored byte
-// (code + kCodeBias) and scale_f16 (fp16 bits).
+// fp16(code * scale): one dequantised element from its stored byte (code +
+// kCodeBias) and scale_f16 (fp16 bits), as fp16 bits (what a decode path
+// writes) or as its fp32 value.
+uint16_t dequantise_f16(uint8_t stored, uint16_t scale_f16);
 float dequantise(uint8_t stored, uint16_t scale_f16);
 
 // Scratch of attend_rows, kept by the caller (one per thread).

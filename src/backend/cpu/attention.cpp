@@ -11,12 +11,22 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/math.hpp"
+#include "backend/op_checks.hpp"
+#include "core/dtype.hpp"
 
 namespace h3s::cpu {
 
 namespace {
 constexpr int64_t kQueryBlock = 16;  // query rows sharing one converted K/V tile
+
+// n 16-bit values (fp16 or bf16 bits) as fp32.
+void widen_row(const uint16_t* src, float* dst, int64_t n, bool f16) {
+  if (f16)
+    for (int64_t d = 0; d < n; ++d) dst[d] = f16_to_f32(src[d]);
+  else
+    for (int64_t d = 0; d < n; ++d) dst[d] = bf16_to_f32(bf16{src[d]});
 }
+}  // namespace
 
 void CpuBackend::attn_state_reset(AttnState& s) {
   std::fill_n(s.m.view.ptr<float>(), s.rows * s.heads, -std::numeric_limits<float>::infinity());
@@ -25,19 +35,11 @@ void CpuBackend::attn_state_reset(AttnState& s) {
 }
 
 void CpuBackend::attention(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s) {
-  const char* op = "attention";
-  expect_dtype(q, DType::bf16, op, "q");
-  expect_dtype(kv.k, DType::bf16, op, "k");
-  expect_dtype(kv.v, DType::bf16, op, "v");
   const int64_t hd = s.head_dim, heads = s.heads, rows = q.rows();
-  expect_rows(q, s.rows, op, "q");
-  expect_cols(q, heads * hd, op, "q");
-  expect_unit_col_stride(q, op, "q");
-  if (kv.k.rank != 3 || kv.k.shape[1] != heads || kv.k.shape[2] != hd || kv.k.stride[2] != 1 ||
-      kv.v.rank != 3 || kv.v.shape != kv.k.shape || kv.v.stride[2] != 1)
-    fail(ErrorKind::invalid_argument, "{}: k/v must be [seq, {}, {}] views with unit dim stride",
-         op, heads, hd);
-  checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
+  checks::attention_args(q, kv, keys, s.rows, heads, hd, Device::host, "attention");
+  // fp16 K/V (kvi8r's decoded K~/V~) enter as their fp32 values, as kvi8r's
+  // attend_rows takes them: the decode path's bits are the tier's.
+  const bool kv_f16 = kv.k.dtype == DType::f16;
   const float scale = 1.0f / std::sqrt(float(hd));
   const int64_t qblocks = (rows + kQueryBlock - 1) / kQueryBlock;
   pool_.parallel_for(heads * qblocks, 1, [&](int64_t t0, int64_t t1) {
@@ -59,10 +61,8 @@ void CpuBackend::attention(const Tensor& q, const KvView& kv, RowRange keys, Att
               kv.k.ptr<uint16_t>() + (k0 + j) * kv.k.stride[0] + h * kv.k.stride[1];
           const uint16_t* vs =
               kv.v.ptr<uint16_t>() + (k0 + j) * kv.v.stride[0] + h * kv.v.stride[1];
-          for (int64_t d = 0; d < hd; ++d) {
-            kt[size_t(j * hd + d)] = bf16_to_f32(bf16{ks[d]});
-            vt[size_t(j * hd + d)] = bf16_to_f32(bf16{vs[d]});
-          }
+          widen_row(ks, kt.data() + j * hd, hd, kv_f16);
+          widen_row(vs, vt.data() + j * hd, hd, kv_f16);
         }
         for (int64_t r = r0; r < r1; ++r) {
           const float* qr = qf.data() + (r - r0) * hd;

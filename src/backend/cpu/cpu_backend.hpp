@@ -40,6 +40,7 @@ class CpuBackend final : public Backend {
   void attention_kvi8r(const Tensor& q_rot, const KvI8View& kv, RowRange keys,
                        AttnState& s) override;
   void attn_state_finish_rotated(const AttnState& s, const Tensor& out) override;
+  void kvi8r_decode(const KvI8View& kv, RowRange keys, const Tensor& k, const Tensor& v) override;
   void kvi8s_quantize(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
                       int64_t first_row, const KvI8sView& out) override;
   void attention_kvi8s(const Tensor& q_rot, const KvI8sView& kv, RowRange keys,

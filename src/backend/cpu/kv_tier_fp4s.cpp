@@ -127,16 +127,7 @@ void CpuBackend::kvfp4s_decode(const KvFp4sView& kv, RowRange keys, const Tensor
   const char* op = "kvfp4s_decode";
   const int64_t heads = kv.k_code.cols() / kCodeBytes;
   expect_store(kv, heads, op);
-  if (keys.begin < 0 || keys.end < keys.begin || keys.end > kv.rows())
-    fail(ErrorKind::invalid_argument, "{}: keys [{}, {}) of {}", op, keys.begin, keys.end,
-         kv.rows());
-  for (const Tensor* t : {&k, &v}) {
-    expect_dtype(*t, DType::bf16, op, "out");
-    if (t->rank != 3 || t->shape[0] != keys.size() || t->shape[1] != heads || t->shape[2] != kHd ||
-        t->stride[2] != 1)
-      fail(ErrorKind::invalid_argument, "{}: outputs must be [{}, {}, {}] views", op, keys.size(),
-           heads, kHd);
-  }
+  checks::decoded_kv_args(keys, kv.rows(), heads, k, v, DType::bf16, Device::host, op);
   pool_.parallel_for(keys.size(), 16, [&](int64_t r0, int64_t r1) {
     float row[kHd];
     for (int64_t r = r0; r < r1; ++r) {

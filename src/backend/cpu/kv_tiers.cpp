@@ -57,6 +57,28 @@ void CpuBackend::rotate_heads(const Tensor& t) {
   });
 }
 
+void CpuBackend::kvi8r_decode(const KvI8View& kv, RowRange keys, const Tensor& k, const Tensor& v) {
+  const char* op = "kvi8r_decode";
+  const int64_t heads = kv.k_code.cols() / kHd;
+  checks::kvi8r_store_args(kv.k_code, kv.k_scale, kv.v_code, kv.v_scale, heads, Device::host, op);
+  checks::decoded_kv_args(keys, kv.rows(), heads, k, v, DType::f16, Device::host, op);
+  pool_.parallel_for(keys.size(), 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t key = keys.begin + r;
+      for (int64_t h = 0; h < heads; ++h)
+        for (const bool keys_not_values : {true, false}) {
+          const uint8_t* code =
+              (keys_not_values ? kv.k_code : kv.v_code).row<uint8_t>(key) + h * kHd;
+          const Tensor& scale = keys_not_values ? kv.k_scale : kv.v_scale;
+          const uint16_t s = scale.ptr<uint16_t>()[key * scale.stride[0] + h * scale.stride[1]];
+          const Tensor& out = keys_not_values ? k : v;
+          uint16_t* dst = out.ptr<uint16_t>() + r * out.stride[0] + h * out.stride[1];
+          for (int64_t d = 0; d < kHd; ++d) dst[d] = kvi8r::dequantise_f16(code[d], s);
+        }
+    }
+  });
+}
+
 void CpuBackend::attention_kvi8r(const Tensor& q, const KvI8View& kv, RowRange keys, AttnState& s) {
   const char* op = "attention_kvi8r";
   const int64_t heads = s.heads, rows = q.rows();

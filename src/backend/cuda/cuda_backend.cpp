@@ -307,22 +307,12 @@ void CudaBackend::attention_with_ends(const Tensor& q, const KvView& kv, RowRang
                                       AttnState& s, AttnEnds ends) {
   const char* op = "attention";
   expect_attn_state(s, op);
-  expect_dtype(q, DType::bf16, op, "q");
-  expect_dtype(kv.k, DType::bf16, op, "k");
-  expect_dtype(kv.v, DType::bf16, op, "v");
   const int64_t hd = s.head_dim, heads = s.heads, rows = q.rows();
-  expect_rows(q, s.rows, op, "q");
-  expect_cols(q, heads * hd, op, "q");
-  expect_unit_col_stride(q, op, "q");
-  if (kv.k.rank != 3 || kv.k.shape[1] != heads || kv.k.shape[2] != hd || kv.k.stride[2] != 1 ||
-      kv.v.rank != 3 || kv.v.shape != kv.k.shape || kv.v.stride[2] != 1)
-    fail(ErrorKind::invalid_argument, "{}: k/v must be [seq, {}, {}] views with unit dim stride",
-         op, heads, hd);
+  checks::attention_args(q, kv, keys, s.rows, heads, hd, Device::cuda, op);
   if (kv.v.stride[0] != kv.k.stride[0] || kv.v.stride[1] != kv.k.stride[1])
     fail(ErrorKind::invalid_argument,
          "{}: k and v must share seq and head strides (k {}/{}, v {}/{})", op, kv.k.stride[0],
          kv.k.stride[1], kv.v.stride[0], kv.v.stride[1]);
-  checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
   if (ends.out != nullptr) {
     expect_dtype(*ends.out, DType::bf16, op, "out");
     expect_rows(*ends.out, rows, op, "out");
@@ -330,19 +320,21 @@ void CudaBackend::attention_with_ends(const Tensor& q, const KvView& kv, RowRang
     expect_unit_col_stride(*ends.out, op, "out");
   }
   if (rows == 0) return;
-  const cuda::attn::FwdParams p{q.ptr<uint16_t>(),
-                                q.stride[0],
-                                rows,
-                                heads,
-                                kv.k.ptr<uint16_t>(),
-                                kv.v.ptr<uint16_t>(),
-                                kv.k.stride[0],
-                                kv.k.stride[1],
-                                keys.begin,
-                                keys.end,
-                                s.m.view.ptr<float>(),
-                                s.l.view.ptr<float>(),
-                                s.acc.view.ptr<float>()};
+  const cuda::attn::FwdParams p{
+      q.ptr<uint16_t>(),
+      q.stride[0],
+      rows,
+      heads,
+      kv.k.ptr<uint16_t>(),
+      kv.v.ptr<uint16_t>(),
+      kv.k.stride[0],
+      kv.k.stride[1],
+      keys.begin,
+      keys.end,
+      s.m.view.ptr<float>(),
+      s.l.view.ptr<float>(),
+      s.acc.view.ptr<float>(),
+      kv.k.dtype == DType::f16 ? cuda::attn::KvType::f16 : cuda::attn::KvType::bf16};
   const cuda::attn::FwdEnds fe{ends.fresh, ends.out ? ends.out->ptr<uint16_t>() : nullptr,
                                ends.out ? ends.out->stride[0] : 0};
   attention_fwd(p, fe, stream_);

@@ -77,8 +77,9 @@ class CudaBackend final : public Backend {
   void attn_state_finish(const AttnState& s, const Tensor& out) override;
   void attention_with_ends(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s,
                            AttnEnds ends) override;
-  // kvi8r, kvi8s, kvfp4s and kvmix on Hopper; kvfp4s on other GPUs with
-  // H3S_KVFP4S_KERNEL=decode (cuda_kv_tiers.cpp); other tiers fall back.
+  // kvi8r, kvi8s, kvfp4s and kvmix on Hopper; kvfp4s and kvi8r on other
+  // GPUs with H3S_KVFP4S_KERNEL=decode / H3S_KVI8R_KERNEL=decode
+  // (cuda_kv_tiers.cpp); other tiers fall back.
   bool has_kv_tier(std::string_view tier) const override;
   int64_t kv_tier_decode_keys(std::string_view tier) const override;
   std::string_view kv_tier_hint(std::string_view tier) const override;
@@ -87,6 +88,7 @@ class CudaBackend final : public Backend {
   void attention_kvi8r(const Tensor& q_rot, const KvI8View& kv, RowRange keys,
                        AttnState& s) override;
   void attn_state_finish_rotated(const AttnState& s, const Tensor& out) override;
+  void kvi8r_decode(const KvI8View& kv, RowRange keys, const Tensor& k, const Tensor& v) override;
   void kvi8s_quantize(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
                       int64_t first_row, const KvI8sView& out) override;
   void attention_kvi8s(const Tensor& q_rot, const KvI8sView& kv, RowRange keys,

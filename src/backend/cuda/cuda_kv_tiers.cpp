@@ -26,30 +26,45 @@ namespace h3s::cuda {
 namespace {
 
 constexpr int64_t kHd = 128;  // kvi8r::kDim
-// Keys of every head kvfp4s' decode path decodes at once: a multiple of the
-// attention tile, so each block starts on one (the exact kernel's tiles are
-// then the Hopper kernel's, and blocks chain as kv_block does). Each block
-// costs the exact kernel a round trip of the query chunk's fp32 state (~10%
-// of its attention at 4096 keys by our estimate, unmeasured), against 2 x
-// 4096 x 7168 x 2 bytes = 117 MB of scratch at H3's 56 heads, beside a
-// 217k-token store of 1.76 GB.
-constexpr int64_t kKvfp4sDecodeKeys = kKvDecodeKeys;
-static_assert(kKvfp4sDecodeKeys % kAttnKvTile == 0, "decode blocks start on attention tiles");
+// Keys of every head a decode path (kvfp4s, kvi8r) decodes at once: a
+// multiple of the attention tile, so each block starts on one (the exact
+// kernel's tiles are then the Hopper kernel's, and blocks chain as kv_block
+// does). Each block costs the exact kernel a round trip of the query chunk's
+// fp32 state (~10% of its attention at 4096 keys by our estimate,
+// unmeasured), against 2 x 4096 x 7168 x 2 bytes = 117 MB of scratch at H3's
+// 56 heads, beside a 217k-token store of 1.76 GB (kvfp4s) or 3.1 GB (kvi8r).
+static_assert(kKvDecodeKeys % kAttnKvTile == 0, "decode blocks start on attention tiles");
 
-// kKvfp4sDecodeKeys, or H3S_KVFP4S_DECODE_KEYS for measurements (fewer
-// launches and state round trips against more scratch). Re-read per call,
-// as the kernel choices are; the planner asks the same function.
-int64_t kvfp4s_decode_keys() {
-  const char* set = std::getenv("H3S_KVFP4S_DECODE_KEYS");
-  if (set == nullptr || *set == '\0') return kKvfp4sDecodeKeys;
+// kKvDecodeKeys, or `env` (H3S_KVFP4S_DECODE_KEYS, H3S_KVI8R_DECODE_KEYS)
+// for measurements (fewer launches and state round trips against more
+// scratch). Re-read per call, as the kernel choices are; the planner asks
+// the same function.
+int64_t decode_keys(const char* env) {
+  const char* set = std::getenv(env);
+  if (set == nullptr || *set == '\0') return kKvDecodeKeys;
   char* end = nullptr;
   const long long keys = std::strtoll(set, &end, 10);
   if (*end != '\0' || keys <= 0 || keys % kAttnKvTile != 0)
     fail(ErrorKind::invalid_argument,
-         "H3S_KVFP4S_DECODE_KEYS={}: give a positive multiple of the {}-key attention tile (the "
-         "default is {})",
-         set, kAttnKvTile, kKvfp4sDecodeKeys);
+         "{}={}: give a positive multiple of the {}-key attention tile (the default is {})", env,
+         set, kAttnKvTile, kKvDecodeKeys);
   return keys;
+}
+int64_t kvfp4s_decode_keys() {
+  return decode_keys("H3S_KVFP4S_DECODE_KEYS");
+}
+int64_t kvi8r_decode_keys() {
+  return decode_keys("H3S_KVI8R_DECODE_KEYS");
+}
+
+// The decode kernels store 16-byte groups: contiguous [keys, heads, 128]
+// rows, 16-byte aligned (the shapes are checks::decoded_kv_args').
+void expect_decode_outputs(const Tensor& k, const Tensor& v, const char* op) {
+  for (const Tensor* t : {&k, &v})
+    if (t->stride[1] != kHd || t->stride[0] % 8 != 0 || !aligned_to(t->data, 16))
+      fail(ErrorKind::invalid_argument,
+           "{}: outputs must be 16-byte aligned [keys, heads, {}] views with contiguous heads", op,
+           kHd);
 }
 
 void expect_heads_bf16(const Tensor& t, const char* op, const char* operand) {
@@ -68,7 +83,8 @@ void expect_heads_bf16(const Tensor& t, const char* op, const char* operand) {
 }  // namespace
 
 bool CudaBackend::has_kv_tier(std::string_view tier) const {
-  return tier == "bf16" || (tier == "kvi8r" && attention_kvi8r_supported()) ||
+  return tier == "bf16" ||
+         (tier == "kvi8r" && (attention_kvi8r_supported() || attention_kvi8r_decodes())) ||
          (tier == "kvi8s" && attention_kvi8s_supported()) ||
          (tier == "kvfp4s" && (attention_kvfp4s_supported() || attention_kvfp4s_decodes())) ||
          (tier == "kvmix" && attention_kvi8s_supported() && attention_kvfp4s_supported());
@@ -76,14 +92,19 @@ bool CudaBackend::has_kv_tier(std::string_view tier) const {
 
 int64_t CudaBackend::kv_tier_decode_keys(std::string_view tier) const {
   // (kvmix decodes its 4-bit heads only: the whole width bounds them.)
+  if (tier == "kvi8r") return attention_kvi8r_decodes() ? kvi8r_decode_keys() : 0;
   return (tier == "kvfp4s" || tier == "kvmix") && attention_kvfp4s_decodes() ? kvfp4s_decode_keys()
                                                                              : 0;
 }
 
 std::string_view CudaBackend::kv_tier_hint(std::string_view tier) const {
-  if (tier != "kvfp4s") return {};
-  return "H3S_KVFP4S_KERNEL=decode runs kvfp4s on this GPU by its decode path (opt-in: not yet "
-         "measured off Hopper)";
+  if (tier == "kvfp4s")
+    return "H3S_KVFP4S_KERNEL=decode runs kvfp4s on this GPU by its decode path (opt-in: not yet "
+           "measured off Hopper)";
+  if (tier == "kvi8r")
+    return "H3S_KVI8R_KERNEL=decode runs kvi8r on this GPU by its decode path (opt-in: not yet "
+           "measured off Hopper)";
+  return {};
 }
 
 void CudaBackend::kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) {
@@ -111,6 +132,10 @@ void CudaBackend::attention_kvi8r(const Tensor& q, const KvI8View& kv, RowRange 
   checks::kvi8r_attention_args(q, s.rows, s.heads, kv.k_code, kv.k_scale, kv.v_code, kv.v_scale,
                                keys, kAttnKvTile, Device::cuda);
   if (s.rows == 0) return;
+  if (attention_kvi8r_decodes()) {
+    attention_kvi8r_decoded(*this, scratch_, q, kv, keys, s, kvi8r_decode_keys());
+    return;
+  }
   const attn::KvI8rFwdParams p{q.ptr<uint16_t>(),
                                q.stride[0],
                                s.rows,
@@ -128,6 +153,24 @@ void CudaBackend::attention_kvi8r(const Tensor& q, const KvI8View& kv, RowRange 
                                s.l.view.ptr<float>(),
                                s.acc.view.ptr<float>()};
   cuda::attention_kvi8r(p, /*fresh=*/false, stream_);
+}
+
+void CudaBackend::kvi8r_decode(const KvI8View& kv, RowRange keys, const Tensor& k,
+                               const Tensor& v) {
+  const char* op = "kvi8r_decode";
+  const int64_t heads = kv.k_code.cols() / kHd;
+  checks::kvi8r_store_args(kv.k_code, kv.k_scale, kv.v_code, kv.v_scale, heads, Device::cuda, op);
+  checks::decoded_kv_args(keys, kv.rows(), heads, k, v, DType::f16, Device::cuda, op);
+  expect_decode_outputs(k, v, op);
+  if (!aligned_to(kv.k_code.data, 16) || !aligned_to(kv.v_code.data, 16) ||
+      kv.k_code.row_stride() % 16 != 0)
+    fail(ErrorKind::invalid_argument,
+         "{}: the decode reads 16-byte code groups (code row stride {} bytes)", op,
+         kv.k_code.row_stride());
+  cuda::kvi8r_decode(kv.k_code.ptr<uint8_t>(), kv.v_code.ptr<uint8_t>(), kv.k_code.row_stride(),
+                     kv.k_scale.ptr<uint16_t>(), kv.v_scale.ptr<uint16_t>(), kv.k_scale.stride[0],
+                     kv.k_scale.stride[1], keys.begin, keys.size(), heads, k.ptr<uint16_t>(),
+                     k.stride[0], v.ptr<uint16_t>(), v.stride[0], stream_);
 }
 
 void CudaBackend::attn_state_finish_rotated(const AttnState& s, const Tensor& out) {
@@ -319,19 +362,8 @@ void CudaBackend::kvfp4s_decode(const KvFp4sView& kv, RowRange keys, const Tenso
   const char* op = "kvfp4s_decode";
   const int64_t heads = kv.k_code.cols() / (kvfp4s::kDim / 2);
   const Kvfp4sStore st = fp4s_store(kv, heads, op);
-  if (keys.begin < 0 || keys.end < keys.begin || keys.end > kv.rows())
-    fail(ErrorKind::invalid_argument, "{}: keys [{}, {}) of {}", op, keys.begin, keys.end,
-         kv.rows());
-  for (const Tensor* t : {&k, &v}) {
-    checks::expect_dtype(*t, DType::bf16, Device::cuda, op, "out");
-    // The kernel stores 32-byte groups: contiguous [keys, heads, 128] rows.
-    if (t->rank != 3 || t->shape[0] != keys.size() || t->shape[1] != heads || t->shape[2] != kHd ||
-        t->stride[2] != 1 || t->stride[1] != kHd || t->stride[0] % 8 != 0 ||
-        !aligned_to(t->data, 16))
-      fail(ErrorKind::invalid_argument,
-           "{}: outputs must be 16-byte aligned [{}, {}, {}] views with contiguous heads", op,
-           keys.size(), heads, kHd);
-  }
+  checks::decoded_kv_args(keys, kv.rows(), heads, k, v, DType::bf16, Device::cuda, op);
+  expect_decode_outputs(k, v, op);
   if (!aligned_to(st.k_code, 8) || !aligned_to(st.v_code, 8) || st.code_stride % 8 != 0 ||
       !aligned_to(st.k_mean, 4) || st.mean_stride % 2 != 0)
     fail(ErrorKind::invalid_argument,

@@ -110,8 +110,24 @@ void kvi8r_finish_rotated(const float* l, const float* acc, uint16_t* out, int64
 void attention_kvi8r(const attn::KvI8rFwdParams& p, bool fresh, cudaStream_t s);
 bool attention_kvi8r_supported();
 // The variant that runs (H3S_KVI8R_KERNEL overrides: attn_dispatch.cpp
-// lists them).
+// lists them; "decode" when the decode path runs).
 const char* attention_kvi8r_kernel_name();
+// Whether kvi8r attends by kvi8r_decode and the exact attention kernel's
+// fp16 instance: with H3S_KVI8R_KERNEL=decode, on any GPU (throws naming the
+// fix for a Hopper variant asked for elsewhere). Off Hopper without it,
+// kvi8r falls back to the exact store (opt-in until the path has run on a
+// GPU).
+bool attention_kvi8r_decodes();
+// Decodes keys [key_begin, key_begin + n) of every head to the fp16 K~ =
+// fp16(code x scale) and V~ of kv/kvi8r.hpp, the bits the Hopper kernel's
+// producer writes: key r's head h at k + r * ldk + 128 h (and v). Codes
+// [seq, heads * 128] biased bytes (16-byte aligned, row stride a multiple of
+// 16), scales of key r head h at scale[r * scale_key + h * scale_head]; the
+// outputs 16-byte aligned with ldk and ldv multiples of 8.
+void kvi8r_decode(const uint8_t* k_code, const uint8_t* v_code, int64_t code_stride,
+                  const uint16_t* k_scale, const uint16_t* v_scale, int64_t scale_key,
+                  int64_t scale_head, int64_t key_begin, int64_t n, int64_t heads, uint16_t* k,
+                  int64_t ldk, uint16_t* v, int64_t ldv, cudaStream_t s);
 // The kvi8s tier's attention (kv/kvi8s.hpp) on Hopper: int8 Q K^T, fp8 P V;
 // the state always ends stored. attention_kvi8s_supported() says whether
 // this device runs it; H3S_KVI8S_KERNEL picks the kernel variant.

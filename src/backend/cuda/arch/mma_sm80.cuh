@@ -1,7 +1,7 @@
 // Thin inline-PTX wrappers for the mma.sync GEMMs and the attention kernels:
 // cp.async (global -> shared, with zero-fill), ldmatrix (plain and
-// transposed), the two tensor-core MMAs (bf16 -> fp32, s8 -> s32) and the
-// fp32 -> bf16x2 pack. Nothing here knows a tile shape; the traits headers do.
+// transposed), the tensor-core MMAs (bf16 and fp16 -> fp32, s8 -> s32) and the
+// fp32 -> bf16x2 / fp16x2 packs. Nothing here knows a tile shape; the traits headers do.
 #pragma once
 
 #include <cstdint>
@@ -77,6 +77,28 @@ __device__ __forceinline__ void mma_bf16_m16n8k16(float (&d)[4], const uint32_t 
       "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// The same for fp16 A and B fragments (kvi8r's decoded K~/V~, attn_fwd_sm80.cu).
+__device__ __forceinline__ void mma_f16_m16n8k16(float (&d)[4], const uint32_t (&a)[4],
+                                                 const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Two fp32 -> packed fp16x2 (RNE), lo in the low half; `satfinite` clamps
+// beyond fp16's range to +-65504 instead of infinity.
+template <bool kSatFinite = false>
+__device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
+  uint32_t r;
+  if constexpr (kSatFinite)
+    asm("cvt.rn.satfinite.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
 }
 
 // d += a * b for 16x32 s8 A and 32x8 s8 B fragments, exact s32 accumulate

@@ -7,7 +7,8 @@
 // H3S_ATTN_KERNEL picks another for comparison runs (h3s bench measures each
 // in its own process): ws (the default variant), ws-s2, ws-s3, ws-s2-nopp,
 // ws-s3-nopp, wgmma (the cp.async wgmma kernel, attn_fwd_sm90.cu), sm80.
-// H3S_ATTN_SM80=1 is the older spelling of sm80.
+// H3S_ATTN_SM80=1 is the older spelling of sm80. fp16 K/V (kvi8r's decode
+// path) always take the mma.sync kernel's fp16 instance: the only one.
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -33,13 +34,16 @@ struct AttnChoice {
 constexpr AttnChoice kHopperDefault{AttnKernel::ws_sm90, attn::AttnWsVariant::stages2_pingpong,
                                     "ws-s2"};
 
+// The mma.sync kernel: any sm_80+ GPU, and fp16 K/V everywhere.
+constexpr AttnChoice kSm80{AttnKernel::mma_sm80, attn::AttnWsVariant::stages2_pingpong, "sm80"};
+
 constexpr AttnChoice kChoices[] = {
     {AttnKernel::ws_sm90, attn::AttnWsVariant::stages2_pingpong, "ws-s2"},
     {AttnKernel::ws_sm90, attn::AttnWsVariant::stages3_pingpong, "ws-s3"},
     {AttnKernel::ws_sm90, attn::AttnWsVariant::stages2, "ws-s2-nopp"},
     {AttnKernel::ws_sm90, attn::AttnWsVariant::stages3, "ws-s3-nopp"},
     {AttnKernel::wgmma_sm90, attn::AttnWsVariant::stages2_pingpong, "wgmma"},
-    {AttnKernel::mma_sm80, attn::AttnWsVariant::stages2_pingpong, "sm80"},
+    kSm80,
 };
 
 AttnChoice choose() {
@@ -48,7 +52,7 @@ AttnChoice choose() {
   const char* env = std::getenv("H3S_ATTN_KERNEL");
   std::string_view want = env != nullptr ? env : "";
   if (want.empty() && legacy != nullptr && legacy[0] == '1') want = "sm80";
-  if (want.empty() || want == "ws") return sm90 ? kHopperDefault : kChoices[5];
+  if (want.empty() || want == "ws") return sm90 ? kHopperDefault : kSm80;
   std::string names;
   for (const AttnChoice& c : kChoices) {
     if (want == c.name) {
@@ -96,7 +100,7 @@ void attention_fwd(const attn::FwdParams& p, const attn::FwdEnds& ends, cudaStre
          "kv_seq_stride {}, kv_head_stride {})",
          op, p.ldq, p.kv_seq_stride, p.kv_head_stride);
   if (!aligned_to(p.acc, 16)) fail(ErrorKind::internal, "{}: acc must be 16-byte aligned", op);
-  const AttnChoice c = choice();
+  const AttnChoice c = p.kv_type == attn::KvType::f16 ? kSm80 : choice();
   // The fused finish stores bf16 pairs (4 bytes); other outputs take the
   // separate finish, whose bits are the same.
   const bool fused_out = ends.out != nullptr && aligned_to(ends.out, 4) && ends.ldo % 2 == 0;
@@ -151,8 +155,13 @@ constexpr Choice<attn::AttnI8rVariant> kI8rChoices[] = {
     {attn::AttnI8rVariant::dual_direct2, "dual-direct2"},
     {attn::AttnI8rVariant::dual_item8, "dual-item8"},
     {attn::AttnI8rVariant::codes2_item8_b8, "codes2-item8-b8"}};
+// H3S_KVI8R_KERNEL=decode: the path of GPUs without the Hopper kernel
+// (kvi8r_decode, then the exact kernel's fp16 instance), on Hopper too, for
+// comparison.
+constexpr const char* kI8rEnv = "H3S_KVI8R_KERNEL";
+constexpr std::string_view kDecode = "decode";
 Choice<attn::AttnI8rVariant> i8r_choice() {
-  return choose("H3S_KVI8R_KERNEL", kI8rChoices, "kvi8r");
+  return choose(kI8rEnv, kI8rChoices, "kvi8r", kDecode.data());
 }
 
 constexpr Choice<attn::AttnI8sVariant> kI8sChoices[] = {
@@ -172,9 +181,30 @@ constexpr Choice<attn::AttnFp4sVariant> kFp4sChoices[] = {
 // H3S_KVFP4S_KERNEL=decode: the path of GPUs without the Hopper kernel
 // (kvfp4s_decode, then the exact kernel), on Hopper too, for comparison.
 constexpr const char* kFp4sEnv = "H3S_KVFP4S_KERNEL";
-constexpr std::string_view kFp4sDecode = "decode";
 Choice<attn::AttnFp4sVariant> fp4s_choice() {
-  return choose(kFp4sEnv, kFp4sChoices, "kvfp4s", kFp4sDecode.data());
+  return choose(kFp4sEnv, kFp4sChoices, "kvfp4s", kDecode.data());
+}
+
+// Whether a tier with a Hopper kernel and a decode path runs the decode
+// path: `env` set to "decode" (any GPU), else never on Hopper (a variant
+// name is checked there), and off Hopper only when asked: opt-in until the
+// path has run on a GPU (written in sessions without one; its GPU tests and
+// measurements wait in scripts/device-check.sh ptx80). `check` refuses a
+// name that is no variant.
+template <class Check>
+bool tier_decodes(const char* env, const char* tier, bool hopper_kernel, Check check) {
+  const char* set = std::getenv(env);
+  const std::string_view want = set != nullptr ? set : "";
+  if (want == kDecode) return true;
+  if (hopper_kernel) {
+    check();
+    return false;
+  }
+  if (!want.empty())
+    fail(ErrorKind::invalid_argument,
+         "{}={}: that {} kernel needs an sm_90 GPU (Hopper); set {} or unset it (the exact store)",
+         env, want, tier, kDecode);
+  return false;
 }
 
 // Keys on the engine's tile, and the heads a grid can hold.
@@ -195,8 +225,12 @@ bool attention_kvi8r_supported() {
   return arch::hopper_kernels();
 }
 
+bool attention_kvi8r_decodes() {
+  return tier_decodes(kI8rEnv, "kvi8r", attention_kvi8r_supported(), [] { i8r_choice(); });
+}
+
 const char* attention_kvi8r_kernel_name() {
-  return i8r_choice().name;
+  return attention_kvi8r_decodes() ? kDecode.data() : i8r_choice().name;
 }
 
 void attention_kvi8r(const attn::KvI8rFwdParams& p, bool fresh, cudaStream_t s) {
@@ -247,22 +281,7 @@ bool attention_kvfp4s_supported() {
 }
 
 bool attention_kvfp4s_decodes() {
-  const char* set = std::getenv(kFp4sEnv);
-  const std::string_view want = set != nullptr ? set : "";
-  if (want == kFp4sDecode) return true;
-  if (attention_kvfp4s_supported()) {
-    fp4s_choice();  // refuses a name that is no variant
-    return false;
-  }
-  if (!want.empty())
-    fail(ErrorKind::invalid_argument,
-         "{}={}: that kvfp4s kernel needs an sm_90 GPU (Hopper); set {} or unset it (the exact "
-         "store)",
-         kFp4sEnv, want, kFp4sDecode);
-  // Opt-in off Hopper until the decode path has run on a GPU (written in a
-  // session without one; its GPU tests and measurements wait in
-  // scripts/device-check.sh ptx80).
-  return false;
+  return tier_decodes(kFp4sEnv, "kvfp4s", attention_kvfp4s_supported(), [] { fp4s_choice(); });
 }
 
 void attention_kvfp4s(const attn::KvFp4sFwdParams& p, cudaStream_t s) {

@@ -1,5 +1,8 @@
 // Design: FlashAttention-2-style forward for head_dim 128, bf16 Q/K/V, fp32
-// state, mma.sync m16n8k16 (runs on sm_80+; built for sm_90a). Grid
+// state, mma.sync m16n8k16 (runs on sm_80+; built for sm_90a). A second
+// instance takes fp16 K/V (KvType::f16: kvi8r's decoded K~/V~) with the
+// Hopper kvi8r kernel's operands: q' converted to fp16 in registers
+// (satfinite), P rounded to fp16; everything else is the same code. Grid
 // (ceil(rows / 128), heads); a CTA of 8 warps owns 128 query rows, each warp an
 // m16 slab whose Q fragments stay in registers. K/V stream through shared
 // memory in 64-key tiles (XOR-swizzled, cp.async double buffer), in increasing
@@ -45,12 +48,36 @@ using arch::smem_addr;
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return arch::pack_bf16x2(lo, hi);
 }
-// c += a * b for one m16n8k16 tile (A row-major, B column-major).
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  const uint32_t b[2] = {b0, b1};
-  arch::mma_bf16_m16n8k16(c, a, b);
-}
+
+// The operand type's three differences: P's rounding, the MMA, and Q (read
+// as bf16, converted in registers for fp16).
+template <KvType kKv>
+struct Operands {
+  __device__ static uint32_t pack_p(float lo, float hi) {
+    if constexpr (kKv == KvType::f16)
+      return arch::pack_f16x2(lo, hi);  // P <= 1: no saturation needed
+    else
+      return arch::pack_bf16x2(lo, hi);
+  }
+  // c += a * b for one m16n8k16 tile (A row-major, B column-major).
+  __device__ static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    const uint32_t b[2] = {b0, b1};
+    if constexpr (kKv == KvType::f16)
+      arch::mma_f16_m16n8k16(c, a, b);
+    else
+      arch::mma_bf16_m16n8k16(c, a, b);
+  }
+  // A bf16x2 Q word as the MMA's type: fp16 exact for |q'| in fp16's normal
+  // range (H3's queries are RMS-normed), clamped beyond (as the Hopper kvi8r
+  // kernel's q_to_f16).
+  __device__ static uint32_t q_word(uint32_t bf16x2) {
+    if constexpr (kKv == KvType::f16)
+      return arch::pack_f16x2<true>(__uint_as_float(bf16x2 << 16),
+                                    __uint_as_float(bf16x2 & 0xffff0000u));
+    else
+      return bf16x2;
+  }
+};
 
 // ---- shared-memory tiles -------------------------------------------------------
 
@@ -111,7 +138,9 @@ __device__ __forceinline__ void load_kv_tile(uint32_t sk, uint32_t sv, const uin
 
 // ---- the forward kernel --------------------------------------------------------
 
-__global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_bf16_m128n64_sm80(const FwdParams p) {
+template <KvType kKv>
+__global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_m128n64_sm80(const FwdParams p) {
+  using Op = Operands<kKv>;
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sq = smem_addr(smem);
   const uint32_t sk0 = sq + uint32_t(T::kQTileBytes);
@@ -162,7 +191,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_bf16_m128n64_sm80(con
   {
     const uint32_t q_lane = lane_offset(warp * T::kWarpRows + lane % 16, lane / 16);
 #pragma unroll
-    for (int kk = 0; kk < T::kQkKSteps; ++kk) ldmatrix_x4(qf[kk], step_addr(sq, q_lane, 2 * kk, 0));
+    for (int kk = 0; kk < T::kQkKSteps; ++kk) {
+      ldmatrix_x4(qf[kk], step_addr(sq, q_lane, 2 * kk, 0));
+#pragma unroll
+      for (int i = 0; i < Mma::kARegs; ++i) qf[kk][i] = Op::q_word(qf[kk][i]);
+    }
   }
   // K (B of S = Q K^T) is [key][dim], the column-major B operand: plain
   // ldmatrix, matrices (keys +0, dims +0), (keys +0, dims +8), (keys +8, dims
@@ -198,8 +231,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_bf16_m128n64_sm80(con
       for (int j = 0; j < T::kSBlocks / 2; ++j) {
         uint32_t b[4];
         ldmatrix_x4(b, step_addr(sk, k_lane, 2 * kk, 2 * Mma::kN * j));
-        mma_bf16(s[2 * j], qf[kk], b[0], b[1]);
-        mma_bf16(s[2 * j + 1], qf[kk], b[2], b[3]);
+        Op::mma(s[2 * j], qf[kk], b[0], b[1]);
+        Op::mma(s[2 * j + 1], qf[kk], b[2], b[3]);
       }
     }
 
@@ -232,19 +265,20 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_bf16_m128n64_sm80(con
 
     // O += P V over the tile's keys in order. The C fragments of score blocks
     // 2k and 2k + 1 are exactly the A fragment of k16 step k (FA2's register
-    // reuse); P is rounded to bf16 here, its fp32 values already summed in l.
+    // reuse); P is rounded to bf16 (fp16) here, its fp32 values already
+    // summed in l.
 #pragma unroll
     for (int kk = 0; kk < T::kPvKSteps; ++kk) {
-      const uint32_t a[Mma::kARegs] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
-                                       pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                       pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                       pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const uint32_t a[Mma::kARegs] = {Op::pack_p(s[2 * kk][0], s[2 * kk][1]),
+                                       Op::pack_p(s[2 * kk][2], s[2 * kk][3]),
+                                       Op::pack_p(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                       Op::pack_p(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
       for (int j = 0; j < T::kOBlocks / 2; ++j) {
         uint32_t b[4];
         ldmatrix_x4_trans(b, step_addr(sv, v_lane, 2 * j, Mma::kK * kk));
-        mma_bf16(acc[2 * j], a, b[0], b[1]);
-        mma_bf16(acc[2 * j + 1], a, b[2], b[3]);
+        Op::mma(acc[2 * j], a, b[0], b[1]);
+        Op::mma(acc[2 * j + 1], a, b[2], b[3]);
       }
     }
     // Every warp is done with this stage before the next iteration refills it.
@@ -326,14 +360,26 @@ unsigned elt_blocks(int64_t n) {
 
 }  // namespace
 
-void attention_fwd_sm80(const FwdParams& p, cudaStream_t s) {
+namespace {
+
+template <KvType kKv>
+void launch_sm80(const FwdParams& p, cudaStream_t s, const char* name) {
   // > 48 KiB of dynamic shared memory needs the opt-in (per device, so set
   // on every launch; it is a cheap attribute write).
-  cudaFuncSetAttribute(attn_fwd_bf16_m128n64_sm80, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  cudaFuncSetAttribute(attn_fwd_m128n64_sm80<kKv>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        int(T::kSmemBytes));
   const dim3 grid(unsigned((p.rows + T::kBlockM - 1) / T::kBlockM), unsigned(p.heads));
-  attn_fwd_bf16_m128n64_sm80<<<grid, T::kThreads, T::kSmemBytes, s>>>(p);
-  check_launch("attn_fwd_bf16_m128n64_sm80");
+  attn_fwd_m128n64_sm80<kKv><<<grid, T::kThreads, T::kSmemBytes, s>>>(p);
+  check_launch(name);
+}
+
+}  // namespace
+
+void attention_fwd_sm80(const FwdParams& p, cudaStream_t s) {
+  if (p.kv_type == KvType::f16)
+    launch_sm80<KvType::f16>(p, s, "attn_fwd_f16_m128n64_sm80");
+  else
+    launch_sm80<KvType::bf16>(p, s, "attn_fwd_bf16_m128n64_sm80");
 }
 
 }  // namespace attn

@@ -30,6 +30,12 @@ struct AttnScale {
   static constexpr float kSoftmaxScale = 1.0f / float(constexpr_sqrt(double(kHeadDim)));
 };
 
+// The 16-bit type of K and V. f16 is kvi8r's decoded K~/V~ (the tier's
+// decode path, backend/kv_tier_decode.hpp): the mma.sync kernel's fp16
+// instance runs it, with q converted to fp16 (satfinite) and P rounded to
+// fp16, the operands of the Hopper kvi8r kernel.
+enum class KvType : uint8_t { bf16, f16 };
+
 struct FwdParams {
   const uint16_t* q;
   int64_t ldq;
@@ -44,6 +50,7 @@ struct FwdParams {
   float* m;
   float* l;
   float* acc;
+  KvType kv_type = KvType::bf16;
 };
 
 // The two ends of a call's online-softmax state: `fresh` starts from
