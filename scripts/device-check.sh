@@ -9,7 +9,8 @@
 # driver made to JIT-compile the compute_80 PTX (CUDA_FORCE_PTX_JIT=1), so no Hopper kernel
 # runs, as on Ampere/Ada cards (their sm_80 image is the same code) and Blackwell (that PTX):
 # the exact paths' tests (PTX80_FILTER) and h3s demo per format, streamed == stock; then
-# kvfp4s' decode path (memcheck, kvbench and the int8 block at DECODE_TOKENS, default 217088).
+# the decode paths of kvfp4s and kvi8r (DECODE_TIERS: memcheck, kvbench and the int8 block
+# at DECODE_TOKENS, default 217088).
 # tiers: the K/V tier GPU tests on each kvi8r, kvi8s and kvfp4s kernel variant
 # (H3S_KVI8R_KERNEL, H3S_KVI8S_KERNEL, H3S_KVFP4S_KERNEL; KVI8R_VARIANTS, KVI8S_VARIANTS,
 # KVFP4S_VARIANTS), racecheck/synccheck on each tier's kernel (SANITIZE_FILTERS), kvbench
@@ -85,7 +86,7 @@ if [ "$mode" = tiers ]; then
     step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
     [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
   fi
-  kvi8r_variants=${KVI8R_VARIANTS-dual-direct2 dual-item8 codes2-item8-b8}
+  kvi8r_variants=${KVI8R_VARIANTS-dual-direct2 dual-item8 codes2-item8-b8 decode}
   for v in $kvi8r_variants; do
     step "gpu_tests_kvi8r_$v" 120 env H3S_KVI8R_KERNEL=$v $bin/h3s_tests_gpu \
       --gtest_filter='GpuKvi8r.*:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvi8r_$v.json"
@@ -159,11 +160,12 @@ if [ "$mode" = ptx80 ]; then
 fi
 if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ]; then
   # The sm_80 code on this GPU (see ptx80 above). Hopper-only tests are left out: the
-  # kvi8r/kvi8s/kvmix kernels (those tiers fall back to the exact store there; kvfp4s
-  # runs by its decode path, H3S_KVFP4S_KERNEL=decode), the wgmma/TMA probe and the
-  # sm_90 GEMM variants.
-  ptx80_filter=${PTX80_FILTER-'GpuArch.TheLoadedImage*:GpuGemm.*:GpuGemmW4A8.*:GpuAttention.*:GpuOps.*:GpuGolden.*:GpuW4A8Backend.*:GpuNvfp4*:GpuStageQueue.*:*GpuBlockExact.StreamedEqualsStock*:*GpuBlockExact.MatchesTheCpu*:*GpuBlockExact.ApproximateTiers*:GpuForward.*:GpuLatentForward.*:GpuPlacement.*:*GpuKvStore.*/kvfp4s:GpuKvfp4sVariants.DecodeKernel*'}
-  step gpu_tests_ptx80 600 env CUDA_FORCE_PTX_JIT=1 H3S_KVFP4S_KERNEL=decode $bin/h3s_tests_gpu \
+  # Hopper kernels of kvi8r/kvi8s/kvmix (kvi8s and kvmix fall back to the exact store
+  # there; kvfp4s and kvi8r run by their decode paths, H3S_KVFP4S_KERNEL=decode and
+  # H3S_KVI8R_KERNEL=decode), the wgmma/TMA probe and the sm_90 GEMM variants.
+  ptx80_filter=${PTX80_FILTER-'GpuArch.TheLoadedImage*:GpuGemm.*:GpuGemmW4A8.*:GpuAttention.*:GpuOps.*:GpuGolden.*:GpuW4A8Backend.*:GpuNvfp4*:GpuStageQueue.*:*GpuBlockExact.StreamedEqualsStock*:*GpuBlockExact.MatchesTheCpu*:*GpuBlockExact.ApproximateTiers*:GpuForward.*:GpuLatentForward.*:GpuPlacement.*:*GpuKvStore.*/kvfp4s:GpuKvfp4sVariants.DecodeKernel*:GpuKvi8r.RowOps*:GpuKvi8rDecode.*'}
+  step gpu_tests_ptx80 600 env CUDA_FORCE_PTX_JIT=1 H3S_KVFP4S_KERNEL=decode \
+    H3S_KVI8R_KERNEL=decode $bin/h3s_tests_gpu \
     --gtest_filter="$ptx80_filter" --gtest_output=json:"$OUT/gpu_tests_ptx80.json"
   [ -f "$OUT/gpu_tests_ptx80.json" ] && no_skips gpu_tests_ptx80 "$OUT/gpu_tests_ptx80.json"
   for f in ${formats//,/ } nvfp4; do
@@ -173,28 +175,35 @@ if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ]; the
   done
 fi
 if [ "$mode" = ptx80 ]; then
-  # kvfp4s' decode path (decode blocks, then the exact kernel; H3S_KVFP4S_KERNEL=decode):
-  # the decode kernel under memcheck; attention alone and the int8 block beside the exact
-  # store's at the token list on the compute_80 code, and on this image with
-  # H3S_KVFP4S_KERNEL=decode beside the Hopper kernel (DECODE_TOKENS; empty skips).
-  step memcheck_kvfp4s_decode 120 env CUDA_FORCE_PTX_JIT=1 compute-sanitizer --tool memcheck \
-    --error-exitcode 9 $bin/h3s_tests_gpu --gtest_filter='GpuKvfp4sVariants.DecodeKernel*'
+  # The decode paths of kvfp4s and kvi8r (decode blocks, then the exact kernel;
+  # H3S_<TIER>_KERNEL=decode): the decode kernels under memcheck; per tier, attention alone
+  # and the int8 block beside the exact store's at the token list on the compute_80 code,
+  # and on this image the decode path beside the Hopper kernel, with the default and
+  # larger decode blocks (DECODE_TOKENS, DECODE_KEYS; empty skips).
+  step memcheck_kv_decode 180 env CUDA_FORCE_PTX_JIT=1 H3S_KVI8R_KERNEL=decode \
+    compute-sanitizer --tool memcheck --error-exitcode 9 $bin/h3s_tests_gpu \
+    --gtest_filter='GpuKvfp4sVariants.DecodeKernel*:GpuKvi8rDecode.DecodeWrites*'
   for t in ${DECODE_TOKENS-217088}; do
-    step "kvbench_kvfp4s_ptx80_$t" 300 env CUDA_FORCE_PTX_JIT=1 H3S_KVFP4S_KERNEL=decode $bin/h3s kvbench \
-      --kv-store kvfp4s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
-    for v in decode dual-batch2; do
-      step "kvbench_kvfp4s_${v}_$t" 200 env H3S_KVFP4S_KERNEL=$v $bin/h3s kvbench \
-        --kv-store kvfp4s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
+    for tier in ${DECODE_TIERS-kvfp4s kvi8r}; do
+      env_kernel="H3S_${tier^^}_KERNEL"
+      hopper=$([ "$tier" = kvi8r ] && echo dual-direct2 || echo dual-batch2)
+      step "kvbench_${tier}_ptx80_$t" 300 env CUDA_FORCE_PTX_JIT=1 "$env_kernel=decode" \
+        $bin/h3s kvbench --kv-store "$tier" --backend cuda --tokens "$t" --no-baseline \
+        --inputs gaussian --json
+      for v in decode "$hopper"; do
+        step "kvbench_${tier}_${v}_$t" 200 env "$env_kernel=$v" $bin/h3s kvbench \
+          --kv-store "$tier" --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
+      done
+      # Larger decode blocks: fewer round trips of the fp32 state, more scratch.
+      for k in ${DECODE_KEYS-16384}; do
+        step "kvbench_${tier}_decode${k}_$t" 200 env "$env_kernel=decode" \
+          "H3S_${tier^^}_DECODE_KEYS=$k" $bin/h3s kvbench \
+          --kv-store "$tier" --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
+      done
     done
-    # Larger decode blocks: fewer round trips of the fp32 state, more scratch.
-    for k in ${DECODE_KEYS-16384}; do
-      step "kvbench_kvfp4s_decode${k}_$t" 200 env H3S_KVFP4S_KERNEL=decode \
-        H3S_KVFP4S_DECODE_KEYS=$k $bin/h3s kvbench \
-        --kv-store kvfp4s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
-    done
-    for kv in bf16 kvfp4s; do
+    for kv in bf16 ${DECODE_TIERS-kvfp4s kvi8r}; do
       step "bench_int8_${kv}_ptx80_$t" 300 env CUDA_FORCE_PTX_JIT=1 H3S_KVFP4S_KERNEL=decode \
-        $bin/h3s bench --backend cuda \
+        H3S_KVI8R_KERNEL=decode $bin/h3s bench --backend cuda \
         --preset h3 --format int8 --token-list "$t" --json --q-chunk 16384 --kv-chunk 16384 \
         --mlp-chunk 16384 --kv-store $kv --skip-attention
     done

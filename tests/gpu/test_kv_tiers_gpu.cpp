@@ -1,10 +1,12 @@
-// The kvi8r K/V tier on the GPU (Hopper). Its row ops (the quantiser, the
-// queries' rotation, the un-rotating finish) are bit-equal to the definition
-// of record the CPU backend runs (kv/kvi8r.hpp). Its attention (int8 codes
-// converted to fp16 or bf16 in shared memory, wgmma) differs from the
-// definition only in the order of the q.k dot and in rounding p * scale_v to
-// the MMA's 16-bit type: bounded against the CPU, and its error against the
-// exact attention measured beside the CPU's. Inside the tier, query-row
+// The kvi8r K/V tier on the GPU (Hopper; any GPU by its decode path,
+// H3S_KVI8R_KERNEL=decode). Its row ops (the quantiser, the queries'
+// rotation, the un-rotating finish, the decode) are bit-equal to the
+// definition of record the CPU backend runs (kv/kvi8r.hpp). Its attention
+// (int8 codes converted to fp16 in shared memory and wgmma on Hopper; or
+// blocks decoded to fp16 in global memory and the mma.sync kernel's fp16
+// instance) differs from the definition only in the order of the q.k dot
+// and in rounding P to fp16: bounded against the CPU, and its error against
+// the exact attention measured beside the CPU's. Inside the tier, query-row
 // chunks and chained K/V blocks give the single pass's bits; the streamed
 // block equals the tier's stock block bit for bit.
 #include <gtest/gtest.h>
@@ -19,11 +21,13 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/cuda/kernels.hpp"
 #include "core/dtype.hpp"
 #include "core/rng.hpp"
 #include "deviation.hpp"
 #include "gpu_fixture.hpp"
 #include "kv/kv_i8r.hpp"
+#include "kv/kvi8r.hpp"
 
 namespace h3s::test {
 namespace {
@@ -141,6 +145,14 @@ class GpuKvi8r : public GpuBackendTest {
     Arena arena(memory, 0);
     return run(*cpu_, arena, p, 0, 0, exact);
   }
+
+  // The attention against the definition (CPU), and both against the exact
+  // attention: the GPU's tier error must be the definition's. Lengths: one
+  // key, a partial tile, tiles plus a tail.
+  void expect_matches_definition(uint64_t seed, const char* path);
+  // Row chunks (down to 1 row) and chained K/V blocks give the single
+  // pass's bits; so does a second run.
+  void expect_single_pass_bits(const Problem& p);
 };
 
 double value(uint16_t bits) {
@@ -210,21 +222,17 @@ TEST_F(GpuKvi8r, RowOpsAreTheDefinitionsBits) {
   }
 }
 
-// The attention against the definition (CPU), and both against the exact
-// attention: the GPU's tier error must be the definition's. Lengths: one
-// key, a partial tile, tiles plus a tail.
-TEST_F(GpuKvi8r, AttentionMatchesTheDefinition) {
-  uint64_t seed = 7100;
+void GpuKvi8r::expect_matches_definition(uint64_t seed, const char* path) {
   for (const auto& [rows, seq, heads] :
        {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {67, 100, 2}, {300, 1000, 3}}) {
     const Problem p(rows, seq, heads, ++seed);
     const Bits gpu = on_gpu(p), cpu = on_cpu(p), exact = on_gpu(p, 0, 0, /*exact=*/true);
     const Deviation vs_cpu = deviation(p, gpu, cpu);
     const Deviation gpu_err = deviation(p, gpu, exact), cpu_err = deviation(p, cpu, exact);
-    std::printf("[ deviation ] kvi8r attention vs its definition | %s | %s\n", p.label().c_str(),
-                vs_cpu.describe().c_str());
-    std::printf("[ deviation ] kvi8r vs exact | %s | GPU rel-rms %.4g, CPU rel-rms %.4g\n",
-                p.label().c_str(), gpu_err.rel_rms, cpu_err.rel_rms);
+    std::printf("[ deviation ] kvi8r (%s) attention vs its definition | %s | %s\n", path,
+                p.label().c_str(), vs_cpu.describe().c_str());
+    std::printf("[ deviation ] kvi8r (%s) vs exact | %s | GPU rel-rms %.4g, CPU rel-rms %.4g\n",
+                path, p.label().c_str(), gpu_err.rel_rms, cpu_err.rel_rms);
     // bf16(p * scale_v) adds ~2^-9 relative error per term, fp16 (the
     // default) ~2^-12; the dot order ~1e-6. Measured on the H200 at 300 x
     // 1000 x 3: bf16 2.6e-3 rel-rms, fp16 8.3e-4 (worst row 3.2e-3 / 1.5e-3,
@@ -238,16 +246,22 @@ TEST_F(GpuKvi8r, AttentionMatchesTheDefinition) {
   }
 }
 
-// Inside the tier: row chunks (down to 1 row) and chained K/V blocks give
-// the single pass's bits; so does a second run.
-TEST_F(GpuKvi8r, ChunksAndBlocksGiveTheSinglePassBits) {
-  const Problem p(259, 1000, 3, 7200);
+TEST_F(GpuKvi8r, AttentionMatchesTheDefinition) {
+  expect_matches_definition(7100, "Hopper kernel");
+}
+
+void GpuKvi8r::expect_single_pass_bits(const Problem& p) {
   const Bits single = on_gpu(p);
   EXPECT_TRUE(same_bytes(on_gpu(p), single)) << "repeated run";
   for (const auto& [chunk, block] :
        {std::pair<int64_t, int64_t>{1, 0}, {64, 0}, {131, 0}, {0, 128}, {0, 384}, {7, 256}})
     EXPECT_TRUE(same_bytes(on_gpu(p, chunk, block), single))
-        << "row chunk " << chunk << ", kv_block " << block;
+        << p.label() << ", row chunk " << chunk << ", kv_block " << block;
+}
+
+// Inside the tier: row chunks and chained K/V blocks give the single pass's bits.
+TEST_F(GpuKvi8r, ChunksAndBlocksGiveTheSinglePassBits) {
+  expect_single_pass_bits(Problem(259, 1000, 3, 7200));
 }
 
 // Every kernel variant gives the same bits (the conversion is per element;
@@ -278,6 +292,105 @@ TEST_F(GpuKvi8r, EveryKernelVariantGivesTheSameBits) {
           << variant << ", " << p.label() << ", [seq, heads] scales";
     }
   }
+}
+
+// kvi8r's decode path (the path of GPUs without the Hopper kernel, run here
+// with H3S_KVI8R_KERNEL=decode on any GPU): blocks of 4096 keys decoded to
+// the definition's fp16 K~/V~ (kvi8r_decode), attended by the exact
+// kernel's fp16 instance with the state carried.
+class GpuKvi8rDecode : public GpuKvi8r {
+ protected:
+  static constexpr const char* kEnv = "H3S_KVI8R_KERNEL";
+  void SetUp() override {
+    ASSERT_EQ(setenv(kEnv, "decode", 1), 0);  // before the fixture asks has_kv_tier
+    GpuKvi8r::SetUp();
+  }
+  EnvRestore restore_{kEnv};
+};
+
+// The same bound as the Hopper kernel's: the same operands (fp16 q', K~,
+// V~ and P), another order of the sums (mma.sync's).
+TEST_F(GpuKvi8rDecode, AttentionMatchesTheDefinition) {
+  ASSERT_TRUE(cuda::attention_kvi8r_decodes());
+  expect_matches_definition(7400, "decode path");
+}
+
+// Chunks and blocks, and past the 4096-key decode blocks: two whole blocks
+// and a tail, chained with K/V blocks that cut them.
+TEST_F(GpuKvi8rDecode, ChunksAndBlocksGiveTheSinglePassBits) {
+  expect_single_pass_bits(Problem(259, 1000, 3, 7500));
+  const Problem longer(37, 9001, 2, 7501);
+  const Bits whole = on_gpu(longer);
+  for (const auto& [chunk, block] : {std::pair<int64_t, int64_t>{0, 4224}, {11, 384}})
+    EXPECT_TRUE(same_bytes(on_gpu(longer, chunk, block), whole))
+        << longer.label() << ", row chunk " << chunk << ", kv_block " << block;
+}
+
+// The decode kernel and the backend op write the definition's fp16(code x
+// scale) (kvi8r::dequantise_f16) for every key and head of a range: one key,
+// a partial tile, from a later key to the sequence's end; the scales
+// head-major as the store lays them.
+TEST_F(GpuKvi8rDecode, DecodeWritesTheDefinitionsFp16) {
+  const Problem p(1, 1000, 3, 7600);
+  const int64_t w = p.width();
+  HostMemory memory;
+  Arena cpu_arena(memory, 0);
+  std::unique_ptr<KvStore> cpu_store =
+      make_resident_kv_store(*cpu_, cpu_arena, "kvi8r", p.seq, p.heads, kHd, 0, {});
+  std::unique_ptr<KvStore> gpu_store =
+      make_resident_kv_store(*gpu_, *arena_, "kvi8r", p.seq, p.heads, kHd, 0, {});
+  for (const auto& [be, arena, store] :
+       {std::tuple<Backend*, Arena*, KvStore*>{cpu_.get(), &cpu_arena, cpu_store.get()},
+        {gpu_.get(), arena_.get(), gpu_store.get()}}) {
+    OwnedTensor k = arena->tensor(DType::bf16, {p.seq, w}, "k");
+    OwnedTensor v = arena->tensor(DType::bf16, {p.seq, w}, "v");
+    be->upload(p.k.data(), k.view);
+    be->upload(p.v.data(), v.view);
+    store->write(*be, {0, p.seq}, k.view, v.view);
+  }
+  const KvI8View gkv = dynamic_cast<const KvI8rStore&>(*gpu_store).view();
+  const KvI8View ckv = dynamic_cast<const KvI8rStore&>(*cpu_store).view();
+  // The definition, from the CPU store's codes and scales (the quantiser is
+  // bit-equal: RowOpsAreTheDefinitionsBits).
+  auto want = [&](bool is_k, int64_t key, int64_t h, int64_t d) {
+    const Tensor& code = is_k ? ckv.k_code : ckv.v_code;
+    const Tensor& scale = is_k ? ckv.k_scale : ckv.v_scale;
+    return kvi8r::dequantise_f16(
+        code.row<uint8_t>(key)[h * kHd + d],
+        scale.ptr<uint16_t>()[key * scale.stride[0] + h * scale.stride[1]]);
+  };
+  auto count_wrong = [&](const Bits& gk, const Bits& gv, int64_t begin, int64_t n) {
+    int64_t wrong = 0;
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t d = 0; d < kHd; ++d)
+          wrong += (gk[size_t(r * w + h * kHd + d)] != want(true, begin + r, h, d)) +
+                   (gv[size_t(r * w + h * kHd + d)] != want(false, begin + r, h, d));
+    return wrong;
+  };
+  for (const auto& [begin, n] :
+       {std::pair<int64_t, int64_t>{0, 1}, {0, 100}, {384, 131}, {37, 963}}) {
+    DeviceArray<uint16_t> dk(size_t(n * w)), dv(size_t(n * w));
+    dk.fill_bytes(0xff);  // NaN bits where nothing is written
+    dv.fill_bytes(0xff);
+    cuda::kvi8r_decode(gkv.k_code.ptr<uint8_t>(), gkv.v_code.ptr<uint8_t>(),
+                       gkv.k_code.row_stride(), gkv.k_scale.ptr<uint16_t>(),
+                       gkv.v_scale.ptr<uint16_t>(), gkv.k_scale.stride[0], gkv.k_scale.stride[1],
+                       begin, n, p.heads, dk.get(), w, dv.get(), w, nullptr);
+    sync_check("kvi8r_decode");
+    EXPECT_EQ(count_wrong(dk.download(), dv.download(), begin, n), 0)
+        << "kernel, keys [" << begin << ", " << begin + n << ") of " << p.label();
+  }
+  // The backend op (what the decode path calls) into [keys, heads, 128] views.
+  const RowRange keys{256, p.seq};
+  OwnedTensor gk = arena_->tensor(DType::f16, {keys.size(), p.heads, kHd}, "K~");
+  OwnedTensor gv = arena_->tensor(DType::f16, {keys.size(), p.heads, kHd}, "V~");
+  gpu_->kvi8r_decode(gkv, keys, gk.view, gv.view);
+  Bits hk(size_t(keys.size() * w)), hv(size_t(keys.size() * w));
+  gpu_->download(gk.view, hk.data());
+  gpu_->download(gv.view, hv.data());
+  gpu_->synchronize();
+  EXPECT_EQ(count_wrong(hk, hv, keys.begin, keys.size()), 0) << "backend op";
 }
 
 }  // namespace

@@ -71,9 +71,9 @@ TEST(GpuPlacement, HostStagedKvEqualsStockAndStaysUnderThePrediction) {
 
 // A streamed forward with each K/V tier stays under the planner's per-phase
 // predictions: the tier's store (or, for a tier this GPU has no kernels for,
-// the exact store it runs instead) and kvfp4s' decode blocks where it
-// decodes (every GPU without its Hopper kernel), counted in the attention
-// phase.
+// the exact store it runs instead) and the decode blocks of kvfp4s and
+// kvi8r where they decode (GPUs without their Hopper kernels), counted in
+// the attention phase.
 TEST(GpuPlacement, KvTierForwardsStayUnderThePrediction) {
   H3S_REQUIRE_GPU();
   const ModelWeights& w = weights_for(WeightFormat::int8);
@@ -88,9 +88,11 @@ TEST(GpuPlacement, KvTierForwardsStayUnderThePrediction) {
     o.kv_store = tier;
     const ScratchModel scratch = scratch_model(*be, w, tier);
     EXPECT_EQ(scratch.kv_tier_runs, be->has_kv_tier(tier));
-    const bool fp4 = std::string_view(tier) == "kvfp4s" || std::string_view(tier) == "kvmix";
-    EXPECT_EQ(scratch.kv_decode_keys,
-              be->has_kv_tier(tier) && fp4 && cuda::attention_kvfp4s_decodes() ? 4096 : 0);
+    const std::string_view t = tier;
+    const bool decodes = t == "kvi8r"
+                             ? cuda::attention_kvi8r_decodes()
+                             : (t == "kvfp4s" || t == "kvmix") && cuda::attention_kvfp4s_decodes();
+    EXPECT_EQ(scratch.kv_decode_keys, be->has_kv_tier(tier) && decodes ? 4096 : 0);
     const ForwardOutputs s = run_forward(*be, arena, w, l, in, o);
     const Placement& p = s.placement;
     SCOPED_TRACE(p.describe());
