@@ -136,9 +136,9 @@ CONTROLS = (
         "by default, ~0.80 bytes/element; the heads picked per block on its first call by "
         "their fp4 sensitivity, or given in kv_mix_heads; error and speed between the two "
         "stores'). On a GPU without the tier's kernel the engine logs one line and runs "
-        "the exact store (kvfp4s on RTX/A100 cards: start ComfyUI with "
-        "H3S_KVFP4S_KERNEL=decode to run it by decoding to bf16, an opt-in not yet run on "
-        "such a card)."),
+        "the exact store (kvfp4s and kvi8r on RTX/A100 cards: start ComfyUI with "
+        "H3S_KVFP4S_KERNEL=decode or H3S_KVI8R_KERNEL=decode to run them by decoding "
+        "blocks of keys to 16 bits, opt-ins not yet run on such a card)."),
     Control(
         "trim_forward", "BOOLEAN", True,
         tooltip="Release the patch embeds once the packed sequence exists (the video embed "
