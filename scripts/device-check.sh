@@ -4,13 +4,14 @@
 # and .ext/torch_h3_block.py (the PyTorch anchor, carried). One call: GPU tests,
 # compute-sanitizer, the Python tests on the CUDA wheel, block benchmark and the PyTorch
 # reference; JSON and logs under $OUT.
-#   usage: bash scripts/device-check.sh [tests|bench|placement|attention|tiers|ptx80|all] [token list] [formats]
+#   usage: bash scripts/device-check.sh [tests|bench|placement|attention|tiers|ptx80|decode|all] [token list] [formats]
 # ptx80 (also part of tests): the whole GPU suite, then the sm_80 code paths on this GPU: the
 # driver made to JIT-compile the compute_80 PTX (CUDA_FORCE_PTX_JIT=1), so no Hopper kernel
 # runs, as on Ampere/Ada cards (their sm_80 image is the same code) and Blackwell (that PTX):
 # the exact paths' tests (PTX80_FILTER) and h3s demo per format, streamed == stock; then
 # the decode paths of kvfp4s and kvi8r (DECODE_TIERS: memcheck, kvbench and the int8 block
-# at DECODE_TOKENS, default 217088).
+# at DECODE_TOKENS, default 217088). decode: that last part alone (a second call when ptx80
+# with DECODE_TOKENS= (empty) ran the tests).
 # tiers: the K/V tier GPU tests on each kvi8r, kvi8s and kvfp4s kernel variant
 # (H3S_KVI8R_KERNEL, H3S_KVI8S_KERNEL, H3S_KVFP4S_KERNEL; KVI8R_VARIANTS, KVI8S_VARIANTS,
 # KVFP4S_VARIANTS), racecheck/synccheck on each tier's kernel (SANITIZE_FILTERS), kvbench
@@ -158,7 +159,8 @@ if [ "$mode" = ptx80 ]; then
   step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
   [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
 fi
-if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ]; then
+if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] &&
+  [ "$mode" != decode ]; then
   # The sm_80 code on this GPU (see ptx80 above). Hopper-only tests are left out: the
   # Hopper kernels of kvi8r/kvi8s/kvmix (kvi8s and kvmix fall back to the exact store
   # there; kvfp4s and kvi8r run by their decode paths, H3S_KVFP4S_KERNEL=decode and
@@ -174,7 +176,7 @@ if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ]; the
       | tee /dev/stderr | grep -q '\"bit_equal\":true'"
   done
 fi
-if [ "$mode" = ptx80 ]; then
+if [ "$mode" = ptx80 ] || [ "$mode" = decode ]; then
   # The decode paths of kvfp4s and kvi8r (decode blocks, then the exact kernel;
   # H3S_<TIER>_KERNEL=decode): the decode kernels under memcheck; per tier, attention alone
   # and the int8 block beside the exact store's at the token list on the compute_80 code,
@@ -209,7 +211,8 @@ if [ "$mode" = ptx80 ]; then
     done
   done
 fi
-if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] && [ "$mode" != ptx80 ]; then
+if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] && [ "$mode" != ptx80 ] &&
+  [ "$mode" != decode ]; then
   step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
   [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
   # Every other attention kernel (the variants, the cp.async wgmma kernel, the
@@ -281,7 +284,7 @@ if [ "$mode" = attention ]; then
   fi
 fi
 if [ "$mode" != tests ] && [ "$mode" != ptx80 ] && [ "$mode" != placement ] && [ "$mode" != attention ] &&
-  [ "$mode" != tiers ]; then
+  [ "$mode" != tiers ] && [ "$mode" != decode ]; then
   for f in ${formats//,/ }; do
     step "bench_$f" 300 $bin/h3s bench --backend cuda --preset h3 --format "$f" \
       --token-list "$tokens" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384
