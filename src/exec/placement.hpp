@@ -47,7 +47,7 @@ struct ScratchModel {
   // it and runs the exact store instead (kv/kv_store.cpp), whose bytes the
   // planner then counts.
   bool kv_tier_runs = true;
-  // Keys of every head the backend decodes into bf16 scratch at once, K and
+  // Keys of every head the backend decodes into 16-bit scratch at once, K and
   // V, during the tier's attention (Backend::kv_tier_decode_keys).
   int64_t kv_decode_keys = 0;
 };

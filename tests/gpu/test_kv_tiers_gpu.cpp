@@ -348,6 +348,9 @@ TEST_F(GpuKvi8rDecode, DecodeWritesTheDefinitionsFp16) {
     be->upload(p.v.data(), v.view);
     store->write(*be, {0, p.seq}, k.view, v.view);
   }
+  // The raw kernel below runs on the legacy stream, which does not order
+  // against the backend's non-blocking stream: the store must be written.
+  gpu_->synchronize();
   const KvI8View gkv = dynamic_cast<const KvI8rStore&>(*gpu_store).view();
   const KvI8View ckv = dynamic_cast<const KvI8rStore&>(*cpu_store).view();
   // The definition, from the CPU store's codes and scales (the quantiser is
