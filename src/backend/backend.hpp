@@ -243,8 +243,11 @@ class Backend {
   // it with events on the backend's stream (kernel time, no host launch gaps
   // before the first op); the default syncs and reads the host clock.
   virtual double device_seconds(const std::function<void()>& enqueue);
-  // The attention kernel this backend runs (benchmarks record it).
+  // The attention kernel this backend runs (benchmarks record it), and the
+  // one it runs for K/V tier `tier` (e.g. "decode" for a decode path; the
+  // exact store's kernel for "bf16" or a tier it lacks).
   virtual std::string_view attention_kernel() const { return "reference"; }
+  virtual std::string kv_tier_kernel(std::string_view /*tier*/) const { return "reference"; }
   // Queue later ops on a host framework's stream (CUDA: a cudaStream_t; null
   // is the legacy default stream), ordered after the work already queued.
   // Backends without streams ignore it.

@@ -379,6 +379,7 @@ TEST(Cli, KvbenchMeasuresEachTierAgainstExactAndItsBaseline) {
     const nlohmann::json j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j.at("kv_store"), tier);
     EXPECT_EQ(j.at("approximate"), true);
+    EXPECT_EQ(j.at("tier_kernel"), "reference");  // the CPU's (the device runs name theirs)
     EXPECT_GT(j.at("bytes_per_element").get<double>(), b.min_bytes);
     EXPECT_LE(j.at("bytes_per_element").get<double>(), b.max_bytes);
     ASSERT_EQ(j.at("inputs").size(), 2u);

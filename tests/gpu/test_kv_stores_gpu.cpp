@@ -320,6 +320,7 @@ TEST_F(GpuKvfp4sVariants, ProducerVariantsGiveTheSameBits) {
 TEST_F(GpuKvfp4sVariants, DecodeKernelWritesTheDefinitionsBf16) {
   ASSERT_EQ(setenv(kEnv, "decode", 1), 0);  // the store on any GPU
   ASSERT_TRUE(gpu_->has_kv_tier("kvfp4s"));
+  EXPECT_EQ(gpu_->kv_tier_kernel("kvfp4s"), "decode");  // what kvbench records
   const Problem p(1, 1000, 3, 8700);
   std::unique_ptr<KvStore> store =
       make_resident_kv_store(*gpu_, *arena_, "kvfp4s", p.seq, p.heads, kHd, 0, {});

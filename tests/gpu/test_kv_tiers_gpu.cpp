@@ -312,6 +312,7 @@ class GpuKvi8rDecode : public GpuKvi8r {
 // V~ and P), another order of the sums (mma.sync's).
 TEST_F(GpuKvi8rDecode, AttentionMatchesTheDefinition) {
   ASSERT_TRUE(cuda::attention_kvi8r_decodes());
+  EXPECT_EQ(gpu_->kv_tier_kernel("kvi8r"), "decode");  // what kvbench records
   expect_matches_definition(7400, "decode path");
 }
 

@@ -467,6 +467,7 @@ int run_kvbench(const KvBenchArgs& args) {
   if (a.json) {
     const nlohmann::json j = {{"command", "kvbench"},
                               {"exact_kernel", std::string(be.attention_kernel())},
+                              {"tier_kernel", std::string(be.kv_tier_kernel(a.kv_store))},
                               {"kv_store", a.kv_store},
                               {"approximate", true},
                               {"backend", a.backend},

@@ -111,6 +111,7 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   double device_seconds(const std::function<void()>& enqueue) override;
   std::string_view attention_kernel() const override;
+  std::string kv_tier_kernel(std::string_view tier) const override;
   // Staging (cuda_staging.cpp): cached pinned memory, a copy-stream queue.
   MemoryResource& host_staging_memory() override;
   size_t free_device_memory() const override;

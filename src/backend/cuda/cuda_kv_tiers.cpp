@@ -107,6 +107,16 @@ std::string_view CudaBackend::kv_tier_hint(std::string_view tier) const {
   return {};
 }
 
+std::string CudaBackend::kv_tier_kernel(std::string_view tier) const {
+  if (!has_kv_tier(tier) || tier == "bf16") return std::string(attention_kernel());
+  if (tier == "kvi8r") return attention_kvi8r_kernel_name();
+  if (tier == "kvi8s") return attention_kvi8s_kernel_name();
+  if (tier == "kvfp4s") return attention_kvfp4s_kernel_name();
+  // kvmix: each head on its store's kernel.
+  return std::string("kvi8s ") + attention_kvi8s_kernel_name() + ", kvfp4s " +
+         attention_kvfp4s_kernel_name();
+}
+
 void CudaBackend::kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) {
   const char* op = "kvi8r_quantize";
   const int64_t heads = checks::kvi8r_quantize_args(src, code, scale, Device::cuda);

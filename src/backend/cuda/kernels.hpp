@@ -167,6 +167,8 @@ void kvfp4s_quantize(const KvRowParts& in, int64_t first_row, int64_t heads, con
 // memory, the exact kernel's consumers; the state always ends stored.
 void attention_kvfp4s(const attn::KvFp4sFwdParams& p, cudaStream_t s);
 bool attention_kvfp4s_supported();  // that Hopper kernel runs here
+// The variant that runs (H3S_KVFP4S_KERNEL; "decode" for the decode path).
+const char* attention_kvfp4s_kernel_name();
 // Whether kvfp4s attends by kvfp4s_decode and the exact attention kernel:
 // with H3S_KVFP4S_KERNEL=decode, on any GPU (throws naming the fix for a
 // Hopper variant asked for elsewhere). Off Hopper without it, kvfp4s falls

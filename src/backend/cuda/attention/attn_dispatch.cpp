@@ -284,6 +284,10 @@ bool attention_kvfp4s_decodes() {
   return tier_decodes(kFp4sEnv, "kvfp4s", attention_kvfp4s_supported(), [] { fp4s_choice(); });
 }
 
+const char* attention_kvfp4s_kernel_name() {
+  return attention_kvfp4s_decodes() ? kDecode.data() : fp4s_choice().name;
+}
+
 void attention_kvfp4s(const attn::KvFp4sFwdParams& p, cudaStream_t s) {
   const char* op = "attention_kvfp4s";
   if (!attention_kvfp4s_supported())
