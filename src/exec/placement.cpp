@@ -282,8 +282,9 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
   }
 
   // The final layer, video head then audio head (final_layer.cpp): the
-  // head's fp32 output, then per chunk the bf16 norm output and either the
-  // whole span's fp32 copy (exact head GEMM, stock) or the chunk's. The
+  // head's fp32 output, then per chunk the bf16 norm output (with the
+  // backend's modulation row index) and either the whole span's fp32 copy
+  // (exact head GEMM, stock) or the chunk's. The
   // video output stays while the audio head runs. Its modulation is
   // [T, 2 * hidden] bf16, with an fp32 copy while the curve form projects.
   const int64_t fchunk = p.streamed || o.mode != ExecMode::stock ? o.final_layer_chunk : 0;
@@ -291,7 +292,7 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
   auto head = [&](int64_t n, int64_t out_features) {
     const int64_t rows = fchunk == 0 ? n : std::min(n, fchunk + merge);
     return rows_bytes(n, out_features * 4) +
-           rows_bytes(rows, H * 2 + std::max(lease(rows), whole ? int64_t(0) : H * 4)) +
+           rows_bytes(rows, H * 2 + mod_index + std::max(lease(rows), whole ? int64_t(0) : H * 4)) +
            (whole ? rows_bytes(n, H * 4) : 0);
   };
   const size_t video_out = rows_bytes(l.video.size(), vf * 4);
