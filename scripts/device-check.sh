@@ -163,11 +163,10 @@ if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] &&
   [ "$mode" != decode ]; then
   # The sm_80 code on this GPU (see ptx80 above). Hopper-only tests are left out: the
   # Hopper kernels of kvi8r/kvi8s/kvmix (kvi8s and kvmix fall back to the exact store
-  # there; kvfp4s and kvi8r run by their decode paths, H3S_KVFP4S_KERNEL=decode and
-  # H3S_KVI8R_KERNEL=decode), the wgmma/TMA probe and the sm_90 GEMM variants.
+  # there; kvfp4s and kvi8r run by their decode paths, the default there), the wgmma/TMA
+  # probe and the sm_90 GEMM variants.
   ptx80_filter=${PTX80_FILTER-'GpuArch.TheLoadedImage*:GpuGemm.*:GpuGemmW4A8.*:GpuAttention.*:GpuOps.*:GpuGolden.*:GpuW4A8Backend.*:GpuNvfp4*:GpuStageQueue.*:*GpuBlockExact.StreamedEqualsStock*:*GpuBlockExact.MatchesTheCpu*:*GpuBlockExact.ApproximateTiers*:GpuForward.*:GpuLatentForward.*:GpuPlacement.*:*GpuKvStore.*/kvfp4s:GpuKvfp4sVariants.DecodeKernel*:GpuKvi8r.RowOps*:GpuKvi8rDecode.*'}
-  step gpu_tests_ptx80 600 env CUDA_FORCE_PTX_JIT=1 H3S_KVFP4S_KERNEL=decode \
-    H3S_KVI8R_KERNEL=decode $bin/h3s_tests_gpu \
+  step gpu_tests_ptx80 600 env CUDA_FORCE_PTX_JIT=1 $bin/h3s_tests_gpu \
     --gtest_filter="$ptx80_filter" --gtest_output=json:"$OUT/gpu_tests_ptx80.json"
   [ -f "$OUT/gpu_tests_ptx80.json" ] && no_skips gpu_tests_ptx80 "$OUT/gpu_tests_ptx80.json"
   for f in ${formats//,/ } nvfp4; do
@@ -182,7 +181,7 @@ if [ "$mode" = ptx80 ] || [ "$mode" = decode ]; then
   # and the int8 block beside the exact store's at the token list on the compute_80 code,
   # and on this image the decode path beside the Hopper kernel, with the default and
   # larger decode blocks (DECODE_TOKENS, DECODE_KEYS; empty skips).
-  step memcheck_kv_decode 180 env CUDA_FORCE_PTX_JIT=1 H3S_KVI8R_KERNEL=decode \
+  step memcheck_kv_decode 180 env CUDA_FORCE_PTX_JIT=1 \
     compute-sanitizer --tool memcheck --error-exitcode 9 $bin/h3s_tests_gpu \
     --gtest_filter='GpuKvfp4sVariants.DecodeKernel*:GpuKvi8rDecode.DecodeWrites*'
   for t in ${DECODE_TOKENS-217088}; do
@@ -204,8 +203,7 @@ if [ "$mode" = ptx80 ] || [ "$mode" = decode ]; then
       done
     done
     for kv in bf16 ${DECODE_TIERS-kvfp4s kvi8r}; do
-      step "bench_int8_${kv}_ptx80_$t" 300 env CUDA_FORCE_PTX_JIT=1 H3S_KVFP4S_KERNEL=decode \
-        H3S_KVI8R_KERNEL=decode $bin/h3s bench --backend cuda \
+      step "bench_int8_${kv}_ptx80_$t" 300 env CUDA_FORCE_PTX_JIT=1 $bin/h3s bench --backend cuda \
         --preset h3 --format int8 --token-list "$t" --json --q-chunk 16384 --kv-chunk 16384 \
         --mlp-chunk 16384 --kv-store $kv --skip-attention
     done

@@ -130,15 +130,15 @@ CONTROLS = (
         "PyTorch-cuDNN's time (0.49x PyTorch-flash's) at 0.58x the exact store's memory); "
         "kvfp4s = NVFP4 K (rotated, "
         "centred per 256-token block) and V (0.57 bytes/element, attention rel-rms ~0.14: "
-        "the cheapest in memory, the least accurate; on an H100/H200 ~1.3x the exact "
-        "attention's time, since Hopper has no fp4 tensor cores and the kernel decodes the "
-        "codes to bf16); kvmix = per head either kvi8s or kvfp4s (28 of 56 heads on 8 bits "
+        "the cheapest in memory, the least accurate; ~1.03x the exact attention's time, "
+        "since no GPU here has fp4 tensor cores it decodes blocks of keys to bf16 for the "
+        "exact kernel); kvmix = per head either kvi8s or kvfp4s (28 of 56 heads on 8 bits "
         "by default, ~0.80 bytes/element; the heads picked per block on its first call by "
         "their fp4 sensitivity, or given in kv_mix_heads; error and speed between the two "
         "stores'). On a GPU without the tier's kernel the engine logs one line and runs "
-        "the exact store (kvfp4s and kvi8r on RTX/A100 cards: start ComfyUI with "
-        "H3S_KVFP4S_KERNEL=decode or H3S_KVI8R_KERNEL=decode to run them by decoding "
-        "blocks of keys to 16 bits, opt-ins not yet run on such a card)."),
+        "the exact store (kvi8s and kvmix need Hopper; kvfp4s and kvi8r run on every GPU, "
+        "off Hopper by decoding blocks of keys to 16 bits for the exact kernel, at about "
+        "its speed)."),
     Control(
         "trim_forward", "BOOLEAN", True,
         tooltip="Release the patch embeds once the packed sequence exists (the video embed "

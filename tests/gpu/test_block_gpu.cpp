@@ -121,17 +121,14 @@ TEST_P(GpuBlockExact, ApproximateTiersStreamedEqualTheirStockBitForBit) {
   const std::vector<uint16_t> x0 = random_x(seq * w.config.hidden, uint64_t(seq) + 1);
   const std::vector<uint16_t> exact = g.run(x0, nullptr, "bf16");
   // Off Hopper (the compute_80 image) kvfp4s and kvi8r run, by their decode
-  // paths (H3S_KVFP4S_KERNEL=decode, H3S_KVI8R_KERNEL=decode:
-  // scripts/device-check.sh ptx80 sets them).
+  // paths (the default there).
   const std::vector<std::string> tiers =
       cuda::attention_kvfp4s_supported()
           ? std::vector<std::string>{"kvi8r", "kvi8s", "kvfp4s", "kvmix"}
           : std::vector<std::string>{"kvfp4s", "kvi8r"};
   for (const std::string& tier : tiers) {
     ASSERT_TRUE(g.be->has_kv_tier(tier))
-        << tier
-        << ": the device runs are on Hopper (or set H3S_KVFP4S_KERNEL=decode and "
-           "H3S_KVI8R_KERNEL=decode)";
+        << tier << ": every GPU runs kvfp4s and kvi8r, Hopper the four tiers";
     const std::vector<uint16_t> stock = g.run(x0, nullptr, tier);
     EXPECT_FALSE(bits_equal(stock, exact)) << tier << " gave the exact bits";
     for (const StreamChunks& c :

@@ -1,16 +1,14 @@
 // The K/V tiers whose stores quantise in groups of tokens (kvi8s: 64-token
 // blocks in 128-token tiles; kvfp4s: 256-token stat blocks) on the GPU
-// (kvi8s on Hopper; kvfp4s on any GPU through its decode path,
-// H3S_KVFP4S_KERNEL=decode). Their quantisers are bit-equal to the definitions of record the
-// CPU backend runs (kv/kvi8s.hpp, kv/kvfp4s.hpp), through the store's open
-// group (chunks of any size). kvi8s' attention (int8 Q K^T and fp8 P V on
-// wgmma) gives the definition's scores bit for bit and differs from it only
-// in ex2.approx, P's 2^8 folded into the exponent and the order of the fp8
-// products' sums; kvfp4s' decodes the definition's bf16 K~ and V~ and runs
-// the exact kernel's arithmetic on them (bf16 P, ex2.approx, the MMA's sum
-// order). Each is bounded against the CPU, and its error against the exact
-// attention measured beside the CPU's. Inside a tier, query-row chunks and
-// chained K/V blocks give the single pass's bits.
+// (kvi8s on Hopper; kvfp4s on any GPU through its decode path, the
+// default; H3S_KVFP4S_KERNEL selects the Hopper kernel's variants). Their quantisers are bit-equal
+// to the definitions of record the CPU backend runs (kv/kvi8s.hpp, kv/kvfp4s.hpp), through the
+// store's open group (chunks of any size). kvi8s' attention (int8 Q K^T and fp8 P V on wgmma) gives
+// the definition's scores bit for bit and differs from it only in ex2.approx, P's 2^8 folded into
+// the exponent and the order of the fp8 products' sums; kvfp4s' decodes the definition's bf16 K~
+// and V~ and runs the exact kernel's arithmetic on them (bf16 P, ex2.approx, the MMA's sum order).
+// Each is bounded against the CPU, and its error against the exact attention measured beside the
+// CPU's. Inside a tier, query-row chunks and chained K/V blocks give the single pass's bits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -126,7 +124,7 @@ class GpuKvStore : public GpuBackendTest, public ::testing::WithParamInterface<s
     if (!gpu_) return;  // skipped
     if (!gpu_->has_kv_tier(tier()))
       GTEST_FAIL() << "this GPU has no " << tier()
-                   << " kernel (Hopper only; kvfp4s with H3S_KVFP4S_KERNEL=decode); the device "
+                   << " kernel (kvi8s: Hopper only; kvfp4s runs on every GPU); the device "
                       "runs are on H200";
   }
   const std::string& tier() const { return GetParam(); }

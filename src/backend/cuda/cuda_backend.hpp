@@ -78,11 +78,10 @@ class CudaBackend final : public Backend {
   void attention_with_ends(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s,
                            AttnEnds ends) override;
   // kvi8r, kvi8s, kvfp4s and kvmix on Hopper; kvfp4s and kvi8r on other
-  // GPUs with H3S_KVFP4S_KERNEL=decode / H3S_KVI8R_KERNEL=decode
-  // (cuda_kv_tiers.cpp); other tiers fall back.
+  // GPUs by their decode paths (cuda_kv_tiers.cpp); kvi8s and kvmix fall
+  // back there.
   bool has_kv_tier(std::string_view tier) const override;
   int64_t kv_tier_decode_keys(std::string_view tier) const override;
-  std::string_view kv_tier_hint(std::string_view tier) const override;
   void kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) override;
   void rotate_heads(const Tensor& t) override;
   void attention_kvi8r(const Tensor& q_rot, const KvI8View& kv, RowRange keys,

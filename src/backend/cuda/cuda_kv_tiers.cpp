@@ -1,13 +1,14 @@
-// The approximate K/V tiers on the CUDA backend: kvi8r on Hopper (its row
-// ops bit-exact with the definition of record, its attention the
-// warp-specialised kernel over int8 codes, attn_fwd_i8r_sm90.cu) and kvi8s
-// (its quantiser bit-exact, its attention on int8/fp8 wgmma,
-// attn_fwd_i8s_sm90.cu) and kvfp4s (its quantiser bit-exact, its attention
-// the exact kernel's consumers over codes decoded to bf16,
-// attn_fwd_fp4s_sm90.cu; with H3S_KVFP4S_KERNEL=decode, on any GPU, a decode
-// kernel and the exact attention kernel, the same bits on Hopper). Tiers
-// without kernels here report so through has_kv_tier, and the executor keeps
-// the exact store (kv/kv_store.cpp logs the one line).
+// The approximate K/V tiers on the CUDA backend: kvi8r (its row ops
+// bit-exact with the definition of record; its attention on Hopper the
+// warp-specialised kernel over int8 codes, attn_fwd_i8r_sm90.cu, elsewhere
+// its decode path: fp16 blocks for the exact kernel's fp16 instance), kvi8s
+// (Hopper: its quantiser bit-exact, its attention on int8/fp8 wgmma,
+// attn_fwd_i8s_sm90.cu) and kvfp4s (its quantiser bit-exact; its attention
+// by default the decode path on every GPU, bf16 blocks for the exact
+// kernel, and on Hopper the same bits as attn_fwd_fp4s_sm90.cu, which
+// H3S_KVFP4S_KERNEL selects). Tiers without kernels here report so through
+// has_kv_tier, and the executor keeps the exact store (kv/kv_store.cpp logs
+// the one line).
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
@@ -95,16 +96,6 @@ int64_t CudaBackend::kv_tier_decode_keys(std::string_view tier) const {
   if (tier == "kvi8r") return attention_kvi8r_decodes() ? kvi8r_decode_keys() : 0;
   return (tier == "kvfp4s" || tier == "kvmix") && attention_kvfp4s_decodes() ? kvfp4s_decode_keys()
                                                                              : 0;
-}
-
-std::string_view CudaBackend::kv_tier_hint(std::string_view tier) const {
-  if (tier == "kvfp4s")
-    return "H3S_KVFP4S_KERNEL=decode runs kvfp4s on this GPU by its decode path (opt-in: not yet "
-           "measured off Hopper)";
-  if (tier == "kvi8r")
-    return "H3S_KVI8R_KERNEL=decode runs kvi8r on this GPU by its decode path (opt-in: not yet "
-           "measured off Hopper)";
-  return {};
 }
 
 std::string CudaBackend::kv_tier_kernel(std::string_view tier) const {

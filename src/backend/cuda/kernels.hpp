@@ -113,10 +113,9 @@ bool attention_kvi8r_supported();
 // lists them; "decode" when the decode path runs).
 const char* attention_kvi8r_kernel_name();
 // Whether kvi8r attends by kvi8r_decode and the exact attention kernel's
-// fp16 instance: with H3S_KVI8R_KERNEL=decode, on any GPU (throws naming the
-// fix for a Hopper variant asked for elsewhere). Off Hopper without it,
-// kvi8r falls back to the exact store (opt-in until the path has run on a
-// GPU).
+// fp16 instance: off Hopper by default, on Hopper with
+// H3S_KVI8R_KERNEL=decode (throws naming the fix for a Hopper variant asked
+// for elsewhere).
 bool attention_kvi8r_decodes();
 // Decodes keys [key_begin, key_begin + n) of every head to the fp16 K~ =
 // fp16(code x scale) and V~ of kv/kvi8r.hpp, the bits the Hopper kernel's
@@ -170,9 +169,8 @@ bool attention_kvfp4s_supported();  // that Hopper kernel runs here
 // The variant that runs (H3S_KVFP4S_KERNEL; "decode" for the decode path).
 const char* attention_kvfp4s_kernel_name();
 // Whether kvfp4s attends by kvfp4s_decode and the exact attention kernel:
-// with H3S_KVFP4S_KERNEL=decode, on any GPU (throws naming the fix for a
-// Hopper variant asked for elsewhere). Off Hopper without it, kvfp4s falls
-// back to the exact store (opt-in until the path has run on a GPU).
+// by default on every GPU (on Hopper the faster), unless H3S_KVFP4S_KERNEL
+// names a Hopper variant (throws naming the fix off Hopper).
 bool attention_kvfp4s_decodes();
 // Decodes keys [key_begin, key_begin + n) of every head to the bf16 K~ and
 // V~ kv/kvfp4s.hpp defines, the bits the Hopper kernel's producer writes:
