@@ -83,18 +83,28 @@ void expect_decode_path_bits(Backend& be, Arena& arena, int64_t rows, int64_t he
   }
 }
 
+// K and V of `seq` rows written into `store` in two writes (a cut inside
+// kvfp4s' 256-token stat block), and `rows` queries rotated into the
+// tiers' basis: the problem both tiers' bit-equality tests attend.
+OwnedTensor write_store_and_rotated_q(Backend& be, Arena& arena, KvStore& store, int64_t rows,
+                                      int64_t seq, int64_t width, uint64_t seed) {
+  constexpr int64_t kCut = 600;
+  OwnedTensor k = random_bf16(be, arena, seq, width, seed, 0.5f);
+  OwnedTensor v = random_bf16(be, arena, seq, width, seed + 1, 0.0f);
+  store.write(be, {0, kCut}, k.view.rows_view(0, kCut), v.view.rows_view(0, kCut));
+  store.write(be, {kCut, seq}, k.view.rows_view(kCut, seq), v.view.rows_view(kCut, seq));
+  OwnedTensor q = random_bf16(be, arena, rows, width, seed + 2, 0.0f);
+  be.rotate_heads(q.view);
+  return q;
+}
+
 TEST(KvFp4sDecodePath, EqualsTheTiersAttentionBitForBit) {
   HostMemory memory;
   Arena arena(memory, 0);
   auto be = make_cpu_backend(2);
   const int64_t rows = 37, seq = 1000, heads = 3, width = heads * kHd;
   KvFp4sStore store(arena, seq, heads, kHd, 0);
-  OwnedTensor k = random_bf16(*be, arena, seq, width, 91, 0.5f);
-  OwnedTensor v = random_bf16(*be, arena, seq, width, 92, 0.0f);
-  store.write(*be, {0, 600}, k.view.rows_view(0, 600), v.view.rows_view(0, 600));
-  store.write(*be, {600, seq}, k.view.rows_view(600, seq), v.view.rows_view(600, seq));
-  OwnedTensor q = random_bf16(*be, arena, rows, width, 93, 0.0f);
-  be->rotate_heads(q.view);
+  const OwnedTensor q = write_store_and_rotated_q(*be, arena, store, rows, seq, width, 91);
   const KvFp4sView kv = store.view();
   expect_decode_path_bits(
       *be, arena, rows, heads, seq,
@@ -132,12 +142,7 @@ TEST(KvI8rDecodePath, EqualsTheTiersAttentionBitForBit) {
   auto be = make_cpu_backend(2);
   const int64_t rows = 41, seq = 1000, heads = 3, width = heads * kHd;
   KvI8rStore store(arena, seq, heads, kHd, 0);
-  OwnedTensor k = random_bf16(*be, arena, seq, width, 101, 0.5f);
-  OwnedTensor v = random_bf16(*be, arena, seq, width, 102, 0.0f);
-  store.write(*be, {0, 600}, k.view.rows_view(0, 600), v.view.rows_view(0, 600));
-  store.write(*be, {600, seq}, k.view.rows_view(600, seq), v.view.rows_view(600, seq));
-  OwnedTensor q = random_bf16(*be, arena, rows, width, 103, 0.0f);
-  be->rotate_heads(q.view);
+  const OwnedTensor q = write_store_and_rotated_q(*be, arena, store, rows, seq, width, 101);
   const KvI8View kv = store.view();
   expect_decode_path_bits(
       *be, arena, rows, heads, seq,
