@@ -26,10 +26,13 @@
 
 namespace h3s {
 
-// Keys of every head a backend's decode path for a K/V tier (CUDA's kvfp4s
-// and kvi8r off Hopper) decodes at once by default: what a plan made without a device
-// counts (Backend::kv_tier_decode_keys).
+// Keys of every head a backend's decode path for a K/V tier (CUDA's kvfp4s,
+// and kvi8r off Hopper) decodes at once by default (Backend::kv_tier_decode_keys):
+// 4096 (2 x 4096 x 7168 x 2 B = 117 MB of scratch at H3's width, what a 16 GB
+// card can spare), and 16384 for kvfp4s on Hopper (470 MB; 5% faster there,
+// docs/PERFORMANCE.md session 32), the most a plan made without a device counts.
 inline constexpr int64_t kKvDecodeKeys = 4096;
+inline constexpr int64_t kKvDecodeKeysHopper = 16384;
 
 // One block's modulation rows: bf16 views [mod_rows, hidden] (row stride may
 // be wider: they are slices of the adaLN projection output).

@@ -223,11 +223,10 @@ TEST(Cli, PlanPlacesFullSizeShapesWithoutWork) {
   EXPECT_NE(bad.out.find("needs 1.67 GiB"), std::string::npos) << bad.out;
 }
 
-// h3s plan is made without a device, so it counts what kvfp4s takes where it
-// decodes (GPUs without its Hopper kernel): its attention phase is kvi8r's
-// less the store difference plus 4096 decoded keys of K and V.
-// The plan is for any GPU, so it counts the decode blocks (K and V, 16-bit)
-// of the tiers that have decode paths, kvfp4s and kvi8r; kvi8s has none.
+// h3s plan is made without a device and is for any GPU, so it counts the
+// most each tier's decode path takes (K and V, 16-bit): kvfp4s' 16384-key
+// blocks (Hopper's), kvi8r's 4096 (GPUs without its Hopper kernel); kvi8s
+// has none.
 TEST(Cli, PlanCountsTheDecodeBlocksOfKvfp4sAndKvi8r) {
   auto attn = [](const char* tier) {
     const Result r = run_cli(std::string("plan --json --tokens 217088 --kv-store ") + tier,
@@ -236,12 +235,12 @@ TEST(Cli, PlanCountsTheDecodeBlocksOfKvfp4sAndKvi8r) {
     return nlohmann::json::parse(r.out).at("predicted_phase_peaks").at("attn").get<int64_t>();
   };
   const int64_t S = 217088, heads = 56, hd = 128;
-  const int64_t decode = h3s::kKvDecodeKeys * heads * hd * 2 * 2;
+  auto decode = [&](int64_t keys) { return keys * heads * hd * 2 * 2; };
   const int64_t i8s = int64_t(h3s::KvI8sStore::bytes(S, heads, hd));
-  EXPECT_EQ(attn("kvfp4s") - attn("kvi8s"),
-            int64_t(h3s::KvFp4sStore::bytes(S, heads, hd)) - i8s + decode);
+  EXPECT_EQ(attn("kvfp4s") - attn("kvi8s"), int64_t(h3s::KvFp4sStore::bytes(S, heads, hd)) - i8s +
+                                                decode(h3s::kKvDecodeKeysHopper));
   EXPECT_EQ(attn("kvi8r") - attn("kvi8s"),
-            int64_t(h3s::KvI8rStore::bytes(S, heads, hd)) - i8s + decode);
+            int64_t(h3s::KvI8rStore::bytes(S, heads, hd)) - i8s + decode(h3s::kKvDecodeKeys));
 }
 
 TEST(Cli, TooSmallBudgetFailsWithTheNumbers) {

@@ -235,10 +235,14 @@ TEST_P(GpuKvStore, ChunksAndBlocksGiveTheSinglePassBits) {
   for (const auto& [chunk, block] :
        {std::pair<int64_t, int64_t>{1, 0}, {64, 0}, {131, 0}, {0, 128}, {0, 384}, {7, 256}})
     EXPECT_EQ(on_gpu(p, chunk, block), single) << "row chunk " << chunk << ", kv_block " << block;
-  // Past kvfp4s' 4096-key decode blocks (GPUs without its Hopper kernel):
-  // two whole blocks and a tail, chained with K/V blocks that cut them.
+  // Past kvfp4s' decode blocks (16384 keys on Hopper, 4096 elsewhere; 4096
+  // forced below, so every GPU crosses them): two whole blocks and a tail,
+  // chained with K/V blocks that cut them, give the default blocks' bits.
   const Problem longer(37, 9001, 2, 8301);
   const Bits whole = on_gpu(longer);
+  const test::EnvRestore restore("H3S_KVFP4S_DECODE_KEYS");
+  ASSERT_EQ(setenv("H3S_KVFP4S_DECODE_KEYS", "4096", 1), 0);
+  EXPECT_EQ(on_gpu(longer), whole) << longer.label() << ", 4096-key decode blocks";
   for (const auto& [chunk, block] : {std::pair<int64_t, int64_t>{0, 4224}, {11, 384}})
     EXPECT_EQ(on_gpu(longer, chunk, block), whole)
         << longer.label() << ", row chunk " << chunk << ", kv_block " << block;
@@ -281,8 +285,8 @@ TEST_F(GpuKvi8sVariants, ScheduleVariantsGiveTheDefaultsBits) {
 // kvfp4s' kernel variants decode the same bf16 K/V (an exact decode, one
 // rounding from the exact value) for the same consumers, whether one
 // producer warpgroup decodes both operands or one each does (dual), or a
-// decode kernel writes 4096-key blocks to global memory for the exact
-// kernel (decode: the path of GPUs without the Hopper kernel): the same
+// decode kernel writes blocks of keys to global memory for the exact
+// kernel (decode: the default on every GPU since session 31): the same
 // bits over one key, a partial tile, tiles plus a tail, several decode
 // blocks, chunked queries and chained K/V blocks.
 class GpuKvfp4sVariants : public GpuBackendTest {

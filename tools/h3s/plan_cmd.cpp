@@ -33,10 +33,12 @@ int run_plan(RunArgs& a) {
   const size_t host_budget =
       a.exec.host_budget != 0 ? size_t(a.exec.host_budget) : available_host_memory() / 10 * 9;
   // The GPU's scratch (the most a backend takes): the plan is for the device,
-  // the decode blocks of kvfp4s and kvi8r included (GPUs without their
-  // Hopper kernels).
+  // the decode blocks of kvfp4s (Hopper's, the larger) and kvi8r (GPUs
+  // without its Hopper kernel) included.
   ScratchModel scratch{};
-  if (a.exec.kv_store == "kvfp4s" || a.exec.kv_store == "kvmix" || a.exec.kv_store == "kvi8r")
+  if (a.exec.kv_store == "kvfp4s" || a.exec.kv_store == "kvmix")
+    scratch.kv_decode_keys = kKvDecodeKeysHopper;
+  else if (a.exec.kv_store == "kvi8r")
     scratch.kv_decode_keys = kKvDecodeKeys;
   nlohmann::json j = {{"command", "plan"},
                       {"preset", cfg.name},

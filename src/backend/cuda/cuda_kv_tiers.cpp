@@ -31,31 +31,35 @@ constexpr int64_t kHd = 128;  // kvi8r::kDim
 // multiple of the attention tile, so each block starts on one (the exact
 // kernel's tiles are then the Hopper kernel's, and blocks chain as kv_block
 // does). Each block costs the exact kernel a round trip of the query chunk's
-// fp32 state (~10% of its attention at 4096 keys by our estimate,
-// unmeasured), against 2 x 4096 x 7168 x 2 bytes = 117 MB of scratch at H3's
-// 56 heads, beside a 217k-token store of 1.76 GB (kvfp4s) or 3.1 GB (kvi8r).
-static_assert(kKvDecodeKeys % kAttnKvTile == 0, "decode blocks start on attention tiles");
+// fp32 state, against 2 x keys x 7168 x 2 bytes of scratch at H3's 56 heads
+// (117 MB at 4096), beside a 217k-token store of 1.76 GB (kvfp4s) or 3.1 GB
+// (kvi8r). Measured on the H200 at 217k tokens: 1.00x the exact kernel's
+// time at 4096 on the compute_80 code; on Hopper 1.02x at 4096 and 0.96x at
+// 16384, so Hopper (80 GB and up) takes 16384 (docs/PERFORMANCE.md).
+static_assert(kKvDecodeKeys % kAttnKvTile == 0 && kKvDecodeKeysHopper % kAttnKvTile == 0,
+              "decode blocks start on attention tiles");
 
-// kKvDecodeKeys, or `env` (H3S_KVFP4S_DECODE_KEYS, H3S_KVI8R_DECODE_KEYS)
-// for measurements (fewer launches and state round trips against more
-// scratch). Re-read per call, as the kernel choices are; the planner asks
-// the same function.
-int64_t decode_keys(const char* env) {
+// `fallback`, or `env` (H3S_KVFP4S_DECODE_KEYS, H3S_KVI8R_DECODE_KEYS) for
+// measurements (fewer launches and state round trips against more scratch).
+// Re-read per call, as the kernel choices are; the planner asks the same
+// function.
+int64_t decode_keys(const char* env, int64_t fallback) {
   const char* set = std::getenv(env);
-  if (set == nullptr || *set == '\0') return kKvDecodeKeys;
+  if (set == nullptr || *set == '\0') return fallback;
   char* end = nullptr;
   const long long keys = std::strtoll(set, &end, 10);
   if (*end != '\0' || keys <= 0 || keys % kAttnKvTile != 0)
     fail(ErrorKind::invalid_argument,
-         "{}={}: give a positive multiple of the {}-key attention tile (the default is {})", env,
-         set, kAttnKvTile, kKvDecodeKeys);
+         "{}={}: give a positive multiple of the {}-key attention tile (the default here is {})",
+         env, set, kAttnKvTile, fallback);
   return keys;
 }
 int64_t kvfp4s_decode_keys() {
-  return decode_keys("H3S_KVFP4S_DECODE_KEYS");
+  return decode_keys("H3S_KVFP4S_DECODE_KEYS",
+                     attention_kvfp4s_supported() ? kKvDecodeKeysHopper : kKvDecodeKeys);
 }
 int64_t kvi8r_decode_keys() {
-  return decode_keys("H3S_KVI8R_DECODE_KEYS");
+  return decode_keys("H3S_KVI8R_DECODE_KEYS", kKvDecodeKeys);
 }
 
 // The decode kernels store 16-byte groups: contiguous [keys, heads, 128]
