@@ -287,8 +287,9 @@ TEST_F(GpuKvi8sVariants, ScheduleVariantsGiveTheDefaultsBits) {
 // producer warpgroup decodes both operands or one each does (dual), or a
 // decode kernel writes blocks of keys to global memory for the exact
 // kernel (decode: the default on every GPU since session 31): the same
-// bits over one key, a partial tile, tiles plus a tail, several decode
-// blocks, chunked queries and chained K/V blocks.
+// bits over one key, a partial tile, tiles plus a tail, 9,001 keys (several
+// 4096-key decode blocks off Hopper, one 16384-key block on it; the chunk
+// test above forces 4096 everywhere), chunked queries and chained K/V blocks.
 class GpuKvfp4sVariants : public GpuBackendTest {
  protected:
   static constexpr const char* kEnv = "H3S_KVFP4S_KERNEL";
