@@ -10,6 +10,7 @@
 #include "backend/cuda/arch/tma.cuh"
 #include "backend/cuda/arch/tma_desc.hpp"
 #include "backend/cuda/arch/wgmma.cuh"
+#include "backend/cuda/attention/attn_exp2_poly.hpp"
 
 namespace h3s::test {
 namespace {
@@ -65,6 +66,11 @@ __global__ void __launch_bounds__(128)
 #endif
 }
 
+__global__ void exp2_poly_probe_kernel(const float* x, float* y, int n) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) y[i] = cuda::attn::exp2_poly(x[i]);
+}
+
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
@@ -96,6 +102,21 @@ std::vector<float> wgmma_tma_probe(const std::vector<uint16_t>& a, const std::ve
   cudaFree(db);
   cudaFree(dc);
   return c;
+}
+
+std::vector<float> exp2_poly_probe(const std::vector<float>& x) {
+  const int n = int(x.size());
+  float *dx = nullptr, *dy = nullptr;
+  check(cudaMalloc(&dx, x.size() * 4), "probe alloc");
+  check(cudaMalloc(&dy, x.size() * 4), "probe alloc");
+  check(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), "probe upload");
+  exp2_poly_probe_kernel<<<(n + 255) / 256, 256>>>(dx, dy, n);
+  check(cudaGetLastError(), "probe launch");
+  std::vector<float> y(x.size());
+  check(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost), "probe download");
+  cudaFree(dx);
+  cudaFree(dy);
+  return y;
 }
 
 }  // namespace h3s::test

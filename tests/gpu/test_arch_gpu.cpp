@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "arch_probe.hpp"
 #include "backend/cuda/arch/device_arch.hpp"
 #include "backend/cuda/arch/device_arch_probe.hpp"
+#include "backend/cuda/attention/attn_exp2_poly.hpp"
 #include "backend/cuda/kernels.hpp"
 #include "core/dtype.hpp"
 #include "core/rng.hpp"
@@ -73,6 +75,30 @@ TEST(GpuArch, TmaLoadedWgmmaTileEqualsTheCpuProduct) {
         ADD_FAILURE() << "C[" << m << "][" << n << "] = " << c[size_t(m * kProbeN + n)] << ", want "
                       << want;
     }
+  EXPECT_EQ(wrong, 0);
+}
+
+// The FMA-pipe 2^x of the kvi8s variants is IEEE single operations only, so
+// the device gives the host's bits (whose error tests/ops/test_exp2_poly.cpp
+// bounds): the softmax's range in 1/1024 steps, each segment's switch
+// point, the clamp and below it.
+TEST(GpuArch, Exp2PolyGivesTheHostsBits) {
+  H3S_REQUIRE_GPU();
+  std::vector<float> x;
+  for (int i = 0; i <= 140 * 1024; ++i) x.push_back(-131.0f + float(i) / 1024.0f);
+  for (int n = -126; n <= 8; ++n)
+    for (const float f : {-0.5f, 0.5f})
+      for (const float d : {-1e-6f, 0.0f, 1e-6f}) x.push_back(float(n) + f + d);
+  for (const float v : {-1e30f, -INFINITY, 8.0f, 0.0f, -0.0f}) x.push_back(v);
+  const std::vector<float> y = exp2_poly_probe(x);
+  ASSERT_EQ(y.size(), x.size());
+  int wrong = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = cuda::attn::exp2_poly(x[i]);
+    if (std::memcmp(&want, &y[i], 4) != 0 && ++wrong <= 5)
+      ADD_FAILURE() << "exp2_poly(" << x[i] << ") = " << y[i] << " on the device, " << want
+                    << " on the host";
+  }
   EXPECT_EQ(wrong, 0);
 }
 

@@ -5,11 +5,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define H3S_HOST_DEVICE __host__ __device__
-#else
-#define H3S_HOST_DEVICE
-#endif
+#include "backend/cuda/arch/host_device.hpp"
 
 namespace h3s::cuda::wgmma {
 

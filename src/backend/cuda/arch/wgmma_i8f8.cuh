@@ -3,7 +3,8 @@
 // and the kvi8s attention's (attn_fwd_i8s_sm90.cu):
 // S = Q K^T on int8 (m64n144k32, s32 accumulators: 128 keys plus the tile
 // header's mean-digit rows, kv/kvi8s.hpp) and O = P V on fp8 e4m3
-// (m64n128k32, fp32 accumulators, P in registers or shared memory). sm_90a only, guarded
+// (m64n128k32, fp32 accumulators, P in registers or shared memory; Q in
+// registers or shared memory for S). sm_90a only, guarded
 // like wgmma.cuh. 8-bit operands are K-major on both sides (the ISA has no
 // transpose for them): Q, K and V^T rows of 128 bytes, 128-byte swizzled.
 //
@@ -77,6 +78,23 @@ __device__ __forceinline__ void mma_m64n144k32_s8_ss(int32_t (&d)[72], uint64_t 
       : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
 #else
   (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
+#endif
+}
+
+// The same with A (4 registers of 4 bytes: the k32 step's A fragment) in
+// registers: Q's codes held across the key loop (the kQInRegs variant).
+__device__ __forceinline__ void mma_m64n144k32_s8_rs(int32_t (&d)[72], const uint32_t (&a)[4],
+                                                     uint64_t desc_b, bool accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %77, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n144k32.s32.s8.s8 {" H3S_WGMMA_D64
+      ", %64, %65, %66, %67, %68, %69, %70, %71"
+      "}, {%72, %73, %74, %75}, %76, p;\n}\n"
+      : H3S_WGMMA_ACC72(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)));
+#else
+  (void)d, (void)a, (void)desc_b, (void)accumulate;
 #endif
 }
 

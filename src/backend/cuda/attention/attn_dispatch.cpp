@@ -165,10 +165,18 @@ Choice<attn::AttnI8rVariant> i8r_choice() {
 }
 
 constexpr Choice<attn::AttnI8sVariant> kI8sChoices[] = {
-    {attn::AttnI8sVariant::io, "io"},       {attn::AttnI8sVariant::io2, "io2"},
-    {attn::AttnI8sVariant::io_pp, "io-pp"}, {attn::AttnI8sVariant::fm4_nopp, "fm4-nopp"},
-    {attn::AttnI8sVariant::fm4, "fm4"},     {attn::AttnI8sVariant::f4, "f4"},
-    {attn::AttnI8sVariant::s4, "s4"},       {attn::AttnI8sVariant::s4_nopp, "s4-nopp"}};
+    {attn::AttnI8sVariant::io, "io"},
+    {attn::AttnI8sVariant::io2, "io2"},
+    {attn::AttnI8sVariant::io_pp, "io-pp"},
+    {attn::AttnI8sVariant::io_qr, "io-qr"},
+    {attn::AttnI8sVariant::io_p8, "io-p8"},
+    {attn::AttnI8sVariant::io_p4, "io-p4"},
+    {attn::AttnI8sVariant::io_qr_p4, "io-qr-p4"},
+    {attn::AttnI8sVariant::fm4_nopp, "fm4-nopp"},
+    {attn::AttnI8sVariant::fm4, "fm4"},
+    {attn::AttnI8sVariant::f4, "f4"},
+    {attn::AttnI8sVariant::s4, "s4"},
+    {attn::AttnI8sVariant::s4_nopp, "s4-nopp"}};
 Choice<attn::AttnI8sVariant> i8s_choice() {
   return choose("H3S_KVI8S_KERNEL", kI8sChoices, "kvi8s");
 }

@@ -3,8 +3,8 @@
 // loads (attn_i8s_sm90_load.cuh) feed two consumer warpgroups
 // (attn_i8s_sm90_mainloop.cuh); and its launcher, which builds the TMA maps.
 // The variants (ping-pong, the fused exponent with cached descriptors, the
-// integer-pipe conversion) are built side by side so one binary measures
-// them.
+// integer-pipe conversion, the schedules, Q in registers, the FMA-pipe
+// exponent) are built side by side so one binary measures them.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -97,7 +97,14 @@ void launch(const KvI8sFwdParams& f, cudaStream_t s) {
 
 }  // namespace i8s
 
+// The default's dials (fm4: four stages, four sum chains, the fused
+// exponent with the integer-pipe conversion) under a schedule, with Q in
+// registers or not and 1 / kPolyEvery of P on the FMA pipe.
+template <bool kPingPong, AttnI8sSchedule kSchedule, bool kQInRegs = false, int kPolyEvery = 0>
+using AttnI8sFm4 = AttnI8sTraits<4, 4, kPingPong, true, true, kSchedule, kQInRegs, kPolyEvery>;
+
 void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v, cudaStream_t s) {
+  constexpr AttnI8sSchedule kIo = AttnI8sSchedule::overlap;
   switch (v) {
     case AttnI8sVariant::fm4_nopp:
       return i8s::launch<AttnI8sTraits<4, 4, false, true, true>>(p, s);
@@ -110,12 +117,19 @@ void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v, cudaStr
     case AttnI8sVariant::s4_nopp:
       return i8s::launch<AttnI8sTraits<4, 4, false, false, false>>(p, s);
     case AttnI8sVariant::io:
-      return i8s::launch<AttnI8sTraits<4, 4, false, true, true, AttnI8sSchedule::overlap>>(p, s);
+      return i8s::launch<AttnI8sFm4<false, kIo>>(p, s);
     case AttnI8sVariant::io2:
-      return i8s::launch<AttnI8sTraits<4, 4, false, true, true, AttnI8sSchedule::overlap_fold>>(p,
-                                                                                                s);
+      return i8s::launch<AttnI8sFm4<false, AttnI8sSchedule::overlap_fold>>(p, s);
     case AttnI8sVariant::io_pp:
-      return i8s::launch<AttnI8sTraits<4, 4, true, true, true, AttnI8sSchedule::overlap>>(p, s);
+      return i8s::launch<AttnI8sFm4<true, kIo>>(p, s);
+    case AttnI8sVariant::io_qr:
+      return i8s::launch<AttnI8sFm4<false, kIo, true>>(p, s);
+    case AttnI8sVariant::io_p8:
+      return i8s::launch<AttnI8sFm4<false, kIo, false, 8>>(p, s);
+    case AttnI8sVariant::io_p4:
+      return i8s::launch<AttnI8sFm4<false, kIo, false, 4>>(p, s);
+    case AttnI8sVariant::io_qr_p4:
+      return i8s::launch<AttnI8sFm4<false, kIo, true, 4>>(p, s);
   }
   fail_internal("attention_fwd_kvi8s_sm90: unknown variant");
 }

@@ -24,6 +24,10 @@
 //     integer add); P_t = e4m3(u), packed in the fp8 A-fragment order V^T's
 //     keys are stored in
 //
+// Variants (AttnI8sTraits): Q8's A fragments in registers for S (kQInRegs:
+// the same bits), and every kPolyEvery-th n8 block's exponentials as a
+// polynomial on the FMA pipe (attn_exp2_poly.hpp) instead of ex2.approx.
+//
 // The max, m and alpha are the CPU's bits: the int32 dots are exact and the
 // fp32 steps the same IEEE operations. What differs from the definition is
 // ex2.approx, the rounding of the exponent's argument (the fused fma, the
@@ -34,9 +38,11 @@
 #include <cstdint>
 
 #include "backend/cuda/arch/mbarrier.cuh"
+#include "backend/cuda/arch/mma_sm80.cuh"
 #include "backend/cuda/arch/warpgroup.cuh"
 #include "backend/cuda/arch/wgmma.cuh"
 #include "backend/cuda/arch/wgmma_i8f8.cuh"
+#include "backend/cuda/attention/attn_exp2_poly.hpp"
 #include "backend/cuda/attention/attn_i8s_sm90_params.cuh"
 #include "backend/cuda/attention/attn_i8s_sm90_smem.cuh"
 #include "backend/cuda/attention/attn_params.cuh"
@@ -65,6 +71,7 @@ struct AttnI8sConsumer {
   using Probs = float[T::kKeyBlocks][4];
   using Acc = float[T::kAccRegs];
   using PFrag = uint32_t[T::kPvSteps][4];  // P as e4m3, A fragments per k32 step
+  using QFrag = uint32_t[T::kQkSteps][4];  // Q8 (kQInRegs), A fragments per k32 step
   static constexpr int kRows = OnlineSoftmax::kRows;
   static constexpr int kBlocks = kvi8s::kBlocksPerTile;
 
@@ -161,6 +168,16 @@ struct AttnI8sConsumer {
     wgmma::commit();
     settle(s);
   }
+  // The same with Q's A fragments from registers (kQInRegs).
+  __device__ static void issue_qk(Scores& s, const QFrag& qa, uint64_t k_desc) {
+    settle(s);
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < T::kQkSteps; ++kk)
+      wgmma::mma_m64n144k32_s8_rs(s, qa[kk], desc_at(k_desc, uint32_t(kk * T::kMmaK)), kk > 0);
+    wgmma::commit();
+    settle(s);
+  }
   // O = P V^T over the tile's keys (k32 steps of 32 keys along V^T's rows),
   // into a fresh accumulator.
   __device__ static void issue_pv(Acc& o, const PFrag& pa, uint64_t v_desc) {
@@ -186,20 +203,36 @@ struct AttnI8sConsumer {
     wgmma::commit();
     settle(o);
   }
-  // P's A fragments to the group's shared tile in the layout issue_pv_ss
-  // reads (128-byte rows, 16-byte chunk c of row r at c ^ (r % 8)): one
-  // stmatrix a k32 step, lane i addressing row i % 8 of fragment i / 8
-  // (rows + 8 for a1 / a3, bytes + 16 for a2 / a3). The step's chunks are 2kk
+  // Where this lane's stmatrix / ldmatrix row of an 8-bit A operand's k32
+  // step 0 sits in a group's 64-row tile (128-byte rows, 16-byte chunk c of
+  // row r at c ^ (r % 8)): lane i addresses row i % 8 of fragment i / 8
+  // (rows + 8 for a1 / a3, bytes + 16 for a2 / a3). Step kk's chunks are 2kk
   // and 2kk + 1, so its address is step 0's with kk in bits 5-6 flipped.
-  __device__ void store_probs(const PFrag& pa, uint32_t p_tile) const {
+  __device__ uint32_t fragment_row_addr(uint32_t tile) const {
     const uint32_t warp = (uint32_t(threadIdx.x) % arch::kWarpGroupThreads) / 32;
     const uint32_t r = uint32_t(lane) % 8, frag = uint32_t(lane) / 8;
     const uint32_t row = 16 * warp + r + 8 * (frag % 2);
-    const uint32_t addr = p_tile + row * uint32_t(T::kRowBytes) + (((frag / 2) ^ r) << 4);
+    return tile + row * uint32_t(T::kRowBytes) + (((frag / 2) ^ r) << 4);
+  }
+  __device__ static uint32_t step_addr(uint32_t addr, int kk) {
+    return addr ^ (uint32_t(kk) << 5);
+  }
+
+  // P's A fragments to the group's shared tile in the layout issue_pv_ss
+  // reads: one stmatrix a k32 step.
+  __device__ void store_probs(const PFrag& pa, uint32_t p_tile) const {
+    const uint32_t addr = fragment_row_addr(p_tile);
 #pragma unroll
-    for (int kk = 0; kk < T::kPvSteps; ++kk) wgmma::stmatrix_x4(addr ^ (uint32_t(kk) << 5), pa[kk]);
+    for (int kk = 0; kk < T::kPvSteps; ++kk) wgmma::stmatrix_x4(step_addr(addr, kk), pa[kk]);
     wgmma::fence_proxy_async_smem();
     arch::named_bar_sync(T::kQReadyBarrierBase + consumer, arch::kWarpGroupThreads);
+  }
+  // Q8's A fragments from the group's quantised tile (kQInRegs): one ldmatrix
+  // a k32 step, the inverse of store_probs' layout.
+  __device__ void load_q_fragments(uint32_t q8_tile, QFrag& qa) const {
+    const uint32_t addr = fragment_row_addr(q8_tile);
+#pragma unroll
+    for (int kk = 0; kk < T::kQkSteps; ++kk) arch::ldmatrix_x4(qa[kk], step_addr(addr, kk));
   }
 
   // An fp32 the header holds at (header row, index) in a stage whose rows
@@ -244,6 +277,12 @@ struct AttnI8sConsumer {
   }
 
   static constexpr int kBlocksPerKBlock = int(kvi8s::kBlock) / 8;  // n8 score blocks per K block
+
+  // Whether n8 key block n's exponentials run as the polynomial (kPolyEvery):
+  // the last of every kPolyEvery blocks, spread over the tile.
+  __device__ static constexpr bool on_fma_pipe(int n) {
+    return T::kPolyEvery > 0 && n % (T::kPolyEvery > 0 ? T::kPolyEvery : 1) == T::kPolyEvery - 1;
+  }
 
   // Per row, the max of this thread's scores of a full tile. A score is
   // fma(float(dq), qk_b, corr_b) with qk_b >= 0, and a rounded fma does not
@@ -346,7 +385,7 @@ struct AttnI8sConsumer {
           const float dq = T::kMagicInt ? __int_as_float(s[4 * n + 2 * r + j] + 0x4B400000)
                                         : __int2float_rn(s[4 * n + 2 * r + j]);
           const float x = __fmaf_rn(dq, qk2[b], corr2[b]);
-          p[n][2 * r + j] = ex2(x);
+          p[n][2 * r + j] = on_fma_pipe(n) ? exp2_poly(x) : ex2(x);
           chain_sum[n % T::kSoftmaxChains] =
               __fadd_rn(chain_sum[n % T::kSoftmaxChains], p[n][2 * r + j]);
         }
@@ -434,6 +473,8 @@ struct AttnI8sConsumer {
     arch::mbar_wait(smem.q_full(), 0);
     quantise_q(smem, tid);
     const uint32_t q8 = smem.q8(consumer);
+    QFrag qa;
+    if constexpr (T::kQInRegs) load_q_fragments(q8, qa);
     float q_scale[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
@@ -452,7 +493,11 @@ struct AttnI8sConsumer {
     const uint64_t k_desc = wgmma::make_desc(smem.k(0), 0, wgmma::kAtomBytes);
     const uint64_t v_desc = wgmma::make_desc(smem.v(0), 0, wgmma::kAtomBytes);
     auto qk = [&](int stage) {
-      issue_qk(s, q8_desc, desc_at(k_desc, uint32_t(stage) * T::kKStageBytes));
+      const uint64_t k = desc_at(k_desc, uint32_t(stage) * T::kKStageBytes);
+      if constexpr (T::kQInRegs)
+        issue_qk(s, qa, k);
+      else
+        issue_qk(s, q8_desc, k);
     };
     auto pv = [&](int stage) {
       const uint64_t v = desc_at(v_desc, uint32_t(stage) * T::kVStageBytes);

@@ -19,6 +19,9 @@
 //                P_{t-1} V_{t-1} with P from a shared tile, and the softmax
 //                of t beside it (overlap, the default io), or P_{t-1} V_{t-1}
 //                and S_t together and the softmax after both (serial).
+//                Variants: Q's A operand from registers (kQInRegs), part of
+//                the exponentials as a polynomial on the FMA pipe
+//                (kPolyEvery).
 //
 // Row invariance: every shape is a constant and key tiles are consumed in
 // order from key_begin (a multiple of the tile), as the exact kernel.
@@ -44,7 +47,8 @@ namespace h3s::cuda::attn {
 enum class AttnI8sSchedule { serial, overlap, overlap_fold };
 
 template <int kStages_, int kChains_, bool kPingPong_, bool kFusedExp_, bool kMagicInt_,
-          AttnI8sSchedule kSchedule_ = AttnI8sSchedule::serial>
+          AttnI8sSchedule kSchedule_ = AttnI8sSchedule::serial, bool kQInRegs_ = false,
+          int kPolyEvery_ = 0>
 struct AttnI8sTraits {
   static constexpr int kHeadDim = AttnScale::kHeadDim;
   static constexpr int kStages = kStages_;
@@ -65,6 +69,18 @@ struct AttnI8sTraits {
   static constexpr AttnI8sSchedule kSchedule = kSchedule_;
   static constexpr bool kOverlap = kSchedule != AttnI8sSchedule::serial;
   static constexpr bool kFoldLate = kSchedule == AttnI8sSchedule::overlap_fold;
+  // S = Q K^T with Q's int8 A fragments in registers (16 a thread, loaded
+  // once from the Q8 tile) instead of shared memory: each tile's S then reads
+  // only K from shared memory (8 KiB less a warpgroup a tile, of ~50 KiB).
+  // The int32 dots are exact either way: the same bits.
+  static constexpr bool kQInRegs = kQInRegs_;
+  // Every kPolyEvery-th n8 key block's exponentials on the FMA pipe
+  // (attn_exp2_poly.hpp) instead of the SFU: 1 / kPolyEvery of P (0: none).
+  // The polynomial's error (<= 7.5e-5) moves an e4m3 P now and then: other
+  // bits than the default's, bounded by the tier's GPU tests.
+  static constexpr int kPolyEvery = kPolyEvery_;
+  static_assert(kPolyEvery == 0 || (kFusedExp && kMagicInt),
+                "the polynomial rides on the fused exponent's argument");
 
   // Warp roles and the register split (as AttnWsTraits: the consumers hold
   // O's fp32 accumulator (64), the tile's P V accumulator (64), S (72 int32)

@@ -127,8 +127,22 @@ struct KvI8sFwdParams {
   float* acc;
 };
 // Its variants: the fused exponent, the conversion on the integer pipe,
-// ping-pong, the intra-warpgroup overlap (attn_i8s_sm90_traits.cuh).
-enum class AttnI8sVariant { io, io2, io_pp, fm4_nopp, fm4, f4, s4, s4_nopp };
+// ping-pong, the intra-warpgroup overlap, Q in registers, part of the
+// exponentials on the FMA pipe (attn_i8s_sm90_traits.cuh).
+enum class AttnI8sVariant {
+  io,
+  io2,
+  io_pp,
+  io_qr,
+  io_p8,
+  io_p4,
+  io_qr_p4,
+  fm4_nopp,
+  fm4,
+  f4,
+  s4,
+  s4_nopp
+};
 
 // The kvfp4s tier's attention (kv/kvfp4s.hpp): q rotated bf16 as FwdParams';
 // K and V e2m1 codes [keys, heads * 64] (row stride code_stride bytes), e4m3
