@@ -149,6 +149,16 @@ TEST(Cli, BadValuesGiveOneLineAndExitCode2) {
       {"demo --final-layer-gemm fast", "--final-layer-gemm"},
       {"demo --kv-store kvi4", "--kv-store"},
       {"demo --no-such-flag", "no-such-flag"},
+      // Counts name the flag, the value and the bound (not CLI11's double range).
+      {"demo --tokens 0", "--tokens: 0 is out of range: it must be >= 1"},
+      {"demo --tokens 1.5", "--tokens: '1.5' is not a whole number"},
+      {"demo --threads -3", "--threads: -3 is out of range: it must be >= 0"},
+      {"demo --blocks 0", "--blocks: 0 is out of range: it must be >= 1"},
+      {"demo --text-len -7", "--text-len: -7 is out of range"},
+      {"demo --frames 3", "--frames: 3 is out of range: it must be >= 5"},
+      {"demo --kv-mix-count -1", "--kv-mix-count: -1 is out of range"},
+      {"bench --reps 0", "--reps: 0 is out of range"},
+      {"kvbench --kv-store kvi8s --heads 0", "--heads: 0 is out of range"},
   };
   for (const auto& c : cases) {
     const Result r = run_cli(c.args);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cli_checks.hpp"
 #include "core/rng.hpp"
 #include "core/thread_pool.hpp"
 #include "exec/block.hpp"
@@ -32,7 +33,7 @@ void add_bench_flags(CLI::App& cmd, BenchArgs& a) {
                  "sequence lengths to measure, e.g. 32768,131072,217088")
       ->delimiter(',');
   cmd.add_option("--reps", a.reps, "timed repetitions per measurement (the minimum is reported)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_at_least(1));
   cmd.add_flag("--skip-stock", a.skip_stock,
                "measure only the streamed block (with an approximate --kv-store also no exact "
                "store's stock block: rel_rms_vs_exact is null)");

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_args.hpp"
+#include "cli_checks.hpp"
 #include "core/arena.hpp"
 #include "core/error.hpp"
 #include "model/checkpoint.hpp"
@@ -24,7 +25,8 @@ void add_make_checkpoint_flags(CLI::App& cmd, MakeCheckpointArgs& a) {
   cmd.add_option("--time-form", a.time_form, "full (time_embedder) or curve (adaln_t_table)")
       ->check(CLI::IsMember({"full", "curve"}))
       ->capture_default_str();
-  cmd.add_option("--blocks", a.blocks, "number of DiT blocks (default: the preset's)");
+  cmd.add_option("--blocks", a.blocks, "number of DiT blocks (default: the preset's)")
+      ->check(whole_at_least(1));
   cmd.add_option("--seed", a.seed, "seed of the synthetic weights")->capture_default_str();
   cmd.add_option("out", a.out, "output .safetensors path")->required();
 }

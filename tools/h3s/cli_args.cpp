@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "cli_checks.hpp"
 #include "core/error.hpp"
 #include "kv/kvmix.hpp"
 
@@ -31,23 +32,30 @@ void add_run_flags(CLI::App& cmd, RunArgs& a) {
                  "time embedding: full (time_embedder MLP) or curve (adaln_t_table lerp)")
       ->check(CLI::IsMember({"full", "curve"}))
       ->capture_default_str();
-  cmd.add_option("--blocks", a.blocks, "number of DiT blocks (default: the preset's)");
+  cmd.add_option("--blocks", a.blocks, "number of DiT blocks (default: the preset's)")
+      ->check(whole_at_least(1));
   cmd.add_option("--tokens", a.tokens,
                  "packed sequence length; text absorbs the remainder of whole video frames")
-      ->check(CLI::PositiveNumber);
-  cmd.add_option("--frames", a.frames, "video frames (pixel space; latent_t = (frames-5)/17*5+2)");
+      ->check(whole_at_least(1));
+  cmd.add_option("--frames", a.frames, "video frames (pixel space; latent_t = (frames-5)/17*5+2)")
+      ->check(whole_at_least(5));
   cmd.add_option("--width", a.width, "video width in pixels (multiple of 32)");
   cmd.add_option("--height", a.height, "video height in pixels (multiple of 32)");
-  cmd.add_option("--text-len", a.text_len, "text tokens (default 64 tiny, 512 h3)");
+  cmd.add_option("--text-len", a.text_len, "text tokens (default 64 tiny, 512 h3)")
+      ->check(whole_at_least(0));
   cmd.add_option("--audio-len", a.audio_len,
-                 "audio latent steps, 2 rows each (default: frames at 24 fps, 40 Hz latents)");
+                 "audio latent steps, 2 rows each (default: frames at 24 fps, 40 Hz latents)")
+      ->check(whole_at_least(0));
   cmd.add_option("--vision-pad-rows", a.vision_pad_rows,
-                 "text rows in the middle of the text span tagged as video (per-token tag runs)");
+                 "text rows in the middle of the text span tagged as video (per-token tag runs)")
+      ->check(whole_at_least(0));
   cmd.add_flag("--cond-frame", a.cond_frame, "add a first-frame keyframe cond block");
   cmd.add_option("--sigma", a.sigma, "video sigma of the step, in (0, 1]")->capture_default_str();
   cmd.add_option("--seed", a.seed, "seed of the synthetic weights and inputs")
       ->capture_default_str();
-  cmd.add_option("--threads", a.threads, "CPU threads (0 = all)")->capture_default_str();
+  cmd.add_option("--threads", a.threads, "CPU threads (0 = all)")
+      ->check(whole_at_least(0))
+      ->capture_default_str();
   cmd.add_option("--memory-budget", a.memory_budget,
                  "activation arena budget, e.g. 8GiB or 512MiB (0 = unlimited)")
       ->capture_default_str();
@@ -123,6 +131,7 @@ void add_control_flags(CLI::App& cmd, ExecOptions& o, std::string& final_gemm) {
   cmd.add_option("--kv-mix-count", o.kv_mix_count,
                  "with --kv-store kvmix and no --kv-mix-heads: how many heads the calibration "
                  "keeps on 8 bits (0 = half: 28 of H3's 56)")
+      ->check(whole_at_least(0))
       ->capture_default_str();
   cmd.add_flag("--exact-av-rows", o.exact_av_rows,
                "with an approximate --kv-store: text and audio query rows attend a retained "

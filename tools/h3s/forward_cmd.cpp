@@ -10,6 +10,7 @@
 #include <set>
 
 #include "cli_args.hpp"
+#include "cli_checks.hpp"
 #include "core/arena.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -74,7 +75,9 @@ void add_forward_flags(CLI::App& cmd, ForwardArgs& a) {
   cmd.add_option("--cond-noise-aug", a.cond_noise_aug,
                  "keyframe rows = aug x rows + (1 - aug) x noise (visual_cond_noise_aug)")
       ->capture_default_str();
-  cmd.add_option("--threads", a.threads, "CPU threads (0 = all)")->capture_default_str();
+  cmd.add_option("--threads", a.threads, "CPU threads (0 = all)")
+      ->check(whole_at_least(0))
+      ->capture_default_str();
   cmd.add_option("--memory-budget", a.memory_budget,
                  "activation arena budget, e.g. 8GiB (0 = unlimited)")
       ->capture_default_str();

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "cli_checks.hpp"
 #include "core/dtype.hpp"
 #include "core/rng.hpp"
 #include "core/thread_pool.hpp"
@@ -307,7 +308,7 @@ void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a) {
       ->type_name("LIST");
   cmd.add_option("--kv-mix-count", a.kv_mix_count,
                  "kvmix without --kv-mix-heads: heads the calibration keeps on 8 bits (0 = half)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole_at_least(0))
       ->capture_default_str();
   cmd.add_option("--backend", a.backend,
                  "cpu (the definition of record) or cuda (where the tier has kernels)")
@@ -315,12 +316,12 @@ void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a) {
       ->capture_default_str();
   cmd.add_option("--tokens", a.tokens,
                  "keys and queries (with --checkpoint: the packed sequence length of its forward)")
-      ->check(CLI::PositiveNumber)
+      ->check(whole_at_least(1))
       ->capture_default_str();
   cmd.add_option("--heads", a.heads,
                  "heads of 128 dims of the synthetic inputs (H3: 56; a checkpoint's input has "
                  "the checkpoint's heads)")
-      ->check(CLI::PositiveNumber)
+      ->check(whole_at_least(1))
       ->capture_default_str();
   cmd.add_option("--inputs", a.inputs,
                  "gaussian (q, k, v ~ N(0, 1)), outlier (K channels 3, 17, 64, 100 x 20 plus a "
@@ -338,12 +339,14 @@ void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a) {
                      "'checkpoint')")
           ->check(CLI::ExistingFile);
   cmd.add_option("--block", a.block, "the DiT block whose q, k, v --checkpoint captures")
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole_at_least(0))
       ->needs(checkpoint)
       ->capture_default_str();
   cmd.add_option("--seed", a.seed, "seed of the inputs (and of the checkpoint forward's latents)")
       ->capture_default_str();
-  cmd.add_option("--threads", a.threads, "CPU threads (0 = all)")->capture_default_str();
+  cmd.add_option("--threads", a.threads, "CPU threads (0 = all)")
+      ->check(whole_at_least(0))
+      ->capture_default_str();
   cmd.add_flag("--no-baseline{false}", a.baseline,
                "skip the baseline recipe (computed on the host, O(tokens^2): hours at 217k)");
   cmd.add_flag("--json", a.json, "one JSON object on stdout");

@@ -21,6 +21,11 @@ int device_count() {
 
 DeviceGuard::DeviceGuard(int device) {
   const int n = device_count();
+  if (n == 0)
+    fail(ErrorKind::invalid_argument,
+         "cuda device {} does not exist: no CUDA device is visible (no GPU, no driver, or "
+         "CUDA_VISIBLE_DEVICES hides them; nvidia-smi tells which); use the cpu backend",
+         device);
   if (device < 0 || device >= n)
     fail(ErrorKind::invalid_argument,
          "cuda device {} does not exist: {} CUDA device(s) visible (use 0..{})", device, n, n - 1);

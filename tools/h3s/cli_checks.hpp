@@ -1,0 +1,29 @@
+// Checks of numeric flags with the project's messages ("--tokens: 0 is out of
+// range: it must be >= 1"), where CLI11's PositiveNumber and
+// NonNegativeNumber print their double range ("Value 0 not in range 0.000000
+// to 1797693...") for a count, and the same for a word.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+namespace h3s::cli {
+
+// A whole number >= min; --help shows it as POSITIVE (min 1) or NONNEGATIVE
+// (min 0), as CLI11's own checks did.
+inline CLI::Validator whole_at_least(int64_t min) {
+  const std::string desc =
+      min == 1 ? "POSITIVE" : (min == 0 ? "NONNEGATIVE" : ">=" + std::to_string(min));
+  return CLI::Validator(
+      [min](std::string& s) -> std::string {
+        int64_t v = 0;
+        if (!CLI::detail::lexical_cast(s, v))
+          return "'" + s + "' is not a whole number (it must be >= " + std::to_string(min) + ")";
+        if (v < min) return s + " is out of range: it must be >= " + std::to_string(min);
+        return {};
+      },
+      desc);
+}
+
+}  // namespace h3s::cli
