@@ -13,6 +13,7 @@ nothing here links against libtorch.
 
 from ._load import native as _native
 from .engine import Engine
+from .mod_runs import mod_runs
 from .rope import rope_from_comfy
 
 Options = _native.Options
@@ -55,5 +56,5 @@ def cuda_built() -> bool:
     return bool(_native.cuda_built())
 
 
-__all__ = ["Engine", "Options", "rope_from_comfy", "make_checkpoint", "convrot_quantize",
+__all__ = ["Engine", "Options", "rope_from_comfy", "mod_runs", "make_checkpoint", "convrot_quantize",
            "has_cuda", "cuda_built", "ATTN_KV_TILE", "__version__"]

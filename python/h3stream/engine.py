@@ -3,6 +3,7 @@
 import sys
 
 from ._load import native as _native
+from .mod_runs import mod_runs as _mod_runs
 
 # torch dtypes DLPack cannot carry everywhere: handed over as raw bytes
 # (uint8 views) with their safetensors name.
@@ -69,14 +70,16 @@ def _stream_handle(stream, x):
     )
 
 
-def _runs(mod_runs):
-    try:
-        return [(int(a), int(b), int(r)) for a, b, r in mod_runs]
-    except (TypeError, ValueError) as e:
-        raise TypeError(
-            "mod_runs: expected a list of (begin, end, mod_row) integer triples, like "
-            f"ComfyUI's mod_segments ({e})"
-        ) from None
+def _bytes(name, value):
+    """A byte budget as the native call takes it: a negative one is refused by name."""
+    v = int(value)
+    if v < 0:
+        raise ValueError(f"{name} = {v} is out of range: it must be >= 0 bytes (0: no limit)")
+    return v
+
+
+def _runs(runs):
+    return _mod_runs(runs, name="mod_runs")
 
 
 class Engine:
@@ -106,8 +109,9 @@ class Engine:
         when the whole model fits, otherwise each call prepares its block
         (resident_weights says which).
         """
-        return cls(_native._Engine.from_checkpoint(str(path), backend, device, memory_budget,
-                                                   threads, int(vram_budget)))
+        return cls(_native._Engine.from_checkpoint(str(path), backend, device,
+                                                   _bytes("memory_budget", memory_budget),
+                                                   threads, _bytes("vram_budget", vram_budget)))
 
     @classmethod
     def from_tensors(cls, tensors, metadata=None, backend="cpu", device=0, memory_budget=0, threads=0,
@@ -132,8 +136,9 @@ class Engine:
         """
         md = {str(k): str(v) for k, v in (metadata or {}).items()}
         return cls(_native._Engine.from_arrays(_entries(tensors), md, backend, device,
-                                               memory_budget, threads, bool(lazy_blocks),
-                                               int(vram_budget)))
+                                               _bytes("memory_budget", memory_budget), threads,
+                                               bool(lazy_blocks),
+                                               _bytes("vram_budget", vram_budget)))
 
     def load_block(self, index, tensors, metadata=None):
         """Give DiT block ``index`` its weights: ``tensors`` holds that block's keys as in
@@ -285,7 +290,8 @@ class Engine:
         t_emb: [M, time_dim] as ComfyUI passes it to the block: bf16 (full
         time form; SiLU and the adaLN linear are applied here) or fp32 (curve
         form). mod_runs: ComfyUI's mod_segments, (begin, end, mod_row) covering
-        [0, S) in order. rope: bf16 [S, rope_dim/2, 2] (cos, sin); see
+        [0, S) in order; a row is an int or one integer index per token (ComfyUI
+        with a partial denoise mask), see h3stream.mod_runs. rope: bf16 [S, rope_dim/2, 2] (cos, sin); see
         rope_from_comfy. mode: "streamed" or "stock" (bit-identical results).
         options: Options (default Options()). As in h3stream's own forward, a
         short sequence gains nothing from streaming: mode="streamed" with

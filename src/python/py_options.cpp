@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "core/error.hpp"
 #include "h3s/options.hpp"
 #include "python/bindings.hpp"
 
@@ -34,6 +35,27 @@ void field(nb::class_<ExecOptions>& c, const char* name, T ExecOptions::*member,
         ExecOptions changed = o;
         changed.*member = std::move(v);
         normalise(changed);
+        changed.validate();
+        o = std::move(changed);
+      },
+      doc);
+}
+
+// A byte count (held unsigned): a negative value is refused by name, where
+// the unsigned argument would raise nanobind's unnamed TypeError.
+uint64_t checked_bytes(const char* name, int64_t v) {
+  if (v < 0)
+    fail(ErrorKind::invalid_argument, "{} = {} is out of range: it must be >= 0 bytes (0: {})",
+         name, v, std::string_view(name) == "vram_budget" ? "no limit" : "the memory available");
+  return uint64_t(v);
+}
+void bytes_field(nb::class_<ExecOptions>& c, const char* name, uint64_t ExecOptions::*member,
+                 const char* doc) {
+  c.def_prop_rw(
+      name, [member](const ExecOptions& o) { return o.*member; },
+      [member, name](ExecOptions& o, int64_t v) {
+        ExecOptions changed = o;
+        changed.*member = checked_bytes(name, v);
         changed.validate();
         o = std::move(changed);
       },
@@ -107,7 +129,7 @@ void bind_options(nb::module_& m) {
          const std::string& final_layer_gemm, const std::string& kv_store,
          const std::vector<int>& kv_mix_heads, int64_t kv_mix_count, bool exact_av_rows,
          bool trim_forward, bool self_check, int64_t merge_tail_below,
-         const std::string& kv_placement, uint64_t host_budget, uint64_t vram_budget) {
+         const std::string& kv_placement, int64_t host_budget, int64_t vram_budget) {
         ExecOptions o;
         o.q_chunk = q_chunk;
         o.kv_chunk = kv_chunk;
@@ -124,8 +146,8 @@ void bind_options(nb::module_& m) {
         o.self_check = self_check;
         o.merge_tail_below = merge_tail_below;
         o.kv_placement = parse_kv_placement(kv_placement);
-        o.host_budget = host_budget;
-        o.vram_budget = vram_budget;
+        o.host_budget = checked_bytes("host_budget", host_budget);
+        o.vram_budget = checked_bytes("vram_budget", vram_budget);
         normalise(o);
         o.validate();  // before construction: a bad value leaves no half-built object
         new (self) ExecOptions(std::move(o));
@@ -139,7 +161,7 @@ void bind_options(nb::module_& m) {
       "trim_forward"_a = d.trim_forward, "self_check"_a = d.self_check,
       "merge_tail_below"_a = d.merge_tail_below,
       "kv_placement"_a = std::string(kv_placement_name(d.kv_placement)),
-      "host_budget"_a = d.host_budget, "vram_budget"_a = d.vram_budget);
+      "host_budget"_a = int64_t(d.host_budget), "vram_budget"_a = int64_t(d.vram_budget));
   c.def_static("stock", &ExecOptions::stock,
                "The stock path's options (whole sequence everywhere, ComfyUI-like).");
   field(c, "q_chunk", &ExecOptions::q_chunk, "query rows per attention call (>= 1)");
@@ -155,7 +177,8 @@ void bind_options(nb::module_& m) {
         "rows per output-head chunk (>= 0; the full forward only)");
   field(c, "kv_store", &ExecOptions::kv_store,
         "K/V storage tier: 'bf16' (exact), 'kvi8r', 'kvi8s', 'kvfp4s' or 'kvmix' (approximate; "
-        "all four also run on Hopper GPUs, elsewhere CUDA runs 'bf16' and says so)");
+        "on CUDA all four run on Hopper, kvi8r and kvfp4s on every GPU through their decode "
+        "paths; kvi8s and kvmix elsewhere run 'bf16' and say so)");
   field(c, "kv_mix_heads", &ExecOptions::kv_mix_heads,
         "kv_store 'kvmix': the heads kept on 8 bits (kvi8s), the rest on 4 (kvfp4s), the same "
         "for every block; [] (default): calibrated per block on its first call "
@@ -176,12 +199,12 @@ void bind_options(nb::module_& m) {
         "kv/mlp tail chunks shorter than this merge into the previous one (>= 0)");
   named_field(c, "final_layer_gemm", &ExecOptions::final_layer_gemm, &final_gemm_name,
               &parse_final_gemm, "'exact' or 'streamed' (the full forward only)");
-  field(c, "vram_budget", &ExecOptions::vram_budget,
-        "device bytes: Engine.forward's weights plus activations (0: no limit); run_block's "
-        "own memory per call (K/V store, chunk buffers; 0: the free device memory at the "
-        "call, less a tenth). Host-staged K/V when the store does not fit");
-  field(c, "host_budget", &ExecOptions::host_budget,
-        "host bytes staging may pin (0: the memory available at the call, less a tenth)");
+  bytes_field(c, "vram_budget", &ExecOptions::vram_budget,
+              "device bytes: Engine.forward's weights plus activations (0: no limit); run_block's "
+              "own memory per call (K/V store, chunk buffers; 0: the free device memory at the "
+              "call, less a tenth). Host-staged K/V when the store does not fit");
+  bytes_field(c, "host_budget", &ExecOptions::host_budget,
+              "host bytes staging may pin (0: the memory available at the call, less a tenth)");
   named_field(c, "kv_placement", &ExecOptions::kv_placement, &kv_placement_name,
               &parse_kv_placement,
               "where the K/V store lives: 'auto' (the device unless the budget needs it staged), "

@@ -61,6 +61,9 @@ EngineBackend::CallScope::~CallScope() = default;
 
 EngineBackend::EngineBackend(const std::string& name, int device, size_t budget_bytes, int threads)
     : name_(name), device_(device) {
+  if (threads < 0)
+    fail(ErrorKind::invalid_argument,
+         "threads = {} is out of range: it must be >= 0 (0: every hardware thread)", threads);
   if (name == "cpu") {
     memory_ = std::make_unique<HostMemory>();
     arena_ = std::make_unique<Arena>(*memory_, budget_bytes);

@@ -64,8 +64,12 @@ def test_mod_runs_are_checked(call):
         call(mod_runs=[(0, 33, 6)])
     with pytest.raises(ValueError, match=r"mod_runs: empty"):
         call(mod_runs=[])
-    with pytest.raises(TypeError, match=r"mod_runs: expected a list of \(begin, end, mod_row\)"):
+    with pytest.raises(TypeError, match=r"mod_runs\[0\]: expected a \(begin, end, mod_row\) triple"):
         call(mod_runs=[(0, 33)])
+    with pytest.raises(TypeError, match=r"mod_runs\[0\]: the row is a float .*not an int"):
+        call(mod_runs=[(0, 33, 0.5)])
+    with pytest.raises(ValueError, match=r"mod_runs\[0\]: 32 per-token mod rows for a span of 33"):
+        call(mod_runs=[(0, 33, torch.zeros(32, dtype=torch.int64))])
 
 
 def test_index_mode_phases_stream(call):
@@ -101,6 +105,12 @@ def test_backend_and_device_errors(checkpoint):
             h3stream.Engine.from_checkpoint(checkpoint("bf16"), backend="cuda", device=99)
     with pytest.raises(ValueError, match=r"backend 'tpu' is not valid: use 'cpu' or 'cuda'"):
         h3stream.Engine.from_checkpoint(checkpoint("bf16"), backend="tpu")
+    with pytest.raises(ValueError, match=r"threads = -3 is out of range: it must be >= 0"):
+        h3stream.Engine.from_checkpoint(checkpoint("bf16"), threads=-3)
+    with pytest.raises(ValueError, match=r"memory_budget = -1 is out of range"):
+        h3stream.Engine.from_checkpoint(checkpoint("bf16"), memory_budget=-1)
+    with pytest.raises(ValueError, match=r"vram_budget = -2 is out of range"):
+        h3stream.Engine.from_checkpoint(checkpoint("bf16"), vram_budget=-2)
 
 
 def test_memory_budget_is_enforced(checkpoint):

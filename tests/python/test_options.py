@@ -44,6 +44,8 @@ def test_round_trip_through_dict_and_copy():
     ("kv_mix_count", -1, r"kv_mix_count = -1 is out of range"),
     ("final_layer_gemm", "fast", r"final_layer_gemm 'fast' is not valid: use exact or streamed"),
     ("kv_placement", "gpu", r"kv_placement 'gpu' is not valid: use auto, device or host"),
+    ("vram_budget", -1, r"vram_budget = -1 is out of range: it must be >= 0 bytes"),
+    ("host_budget", -5, r"host_budget = -5 is out of range: it must be >= 0 bytes"),
 ])
 def test_bad_values_name_the_control(control, value, message):
     with pytest.raises(ValueError, match=message):
