@@ -165,20 +165,41 @@ def swiglu(y):
 
 
 # -- segments -----------------------------------------------------------------------
+def _row_runs(a, b, row):
+    """[(begin, end, mod_row)] of one segment: its row is an int, or (ComfyUI with a
+    partial denoise mask) one integer mod-row index per token, split into runs of equal
+    rows. Raises ValueError for any other row (e.g. a blend of rows)."""
+    if isinstance(row, int) or (torch.is_tensor(row) and row.dim() == 0):
+        return [(a, b, int(row))]
+    if torch.is_tensor(row) and row.dim() == 1 and row.numel() == b - a and \
+            not row.is_floating_point() and row.dtype != torch.bool:
+        change = (row[1:] != row[:-1]).nonzero().flatten().add(1).tolist()
+        starts, values = [0] + change, [int(row[0])] + row[1:][row[1:] != row[:-1]].tolist()
+        return [(a + s, a + e, int(v)) for s, e, v in zip(starts, starts[1:] + [b - a], values)]
+    raise ValueError(f"mod_segments row {type(row).__name__} over [{a}, {b}) is neither an int "
+                     "nor one integer index per token")
+
+
 def modality_runs(mod_segments, rows):
     """{segment name: [(begin, end), ...]} from a block's mod_segments ((begin, end,
-    mod_row) runs covering the packed sequence): the modality is mod_row % 3 (see
-    MODALITY). Text-span runs the model modulates as video (vision pads) count as video,
-    keyframe cond rows as video, reference / cond audio as audio: each row lands where the
-    model's own modulation puts it. Without segments every row is one segment "all"."""
+    mod_row) runs covering the packed sequence; a row may be one index per token): the
+    modality is mod_row % 3 (see MODALITY). Text-span runs the model modulates as video
+    (vision pads) count as video, keyframe cond rows as video, reference / cond audio as
+    audio: each row lands where the model's own modulation puts it. Without segments
+    every row is one segment "all"."""
     runs, mod_rows = {}, {}
-    for a, b, row in mod_segments or ():
-        a, b, row = int(a), int(b), int(row)
+    for a, b, seg_row in mod_segments or ():
+        a, b = int(a), int(b)
         if b <= a:
             continue
-        name = MODALITY[row % 3]
-        runs.setdefault(name, []).append((a, b))
-        mod_rows.setdefault(name, set()).add(row)
+        for lo, hi, row in _row_runs(a, b, seg_row):
+            name = MODALITY[row % 3]
+            spans = runs.setdefault(name, [])
+            if spans and spans[-1][1] == lo:
+                spans[-1] = (spans[-1][0], hi)  # per-token rows of one modality: one run
+            else:
+                spans.append((lo, hi))
+            mod_rows.setdefault(name, set()).add(row)
     if not runs:
         return {"all": [(0, rows)]}, {"all": []}
     order = [s for s in SEGMENTS if s in runs]

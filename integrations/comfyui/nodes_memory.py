@@ -61,8 +61,15 @@ class Recorder:
         self.torch = torch_module
         self.out_dir = out_dir
         self.stem = stem
-        self.jsonl_path = os.path.join(out_dir, stem + ".jsonl")
-        self.html_path = os.path.join(out_dir, stem + ".html")
+        self.first_stem = stem
+        self.sampling_runs = 0
+        self._lock = threading.Lock()
+        self._start(stem)
+
+    def _start(self, stem):
+        self.stem = stem
+        self.jsonl_path = os.path.join(self.out_dir, stem + ".jsonl")
+        self.html_path = os.path.join(self.out_dir, stem + ".html")
         self.records = []   # every record, resolved or not
         self.pending = []   # (record, start event, end event, forward start event)
         self.written = 0
@@ -71,7 +78,12 @@ class Recorder:
         self._fwd_event = None
         self._fwd_mark = None
         self._last = None
-        self._lock = threading.Lock()
+
+    def begin_sampling(self):
+        """A sampling run starts: the second and later runs write new files."""
+        self.sampling_runs += 1
+        if self.sampling_runs > 1:
+            self._start(sampling_run_stem(self.first_stem, self.sampling_runs))
 
     # -- marks -------------------------------------------------------------
     def _device_of(self, x):
@@ -228,6 +240,7 @@ def _diffusion_wrapper(recorder):
 
 def _outer_sample_wrapper(recorder):
     def wrapper(executor, *args, **kwargs):
+        recorder.begin_sampling()
         try:
             return executor(*args, **kwargs)
         finally:
@@ -265,6 +278,25 @@ def _output_dir():
         return os.getcwd()
 
 
+def output_stem(filename_prefix):
+    """(folder, stem) of a probe's files: filename_prefix under ComfyUI's output folder
+    plus a timestamp. A prefix that leaves the output folder (an absolute path, '..') is
+    refused, as ComfyUI's own save nodes refuse it."""
+    out = os.path.realpath(_output_dir())
+    base = os.path.realpath(os.path.join(out, filename_prefix))
+    if os.path.commonpath([out, base]) != out or base == out:
+        raise ValueError(f"filename_prefix {filename_prefix!r} is not a file name under "
+                         f"ComfyUI's output folder ({out}): give one like 'h3stream/probe'")
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return os.path.dirname(base), f"{os.path.basename(base)}_{stamp}"
+
+
+def sampling_run_stem(stem, run):
+    """The stem of a probe's files for sampling run `run` (1: the node's own stem): a
+    workflow queued again reuses the node's cached model, and its files start over."""
+    return stem if run <= 1 else f"{stem}-run{run}"
+
+
 class H3MemoryProbe:
     @classmethod
     def INPUT_TYPES(cls):
@@ -284,7 +316,5 @@ class H3MemoryProbe:
                    "while sampling.")
 
     def probe(self, model, filename_prefix="h3stream/memory"):
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        base = os.path.join(_output_dir(), filename_prefix)
-        m, rec = attach_probe(model, os.path.dirname(base), f"{os.path.basename(base)}_{stamp}")
+        m, rec = attach_probe(model, *output_stem(filename_prefix))
         return (m,)

@@ -26,7 +26,6 @@ A DIFFUSION_MODEL wrapper numbers the forwards; all device values of a forward a
 back with one copy when it ends, and the files are written then.
 """
 
-import datetime
 import html
 import json
 import logging
@@ -35,7 +34,7 @@ import os
 import weakref
 
 from . import h3_timeline
-from .nodes_memory import _output_dir
+from .nodes_memory import output_stem, sampling_run_stem
 
 log = logging.getLogger("h3stream.comfyui")
 WRAPPER_KEY = "h3stream_precision_probe"
@@ -92,17 +91,29 @@ class PrecisionRecorder:
 
     def __init__(self, out_dir, stem, blocks, max_rows=4096, forwards=0):
         self.out_dir = out_dir
-        self.stem = stem
-        self.jsonl_path = os.path.join(out_dir, stem + ".jsonl")
-        self.html_path = os.path.join(out_dir, stem + ".html")
         self.blocks = frozenset(blocks)
         self.max_rows = int(max_rows)
         self.max_forwards = int(forwards)
+        self.first_stem = stem
+        self.sampling_runs = 0
+        self._start(stem)
+
+    def _start(self, stem):
+        self.stem = stem
+        self.jsonl_path = os.path.join(self.out_dir, stem + ".jsonl")
+        self.html_path = os.path.join(self.out_dir, stem + ".html")
         self.forward = 0
         self.active = False
         self.records = []
         self._pending = []   # (meta dict, info dict, device vector)
         self._timestep = None
+
+    def begin_sampling(self):
+        """A sampling run starts: `forwards` counts from its first forward again, and the
+        second and later runs write new files."""
+        self.sampling_runs += 1
+        if self.sampling_runs > 1:
+            self._start(sampling_run_stem(self.first_stem, self.sampling_runs))
 
     def forward_begin(self, timestep=None):
         self.forward += 1
@@ -205,16 +216,22 @@ class PrecisionBlock:
         max_rows = rec.max_rows
         index = self.index
 
+        def record(name, x, transform=None):
+            # A probe never stops sampling: what it cannot measure is logged once.
+            try:
+                with torch.no_grad():
+                    rec.add(index, name, _hp().measure(x, segs, max_rows, transform=transform))
+            except ValueError as e:
+                _say_once(("unmeasured", str(e)), f"H3 Precision Probe: block {index} {name} "
+                          f"not measured: {e}")
+
         def pre(name):
             def hook(module, inputs):
-                with torch.no_grad():
-                    rec.add(index, name, _hp().measure(inputs[0], segs, max_rows))
+                record(name, inputs[0])
             return hook
 
         def fc2_from_fc1(module, inputs, output):
-            with torch.no_grad():
-                rec.add(index, "mlp.fc2", _hp().measure(
-                    output, segs, max_rows, transform=_hp().swiglu))
+            record("mlp.fc2", output, transform=_hp().swiglu)
 
         handles = []
         try:
@@ -243,6 +260,7 @@ def _diffusion_wrapper(recorder):
 
 def _outer_sample_wrapper(recorder):
     def wrapper(executor, *args, **kwargs):
+        recorder.begin_sampling()
         try:
             return executor(*args, **kwargs)
         finally:
@@ -464,9 +482,6 @@ class H3PrecisionProbe:
 
     def probe(self, model, blocks="", max_rows=4096, forwards=0,
               filename_prefix="h3stream/precision"):
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        base = os.path.join(_output_dir(), filename_prefix)
-        m, _ = attach_precision_probe(model, os.path.dirname(base),
-                                      f"{os.path.basename(base)}_{stamp}", blocks=blocks,
+        m, _ = attach_precision_probe(model, *output_stem(filename_prefix), blocks=blocks,
                                       max_rows=max_rows, forwards=forwards)
         return (m,)

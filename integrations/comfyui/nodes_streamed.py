@@ -13,6 +13,7 @@ every node instance) keeps the config only.
 """
 
 import logging
+import numbers
 import threading
 import weakref
 
@@ -57,6 +58,8 @@ class _Run:
         self.trim = trim_forward.EmbedHolder() if values["trim_forward"] else None
         self._rope_src = None  # weakref to the rope_freqs tensor the cached table came from
         self._rope = None
+        self._segs_src = None  # the mod_segments list the cached runs came from
+        self._runs = None
 
     @property
     def base(self):
@@ -103,6 +106,16 @@ class _Run:
             self._rope = self.h3.rope_from_comfy(rope_freqs)
             self._rope_src = weakref.ref(rope_freqs)
         return self._rope
+
+    def mod_runs(self, mod_segments):
+        """h3stream's (begin, end, mod_row) int runs of ComfyUI's mod_segments (a partial
+        denoise mask gives per-token rows: split into runs of equal rows, the same bits);
+        computed once per forward (the same list reaches every block). Raises TypeError
+        or ValueError for rows h3stream cannot take (e.g. a blend of rows)."""
+        if self._segs_src is not mod_segments:
+            self._runs = self.h3.mod_runs(mod_segments)
+            self._segs_src = mod_segments
+        return self._runs
 
 
 def _unsupported_block(block):
@@ -162,15 +175,25 @@ class StreamedBlock:
             say_once(("engine", why), f"{why}: ComfyUI's own blocks run instead")
             return self._stock(args, extra)
         t_emb, segs = args["t_emb"], args["mod_segments"]
+        try:
+            runs = run.mod_runs(segs)
+        except (TypeError, ValueError) as e:
+            say_once(("mod_rows", str(e)), f"block modulation rows: {e}; ComfyUI's own blocks "
+                     "run instead")
+            return self._stock(args, extra)
+        if self.prev is not None:
+            say_once(("prev",), f"a block replacement installed before H3 Streamed Blocks "
+                     f"({type(self.prev).__name__}) runs only below min_tokens and where "
+                     "h3stream falls back; at or above min_tokens h3stream runs the blocks")
         rope = run.rope(args["rope_freqs"])
         if run.self_check_pending and self.index == 0:
             run.self_check_pending = False
-            self._self_check(engine, args, extra, rope)
+            self._self_check(engine, args, extra, runs, rope)
         to = args.get("transformer_options") or {}
         probe = to.get(PROBE_KEY) if isinstance(to, dict) else None
         if probe is not None:
             engine.reset_ledger()
-        x = self._run(engine, block, x, t_emb, segs, rope, args, extra)
+        x = self._run(engine, block, x, t_emb, segs, runs, rope)
         if x is None:
             return self._stock(args, extra)
         if probe is not None:
@@ -179,24 +202,26 @@ class StreamedBlock:
         self.last_path = "h3stream"
         return {"img": x}
 
-    def _run(self, engine, block, x, t_emb, segs, rope, args=None, extra=None):
+    def _run(self, engine, block, x, t_emb, segs, runs, rope):
+        """The block on x in place: h3stream with `runs` (mod_segments as int runs), or,
+        with mlp_chunk 0, h3stream's attention half and ComfyUI's MLP half with `segs`."""
         run = self.run
         attn_only = run.values["mlp_chunk"] == 0
         with comfy_weights.block_weights(block, self.index, x, mlp=not attn_only) as weights:
             if attn_only:
                 try:
-                    engine.run_block(self.index, x, t_emb, segs, rope, mode=run.mode,
+                    engine.run_block(self.index, x, t_emb, runs, rope, mode=run.mode,
                                      options=run.options, phases="attn", weights=weights)
                 except NotImplementedError as e:
                     say_once(("attn-only",), f"mlp_chunk 0 needs the attention-only phase: "
                              f"{e}; ComfyUI's own blocks run instead")
                     return None
             else:
-                engine.run_block(self.index, x, t_emb, segs, rope, mode=run.mode,
+                engine.run_block(self.index, x, t_emb, runs, rope, mode=run.mode,
                                  options=run.options, weights=weights)
         return comfy_mlp_half(block, x, t_emb, segs) if attn_only else x
 
-    def _self_check(self, engine, args, extra, rope):
+    def _self_check(self, engine, args, extra, runs, rope):
         """One line: h3stream streamed vs h3stream stock (variants), and h3stream vs
         ComfyUI's own block, on block 0's input."""
         from .h3_compare import describe, rel_rms, ulp_diff
@@ -207,10 +232,10 @@ class StreamedBlock:
         try:
             block = run.base.diffusion_model.blocks[self.index]
             with comfy_weights.block_weights(block, self.index, x) as weights:
-                ours = engine.self_check(self.index, x, t_emb, segs, rope, options=run.options,
+                ours = engine.self_check(self.index, x, t_emb, runs, rope, options=run.options,
                                          weights=weights)
             mine = x.clone()
-            mine = self._run(engine, block, mine, t_emb, segs, rope)
+            mine = self._run(engine, block, mine, t_emb, segs, runs, rope)
             ref_args = dict(args)
             ref_args["img"] = x.clone()
             ref = extra["original_block"](ref_args)["img"]
@@ -260,8 +285,31 @@ class ChunkedFinalLayer:
             del bounds[-2]
         return list(zip(bounds[:-1], bounds[1:]))
 
-    def __call__(self, x, t_emb, video_seg, audio_seg):
+    @staticmethod
+    def _unchunkable(fl, *segs):
+        """Why this call must run the layer's own forward, or None. ComfyUI versions
+        differ: a PDD head bank (several heads per stream, blended by the sampler's
+        sigma: upstream ComfyUI) or per-token modulation rows (a partial denoise mask)
+        are the model's own arithmetic, which the chunks here do not restate."""
+        out = fl.video_out
+        per_head = getattr(out, "out_features", None)
+        if per_head and out.weight.shape[0] // per_head > 1:
+            return "the output heads are a PDD head bank"
+        for seg in segs:
+            row = seg[2]
+            if not (isinstance(row, numbers.Integral) or (hasattr(row, "dim") and row.dim() == 0)):
+                return "the output spans have per-token modulation rows (a partial denoise mask)"
+        return None
+
+    def __call__(self, x, t_emb, video_seg, audio_seg, *rest, **kwargs):
+        """FinalLayer.forward's call: (x, t_emb, video_seg, audio_seg), plus upstream
+        ComfyUI's (sigma, sample_sigmas, shifts), which only a PDD head bank reads."""
         fl = self.layer_ref()
+        why = self._unchunkable(fl, video_seg, audio_seg)
+        if why:
+            say_once(("final_layer", why), f"final_layer_chunk: {why}: ComfyUI's final layer "
+                     "runs unchunked")
+            return type(fl).forward(fl, x, t_emb, video_seg, audio_seg, *rest, **kwargs)
         shift, scale = fl.adaln_proj(t_emb)
         return (self._span(fl, fl.video_out, x, video_seg, shift, scale),
                 self._span(fl, fl.audio_out, x, audio_seg, shift, scale))
@@ -306,6 +354,22 @@ def _under_probes(prev, make):
     return make(prev)
 
 
+def _check_kvmix_heads(values, dm):
+    """kvmix's head controls against the model's heads, when the node is applied (the
+    engine checks them too, but only at block 0's first call, with sampling under way)."""
+    heads = getattr(getattr(dm.blocks[0], "attn", None), "heads", None) if len(dm.blocks) else None
+    if values["kv_store"] != "kvmix" or not isinstance(heads, int):
+        return
+    count = values["kv_mix_count"]
+    if count > heads:
+        raise ValueError(f"kv_mix_count = {count} is more than the model's {heads} heads: give "
+                         f"at most {heads} (or 0 for half)")
+    for h in h3_controls.parse_head_list("kv_mix_heads", values["kv_mix_heads"]):
+        if h >= heads:
+            raise ValueError(f"kv_mix_heads: head {h} is not a head of this model (it has heads "
+                             f"0..{heads - 1})")
+
+
 def apply_streamed(model, values, mode="streamed", h3=None):
     """A clone of `model` (a ComfyUI ModelPatcher) with every DiT block streamed.
     mode="stock" runs h3stream's stock block instead (for the end-to-end check)."""
@@ -319,6 +383,7 @@ def apply_streamed(model, values, mode="streamed", h3=None):
     dm = model.model.diffusion_model
     if not _is_h3(dm):
         raise ValueError(f"H3 Streamed Blocks needs a MiniMax-H3 model, got {type(dm).__name__}")
+    _check_kvmix_heads(values, dm)
     m = model.clone()
     run = _Run(h3, m, values, mode)
     to = m.model_options.setdefault("transformer_options", {})

@@ -5,6 +5,7 @@ test_mlp_half_real.py runs the real module with a real MLP half; ComfyUI itself 
 exercised by scripts/comfyui_e2e.py."""
 
 import copy
+import importlib.util
 import json
 import logging
 import os
@@ -13,7 +14,7 @@ import types
 
 import pytest
 
-from conftest import load_pack, need
+from conftest import REPO, load_pack, need
 
 torch = need("torch")
 nn = torch.nn
@@ -127,13 +128,13 @@ class FakePatcher:
         self.object_patches[name] = obj
 
 
-def fake_forward(patcher, S=64, recorder=None):
+def fake_forward(patcher, S=64, recorder=None, segs=None):
     """The block loop of MiniMaxH3Model._forward; ComfyUI's block doubles x in place."""
     to = patcher.model_options["transformer_options"]
     x = torch.full((S, S_HIDDEN), 1.0, dtype=torch.bfloat16)
     rope = torch.randn(1, S, 1, 48, 2, 2).to(torch.bfloat16)
     t_emb = torch.randn(1, 8, dtype=torch.bfloat16)
-    segs = [(0, S, 0)]
+    segs = segs if segs is not None else [(0, S, 0)]
     wrappers = to.get("wrappers", {}).get("diffusion_model", {})
     calls = []
     for fns in wrappers.values():
@@ -162,6 +163,15 @@ def fake_forward(patcher, S=64, recorder=None):
 
 
 # -- a fake h3stream -------------------------------------------------------------------
+def _module_mod_runs():
+    """h3stream.mod_runs itself (pure Python, python/h3stream/mod_runs.py)."""
+    spec = importlib.util.spec_from_file_location(
+        "h3s_mod_runs_under_test", os.path.join(REPO, "python", "h3stream", "mod_runs.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.mod_runs
+
+
 def make_fake_h3(attn_only=True, diverged=(), tier=None):
     """A fake module; `diverged` names self_check variants that report differing bits,
     `tier` the approximate tier's error its self_check reports."""
@@ -195,7 +205,9 @@ def make_fake_h3(attn_only=True, diverged=(), tier=None):
             assert rope.shape == (x.shape[0], 48, 2) and rope.is_contiguous()
             assert options.kw["self_check"] is False
             assert weights is not None, "each call brings its block's weights"
+            assert all(type(v) is int for run in segs for v in run), segs  # h3stream's runs
             self.calls.append((index, mode, phases, x.shape[0]))
+            self.runs = list(segs)
             self.weights.append(dict(weights))
             x.add_(1)
             self.ledger_entries = [{"block": index, "phase": p, "allocated_at_start": 0,
@@ -224,6 +236,7 @@ def make_fake_h3(attn_only=True, diverged=(), tier=None):
     h3.Engine = Engine
     h3.has_cuda = lambda: False
     h3.rope_from_comfy = lambda r: r[0, :, 0, :, :, 0].contiguous()
+    h3.mod_runs = _module_mod_runs()
     return h3
 
 
@@ -356,6 +369,30 @@ def test_mlp_chunk_zero_runs_attention_then_the_models_mlp(pack, monkeypatch):
     assert {c[2] for c in eng.calls} == {"attn"}
 
 
+def test_per_token_mod_rows_reach_h3stream_as_runs(pack):
+    """A partial denoise mask: ComfyUI gives the video span one mod row per token (upstream's
+    rows_to_mod_index); h3stream gets the same rows as runs, once per forward."""
+    h3 = make_fake_h3()
+    m = streamed(pack).apply_streamed(FakePatcher(), {"min_tokens": 0}, h3=h3)
+    rows = torch.tensor([0] * 10 + [3] * 20 + [0] * 14, dtype=torch.int64)
+    x = fake_forward(m, S=64, segs=[(0, 20, 1), (20, 64, rows)])
+    assert torch.all(x == 3)  # both blocks ran in h3stream
+    eng = streamed(pack)._engines[next(iter(streamed(pack)._engines))][1]
+    assert eng.runs == [(0, 20, 1), (20, 30, 0), (30, 50, 3), (50, 64, 0)]
+
+
+def test_mod_rows_h3stream_cannot_take_run_comfyui_once(pack, caplog):
+    h3 = make_fake_h3()
+    m = streamed(pack).apply_streamed(FakePatcher(), {"min_tokens": 0}, h3=h3)
+    blend = (1, 4, torch.full((44,), 0.5))  # a fork's blend of two rows: not an index
+    with caplog.at_level(logging.INFO, logger="h3stream.comfyui"):
+        x = fake_forward(m, S=64, segs=[(0, 20, 1), (20, 64, blend)])
+        fake_forward(m, S=64, segs=[(0, 20, 1), (20, 64, blend)])
+    assert torch.all(x == 4)  # ComfyUI's own blocks
+    lines = [r.getMessage() for r in caplog.records if "modulation rows" in r.getMessage()]
+    assert len(lines) == 1 and "mod_segments[1]" in lines[0], lines
+
+
 def test_non_bf16_input_runs_comfyui(pack, caplog):
     h3 = make_fake_h3()
     m = streamed(pack).apply_streamed(FakePatcher(), {"min_tokens": 0}, h3=h3)
@@ -398,6 +435,32 @@ def test_probe_stays_outermost_and_writes_the_ledger(pack, tmp_path, order):
     assert html.startswith("<!DOCTYPE html>") and "<svg" in html
 
 
+def test_kvmix_head_controls_are_checked_against_the_model_when_applied(pack):
+    p = FakePatcher()
+    for b in p.model.diffusion_model.blocks:
+        b.attn.heads = 4
+    apply = streamed(pack).apply_streamed
+    h3 = make_fake_h3()
+    with pytest.raises(ValueError, match="kv_mix_count = 5 is more than the model's 4 heads"):
+        apply(p, {"kv_store": "kvmix", "kv_mix_count": 5}, h3=h3)
+    with pytest.raises(ValueError, match=r"head 4 is not a head of this model \(it has heads 0\.\.3"):
+        apply(p, {"kv_store": "kvmix", "kv_mix_heads": "0,4"}, h3=h3)
+    apply(p, {"kv_store": "kvmix", "kv_mix_count": 4}, h3=h3)
+    apply(p, {"kv_store": "kvfp4s", "kv_mix_count": 5}, h3=h3)  # no effect on other stores
+
+
+def test_memory_probe_writes_new_files_for_a_second_sampling_run(pack, tmp_path):
+    nm = memory(pack)
+    m, rec = nm.attach_probe(FakePatcher(), str(tmp_path), "probe")
+    [outer] = m.model_options["transformer_options"]["wrappers"]["outer_sample"][nm.WRAPPER_KEY]
+    for _ in range(2):
+        outer(lambda: [fake_forward(m) for _ in range(2)])
+    for stem in ("probe", "probe-run2"):
+        recs = [json.loads(l) for l in open(tmp_path / f"{stem}.jsonl")]
+        assert {r["forward"] for r in recs} == {1, 2}, stem
+        assert (tmp_path / f"{stem}.html").exists()
+
+
 def test_final_layer_chunks_merge_a_short_tail(pack):
     cfl = streamed(pack).ChunkedFinalLayer(FakeFinal(), 600, "exact")
     assert cfl.row_chunks(1300) == [(0, 600), (600, 1300)]  # the 100-row tail merged
@@ -423,6 +486,46 @@ def test_chunked_final_layer_exact_is_bit_equal_to_stock(pack, chunk):
     for r, g, a in zip(ref, got, approx):
         assert torch.equal(r, g)
         torch.testing.assert_close(a, r, rtol=1e-5, atol=1e-5)
+
+
+class FakeFinalUpstream(FakeFinal):
+    """Upstream ComfyUI's FinalLayer: forward takes (sigma, sample_sigmas, shifts) too, and
+    `bank` heads per stream (a PDD head bank) blend by sigma (here: pick one)."""
+
+    def __init__(self, bank=1):
+        super().__init__()
+        self.video_out = nn.Linear(S_HIDDEN, 12 * bank, dtype=torch.float32)
+        self.video_out.out_features = 12
+        self.bank = bank
+
+    def forward(self, x, t_emb, video_seg, audio_seg, sigma, sample_sigmas, shifts):
+        self.calls = getattr(self, "calls", 0) + 1
+        v, a = super().forward(x, t_emb, video_seg, audio_seg)
+        head = int(sigma * 10) % self.bank
+        return v[:, 12 * head:12 * (head + 1)], a
+
+
+def test_chunked_final_layer_takes_upstreams_call(pack):
+    """Upstream's 7-argument call: one head per stream and a mod row per span chunk as
+    before (the stock bits); a PDD head bank or per-token rows run the layer's own forward
+    (logged once)."""
+    torch.manual_seed(1)
+    x = torch.randn(100, S_HIDDEN).to(torch.bfloat16)
+    t = torch.randn(2, 8, dtype=torch.bfloat16)
+    extra = (0.35, torch.tensor([1.0, 0.35, 0.0]), (12.0, 3.0))
+    per_token = (30, 100, torch.tensor([0] * 40 + [1] * 30, dtype=torch.int64))
+    with torch.no_grad():
+        for fl, segs, own in ((FakeFinalUpstream(), ((30, 100, 1), (10, 30, 0)), False),
+                              (FakeFinalUpstream(bank=3), ((30, 100, 1), (10, 30, 0)), True),
+                              (FakeFinalUpstream(), (per_token, (10, 30, 0)), True)):
+            ref = fl(x, t, *segs, *extra)
+            got = streamed(pack).ChunkedFinalLayer(fl, 7, "exact", 0)(x, t, *segs, *extra)
+            assert fl.calls == (2 if own else 1)  # the layer's own forward ran, or the chunks
+            for r, g in zip(ref, got):
+                assert torch.equal(r, g)
+    said = streamed(pack)._said
+    assert any("PDD head bank" in k[1] for k in said if k[0] == "final_layer"), said
+    assert any("per-token" in k[1] for k in said if k[0] == "final_layer"), said
 
 
 def test_node_inputs_are_the_controls(pack):

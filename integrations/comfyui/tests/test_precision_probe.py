@@ -172,11 +172,40 @@ def test_registered_with_its_inputs(pack):
         nodes(pack).attach_precision_probe(p, "/nonexistent", "x")
 
 
+def test_prefix_outside_the_output_folder_is_refused(pack, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules["h3s_comfyui_pack.nodes_memory"], "_output_dir",
+                        lambda: str(tmp_path / "output"))
+    for bad in ("../escape", str(tmp_path / "abs"), "", "h3stream/../.."):
+        with pytest.raises(ValueError, match="is not a file name under ComfyUI's output"):
+            nodes(pack).H3PrecisionProbe().probe(make_model(1), filename_prefix=bad)
+    assert not list(tmp_path.glob("**/*.jsonl"))
+
+
+def test_a_second_sampling_run_writes_its_own_files(pack, tmp_path):
+    """ComfyUI reuses the node's model when a workflow is queued again: the second run's
+    forwards count from 1 (forwards=N probes its first N too) in new files."""
+    import comfy.patcher_extension as pe
+
+    m, rec = nodes(pack).attach_precision_probe(make_model(2), str(tmp_path), "pp", blocks="0",
+                                                forwards=1)
+    [outer] = m.model_options["transformer_options"]["wrappers"][pe.WrappersMP.OUTER_SAMPLE][
+        nodes(pack).WRAPPER_KEY]
+    x, t_emb, rope = inputs()
+    for _ in range(2):
+        outer(lambda: [forward(m, x, t_emb, rope) for _ in range(2)])
+    first, second = read_jsonl(tmp_path / "pp.jsonl"), read_jsonl(tmp_path / "pp-run2.jsonl")
+    assert {r["forward"] for r in first} == {1} and {r["forward"] for r in second} == {1}
+    assert len(first) == len(second) > 0
+    assert (tmp_path / "pp-run2.html").exists()
+
+
 # -- records ---------------------------------------------------------------------------------
-def test_forward_writes_every_block_projection_and_segment(pack, tmp_path):
+def test_forward_writes_every_block_projection_and_segment(pack, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules["h3s_comfyui_pack.nodes_memory"], "_output_dir",
+                        lambda: str(tmp_path))
     p = make_model(3)
     (m,) = nodes(pack).H3PrecisionProbe().probe(p, blocks="", max_rows=4096,
-                                                filename_prefix=str(tmp_path / "pp"))
+                                                filename_prefix="pp")
     assert m is not p and "patches_replace" not in p.model_options["transformer_options"]
     rep = m.model_options["transformer_options"]["patches_replace"]["dit"]
     assert sorted(k[1] for k in rep) == [0, 2]  # every 8th block and the last
@@ -274,6 +303,18 @@ def test_statistics_on_a_constructed_input(pack, monkeypatch):
     small = h.measure(x, segs, max_rows=4096)
     for (_, _, v1), (_, _, v2) in zip(out, small):
         torch.testing.assert_close(v1, v2, rtol=1e-5, atol=0, equal_nan=True)
+
+
+def test_segments_with_per_token_rows(pack):
+    """A partial denoise mask gives the video span one mod row per token (two timesteps,
+    one modality): one video run; a row that is no index is refused by name."""
+    h = hp(pack)
+    rows = torch.tensor([0] * 5 + [3] * 10 + [0] * 5, dtype=torch.int64)
+    runs, mod_rows = h.modality_runs([(0, 8, 1), (8, 10, 0), (10, 30, rows)], 30)
+    assert runs == {"text": [(0, 8)], "video": [(8, 30)]}
+    assert mod_rows == {"text": [1], "video": [0, 3]}
+    with pytest.raises(ValueError, match=r"over \[10, 30\) is neither an int"):
+        h.modality_runs([(0, 10, 1), (10, 30, (0, 3, torch.ones(20)))], 30)
 
 
 # -- formats ---------------------------------------------------------------------------------
