@@ -216,14 +216,21 @@ class PrecisionBlock:
         max_rows = rec.max_rows
         index = self.index
 
+        rows = args["img"].shape[0]
+
         def record(name, x, transform=None):
             # A probe never stops sampling: what it cannot measure is logged once.
+            if x.shape[0] != rows:  # a replacement calling the projection on row chunks
+                _say_once(("chunked", name), f"H3 Precision Probe: block {index} {name} ran "
+                          f"on {x.shape[0]} of {rows} rows (a replacement chunks it): not "
+                          "measured")
+                return
             try:
                 with torch.no_grad():
                     rec.add(index, name, _hp().measure(x, segs, max_rows, transform=transform))
-            except ValueError as e:
+            except Exception as e:
                 _say_once(("unmeasured", str(e)), f"H3 Precision Probe: block {index} {name} "
-                          f"not measured: {e}")
+                          f"not measured: {type(e).__name__}: {e}")
 
         def pre(name):
             def hook(module, inputs):

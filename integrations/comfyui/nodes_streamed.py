@@ -89,8 +89,8 @@ class _Run:
         try:
             # The config only (every name and shape checked, no tensor kept): each call
             # brings its block's weights as ComfyUI casts them (comfy_weights.py).
-            engine = self.h3.Engine.from_tensors(dm.state_dict(), backend=backend, device=index,
-                                                 lazy_blocks=True)
+            engine = self.h3.Engine.from_tensors(_config_state_dict(dm), backend=backend,
+                                                 device=index, lazy_blocks=True)
         except Exception as e:
             return None, f"h3stream cannot take this model's weights: {type(e).__name__}: {e}"
         with _engines_lock:
@@ -116,6 +116,22 @@ class _Run:
             self._runs = self.h3.mod_runs(mod_segments)
             self._segs_src = mod_segments
         return self._runs
+
+
+def _config_state_dict(dm):
+    """The model's tensors as the engine's config reads them. A PDD head bank (upstream
+    ComfyUI: several output heads per stream, rows [n * features, hidden]) gives its first
+    head: the engine runs blocks only, and the model's own final layer blends the bank."""
+    sd = dm.state_dict()
+    for name in ("video_out", "audio_out"):
+        head = getattr(dm.final_layer, name, None)
+        rows = getattr(head, "out_features", None)
+        for part in ("weight", "bias"):
+            key = f"final_layer.{name}.{part}"
+            t = sd.get(key)
+            if rows and t is not None and t.dim() >= 1 and t.shape[0] > rows:
+                sd[key] = t[:rows]
+    return sd
 
 
 def _unsupported_block(block):
@@ -182,9 +198,11 @@ class StreamedBlock:
                      "run instead")
             return self._stock(args, extra)
         if self.prev is not None:
+            name = getattr(self.prev, "__qualname__", type(self.prev).__qualname__)
             say_once(("prev",), f"a block replacement installed before H3 Streamed Blocks "
-                     f"({type(self.prev).__name__}) runs only below min_tokens and where "
-                     "h3stream falls back; at or above min_tokens h3stream runs the blocks")
+                     f"({name}, e.g. a sparse-attention node) runs only below min_tokens and "
+                     "where h3stream falls back; at or above min_tokens h3stream runs the "
+                     "blocks, with dense attention")
         rope = run.rope(args["rope_freqs"])
         if run.self_check_pending and self.index == 0:
             run.self_check_pending = False

@@ -11,7 +11,10 @@ the projections the compute dtype (context.dtype, as _forward takes it) and forg
 embeds when the forward ends; without it the projections run unchanged.
 """
 
+import logging
+
 WRAPPER_KEY = "h3stream_trim_forward"
+log = logging.getLogger("h3stream.comfyui")
 
 
 class EmbedHolder:
@@ -21,6 +24,7 @@ class EmbedHolder:
         self.dtype = None
         self.embeds = []
         self.released_bytes = 0  # by the last release()
+        self.said_graph = False
 
     def release(self):
         """Frees the recorded embeds' memory (block 0 has started: h holds the rows)."""
@@ -55,10 +59,30 @@ class PatchEmbed:
         return out
 
 
+def malloc_graph_on(x):
+    """Whether ComfyUI records this forward's allocations in a malloc graph (upstream's
+    comfy.model_prefetch with dynamic VRAM): the graph owns the embeds' memory per scope,
+    so freeing them inside block 0's scope is left to it."""
+    try:
+        import comfy.model_prefetch as prefetch
+    except ImportError:
+        return False
+    enabled = getattr(prefetch, "malloc_graph_enabled", None)
+    first = x[0] if isinstance(x, (list, tuple)) else x
+    device = getattr(first, "device", None)
+    return bool(enabled(device)) if enabled is not None and device is not None else False
+
+
 def diffusion_wrapper(holder):
     def wrapper(executor, x, *args, **kwargs):
         context = kwargs.get("context", args[1] if len(args) > 1 else None)
         holder.dtype = getattr(context, "dtype", None)
+        if holder.dtype is not None and malloc_graph_on(x):
+            holder.dtype = None
+            if not holder.said_graph:
+                holder.said_graph = True
+                log.warning("[h3stream] trim_forward is off: ComfyUI records this forward's "
+                            "allocations in a malloc graph, which owns the patch embeds")
         try:
             return executor(x, *args, **kwargs)
         finally:

@@ -31,10 +31,13 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-// Tensors a valid file may carry that h3stream does not use.
+// Tensors a valid file may carry that h3stream does not use. ComfyUI's
+// per-layer attention config (".attn.comfy_attention.config", a JSON blob
+// as uint8: e.g. int8 attention) names ComfyUI's kernel; h3stream runs its
+// own attention and K/V tiers.
 bool ignorable(std::string_view name) {
   return ends_with(name, ".attn.to_gate_compress.weight") || ends_with(name, ".input_scale") ||
-         ends_with(name, ".pre_quant_scale");
+         ends_with(name, ".pre_quant_scale") || ends_with(name, ".attn.comfy_attention.config");
 }
 
 class Reader {

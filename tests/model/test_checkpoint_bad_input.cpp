@@ -299,6 +299,14 @@ TEST_F(CheckpointBadInput, ExtraTensor) {
   Checkpoint c = good(WeightFormat::int8);
   c.tensors.push_back({"blocks.0.extra.weight", "BF16", {4}, std::vector<std::byte>(8)});
   expect_rejected(c, {"unexpected tensor 'blocks.0.extra.weight'", "2 blocks"});
+  // ComfyUI's per-layer attention config (upstream's ComfyAttention saves it as
+  // JSON bytes) is not h3stream's: ignored, the file loads.
+  Checkpoint d = good(WeightFormat::int8);
+  const std::vector<std::byte> json = text_bytes(R"({"attention": "comfy_kitchen_int8"})");
+  d.tensors.push_back({"blocks.1.attn.comfy_attention.config", "U8", {int64_t(json.size())}, json});
+  const std::string path = bad_path();
+  d.write(path);
+  EXPECT_NO_THROW((void)load_checkpoint(path));
 }
 
 TEST_F(CheckpointBadInput, WrongShape) {

@@ -196,6 +196,7 @@ def make_fake_h3(attn_only=True, diverged=(), tier=None):
             assert lazy_blocks, "the node's engine must hold the config only"
             e = cls()
             h3.built.append((backend, device, sorted(sd)[:1]))
+            h3.config_shapes = {k: tuple(v.shape) for k, v in sd.items()}
             return e
 
         def run_block(self, index, x, t_emb, segs, rope, mode="streamed", options=None,
@@ -589,6 +590,46 @@ def test_mlp_chunk_zero_casts_only_the_attention_half(pack, monkeypatch):
     assert fake_comfy_ops.CASTS and not mlps & set(map(id, fake_comfy_ops.CASTS))
     eng = ns._engines[next(iter(ns._engines))][1]
     assert "blocks.0.mlp.fc1.weight" in eng.weights[0]  # still there, uncast (never read)
+
+
+def test_a_pdd_head_bank_gives_the_engine_its_first_head(pack):
+    """Upstream ComfyUI's PDD checkpoints hold several output heads per stream; the engine
+    (blocks only) reads the config from the first, the model's own final layer blends them."""
+    h3 = make_fake_h3()
+    p = FakePatcher()
+    fl = p.model.diffusion_model.final_layer
+    fl.video_out = nn.Linear(S_HIDDEN, 3 * 12, dtype=torch.float32)
+    fl.video_out.out_features = 12
+    m = streamed(pack).apply_streamed(p, {"min_tokens": 0}, h3=h3)
+    fake_forward(m)
+    assert h3.config_shapes["final_layer.video_out.weight"] == (12, S_HIDDEN)
+    assert h3.config_shapes["final_layer.video_out.bias"] == (12,)
+    assert h3.config_shapes["final_layer.audio_out.weight"] == (5, S_HIDDEN)
+    assert fl.video_out.weight.shape == (36, S_HIDDEN)  # the model is untouched
+
+
+def test_trim_forward_is_off_under_a_malloc_graph(pack, monkeypatch, caplog):
+    """Upstream ComfyUI with dynamic VRAM records each forward's allocations in a malloc
+    graph that owns the embeds: the node leaves them to it (one log line)."""
+    prefetch = types.ModuleType("comfy.model_prefetch")
+    prefetch.malloc_graph_enabled = lambda device: True
+    monkeypatch.setitem(sys.modules, "comfy.model_prefetch", prefetch)
+    tf = sys.modules["h3s_comfyui_pack.trim_forward"]
+    holder = tf.EmbedHolder()
+    seen = []
+
+    def executor(x, *args, **kwargs):
+        seen.append(holder.dtype)
+        return x
+    context = torch.zeros(1, 3, 8, dtype=torch.bfloat16)
+    with caplog.at_level(logging.INFO, logger="h3stream.comfyui"):
+        for _ in range(2):
+            tf.diffusion_wrapper(holder)(executor, [torch.zeros(2)], None, context=context)
+    assert seen == [None, None]  # the projections ran unchanged: nothing recorded to free
+    assert len([r for r in caplog.records if "malloc graph" in r.getMessage()]) == 1
+    prefetch.malloc_graph_enabled = lambda device: False
+    tf.diffusion_wrapper(holder)(executor, [torch.zeros(2)], None, context=context)
+    assert seen[-1] == torch.bfloat16
 
 
 @pytest.mark.parametrize("trim", [True, False])

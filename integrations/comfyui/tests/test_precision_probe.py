@@ -172,6 +172,28 @@ def test_registered_with_its_inputs(pack):
         nodes(pack).attach_precision_probe(p, "/nonexistent", "x")
 
 
+def test_a_projection_run_on_row_chunks_is_skipped_not_fatal(pack, tmp_path, caplog):
+    """A replacement that calls a projection on row chunks (upstream's sparse attention
+    node): those inputs are not the block's rows, so the probe logs once and goes on."""
+    import logging
+
+    p = make_model(1)
+    dm = p.model.diffusion_model
+
+    def chunking(args, extra):
+        dm.blocks[0].attn.qkv_proj(args["img"][:8])
+        return extra["original_block"](args)
+    p.set_model_patch_replace(chunking, "dit", "double_block", 0)
+    m, rec = nodes(pack).attach_precision_probe(p, str(tmp_path), "pp", blocks="0")
+    x, t_emb, rope = inputs()
+    with caplog.at_level(logging.INFO, logger="h3stream.comfyui"):
+        forward(m, x, t_emb, rope)
+    assert any("ran on 8 of" in r.getMessage() for r in caplog.records)
+    recs = read_jsonl(tmp_path / "pp.jsonl")
+    assert {r["projection"] for r in recs} == set(PROJ)  # the block's own calls measured
+    assert all(r["rows"] == ROWS[r["segment"]] for r in recs)
+
+
 def test_prefix_outside_the_output_folder_is_refused(pack, tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules["h3s_comfyui_pack.nodes_memory"], "_output_dir",
                         lambda: str(tmp_path / "output"))
