@@ -85,7 +85,8 @@ typedef struct {
 
 int h3s_abi_version(void);
 const char* h3s_version(void);
-/* The message of this thread's last failed call ("" when none). */
+/* The message of this thread's last call that returns a status code: "" when it
+   succeeded (each such call clears it). Valid until this thread's next such call. */
 const char* h3s_last_error(void);
 
 void h3s_options_init(h3s_options* options);

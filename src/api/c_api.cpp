@@ -43,6 +43,11 @@ h3s::ArrayRef array_of(const h3s_array& a, const char* name) {
     throw h3s::Error(
         h3s::ErrorKind::invalid_argument,
         std::string(name) + ": dtype " + std::to_string(a.dtype) + " is not an H3S_ dtype code");
+  for (int i = 0; i < a.ndim; ++i)
+    if (a.shape[i] < 0)
+      throw h3s::Error(h3s::ErrorKind::invalid_argument,
+                       std::string(name) + ": dimension " + std::to_string(i) + " is " +
+                           std::to_string(a.shape[i]) + " (a size must be >= 0)");
   h3s::ArrayRef r;
   r.dtype = h3s::DType(a.dtype);
   r.shape.assign(a.shape, a.shape + a.ndim);

@@ -33,6 +33,16 @@ Tensor tensor_of(const ArrayRef& a, const char* arg) {
   return t;
 }
 
+// A CUDA array must sit on the engine's GPU, not only on a GPU: kernels
+// launched on the engine's device cannot read another device's pointers.
+void check_device(const ArrayRef& a, const char* arg, const BlockEngine& e) {
+  if (e.device_kind() == Device::cuda && a.device == Device::cuda && a.device_index != e.device())
+    fail(ErrorKind::invalid_argument,
+         "{}: the array is on cuda:{} but the engine runs on cuda:{}: move it there or make the "
+         "engine for that device",
+         arg, a.device_index, e.device());
+}
+
 }  // namespace
 
 struct Engine::Impl {
@@ -120,12 +130,20 @@ const std::string& Engine::backend() const {
 
 LatentOutputs Engine::forward(const LatentInputs& inputs, const Options& options,
                               const ProgressFn& progress) {
+  const BlockEngine& e = impl_->engine;
+  check_device(inputs.video_latent, "video_latent", e);
+  check_device(inputs.audio_latent, "audio_latent", e);
+  check_device(inputs.context, "context", e);
+  if (inputs.cond_latent) check_device(*inputs.cond_latent, "cond_latent", e);
   return impl_->engine.forward(inputs, options, progress);
 }
 
 ExecMode Engine::run_block(const BlockCall& call) {
   TensorBlockCall c;
   c.index = call.index;
+  check_device(call.x, "x", impl_->engine);
+  check_device(call.t_emb, "t_emb", impl_->engine);
+  check_device(call.rope, "rope", impl_->engine);
   c.x = tensor_of(call.x, "x");
   c.t_emb = tensor_of(call.t_emb, "t_emb");
   c.rope = tensor_of(call.rope, "rope");

@@ -26,6 +26,8 @@
 
 namespace h3s {
 
+class ThreadPool;
+
 // Keys of every head a backend's decode path for a K/V tier (CUDA's kvfp4s,
 // and kvi8r off Hopper) decodes at once by default (Backend::kv_tier_decode_keys):
 // 4096 (2 x 4096 x 7168 x 2 B = 117 MB of scratch at H3's width, what a 16 GB
@@ -94,6 +96,10 @@ class Backend {
   // path's quantised rows, the modulation-row index): the placement
   // planner's predictions count it (exec/placement.hpp ScratchModel).
   virtual bool arena_scratch() const { return false; }
+  // The host worker pool of a backend that has one (the CPU backend's, sized
+  // by the engine's threads), for host-side work beside its ops (kvmix's
+  // calibration); nullptr: the caller brings its own.
+  virtual ThreadPool* host_pool() { return nullptr; }
 
   // out = bf16((x * rstd) * gamma) per row (fp32 math, one rounding); then, if
   // mod is given, per run: bf16(bf16(h * bf16(1 + scale[row])) + shift[row]).

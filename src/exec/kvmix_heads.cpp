@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "exec/block_steps.hpp"
 #include "kv/kvmix.hpp"
@@ -39,9 +40,13 @@ std::vector<int> calibrate_kvmix(Backend& be, Arena& arena, const BlockView& b, 
     window_rows.push_back(r.size());
     at += r.size();
   }
-  ThreadPool pool(0);  // the host's cores: ~3 s a block on one at H3's 56 heads
+  // The CPU backend's pool (the engine's threads), else the host's cores: ~3 s
+  // a block on one core at H3's 56 heads.
+  std::optional<ThreadPool> own;
+  ThreadPool* pool = be.host_pool();
+  if (pool == nullptr) pool = &own.emplace(0);
   const std::vector<double> score =
-      kvmix::fp4_sensitivity(q.data(), k.data(), v.data(), inner, window_rows, b.heads, &pool);
+      kvmix::fp4_sensitivity(q.data(), k.data(), v.data(), inner, window_rows, b.heads, pool);
   return kvmix::pick_8bit_heads(score, count);
 }
 

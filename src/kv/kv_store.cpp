@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstdio>
 #include <string>
 
@@ -34,9 +35,8 @@ std::unique_ptr<KvStore> make_resident_kv_store(Backend& backend, Arena& arena,
       return std::make_unique<KvFp4sStore>(arena, seq, heads, head_dim, kv_block);
     return std::make_unique<KvMixStore>(arena, seq, heads, head_dim, kv_block, mix_heads);
   }
-  static bool said = false;
-  if (!said) {
-    said = true;
+  static std::atomic<bool> said{false};  // one line per process, whichever engine says it
+  if (!said.exchange(true)) {
     const std::string_view hint = backend.kv_tier_hint(tier);
     const std::string how = hint.empty() ? "" : fmt::format(" ({})", hint);
     fmt::print(stderr,

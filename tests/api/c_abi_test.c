@@ -144,6 +144,16 @@ int main(int argc, char** argv) {
   CHECK(h3s_forward(e, &args, &streamed, out_v[1], nv * 2, out_a[1], na * 2) ==
         H3S_INVALID_ARGUMENT);
   CHECK(strstr(h3s_last_error(), "q_chunk") != NULL);
+  {
+    /* A negative size is named as such, not as a huge byte count. */
+    const int64_t bad_shape[5] = {1, info.video_latent, -1, 4, 3};
+    const h3s_array good_video = args.video_latent;
+    args.video_latent.shape = bad_shape;
+    CHECK(h3s_forward(e, &args, NULL, out_v[1], nv * 2, out_a[1], na * 2) ==
+          H3S_INVALID_ARGUMENT);
+    CHECK(strstr(h3s_last_error(), "video_latent: dimension 2 is -1") != NULL);
+    args.video_latent = good_video;
+  }
   size_t written = 0;
   for (size_t i = 0; i < nv; ++i) written += out_v[1][i] != 0;
   CHECK(written == 0);

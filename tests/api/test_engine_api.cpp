@@ -171,6 +171,25 @@ TEST(EngineApi, ErrorsCrossTheLibraryWithKindAndOperand) {
   h3s::EngineSetup setup;
   setup.backend = "tpu";
   EXPECT_THROW(h3s::Engine::from_checkpoint(make_checkpoint("bf16"), setup), h3s::Error);
+  setup.backend = "cpu";
+  setup.threads = -3;
+  try {
+    h3s::Engine::from_checkpoint(make_checkpoint("bf16"), setup);
+    ADD_FAILURE() << "threads = -3 was taken";
+  } catch (const h3s::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("threads = -3 is out of range"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Every function the public headers declare links from the library (its version
+// script exports the public API and nothing else): the names of Options' enums.
+TEST(EngineApi, EnumNameFunctionsAreExported) {
+  EXPECT_EQ(h3s::parse_kv_placement("host"), h3s::KvPlacement::host);
+  EXPECT_EQ(h3s::kv_placement_name(h3s::KvPlacement::device), "device");
+  EXPECT_EQ(h3s::parse_final_gemm("streamed"), h3s::FinalLayerGemm::streamed);
+  EXPECT_EQ(h3s::final_gemm_name(h3s::FinalLayerGemm::exact), "exact");
+  EXPECT_EQ(std::string(h3s::dtype_name(h3s::DType::bf16)), "bf16");
 }
 
 // ComfyUI's block call through the public API: streamed == stock in place.

@@ -17,6 +17,7 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return "cpu"; }
   Device device() const override { return Device::host; }
   ThreadPool& pool() { return pool_; }
+  ThreadPool* host_pool() override { return &pool_; }
 
   void rms_norm_mod(const Tensor& x, const Tensor& gamma, float eps, const ModTable* mod,
                     std::span<const ModRun> runs, const Tensor& out) override;
