@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <exception>
 
+#include "core/error.hpp"
+
 namespace h3s {
 
 namespace {
@@ -14,8 +16,21 @@ void run_part(const std::function<void(int64_t, int64_t)>& fn, int64_t n, int64_
 }
 }  // namespace
 
+int ThreadPool::hardware_threads() {
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+int ThreadPool::max_threads() {
+  return std::max(64, 4 * hardware_threads());
+}
+
 ThreadPool::ThreadPool(int threads) {
-  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads > max_threads())
+    fail(ErrorKind::invalid_argument,
+         "threads = {} is more than this host can use: give at most {} ({} hardware threads; "
+         "0: all of them)",
+         threads, max_threads(), hardware_threads());
+  if (threads <= 0) threads = hardware_threads();
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 

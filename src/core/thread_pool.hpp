@@ -16,8 +16,13 @@ namespace h3s {
 
 class ThreadPool {
  public:
-  // threads <= 0: std::thread::hardware_concurrency().
+  // threads <= 0: std::thread::hardware_concurrency(); more than
+  // max_threads() is refused (Error(invalid_argument) naming the limit).
   explicit ThreadPool(int threads = 0);
+  // The most workers a pool takes: a few per hardware thread (more only cost
+  // memory and scheduling; 100,000 exhaust a host's process limit).
+  static int max_threads();
+  static int hardware_threads();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
   ~ThreadPool();

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "model/output_file.hpp"
 
 namespace h3s {
 namespace {
@@ -525,27 +526,16 @@ void write_safetensors(const std::string& path, const std::vector<WriteEntry>& t
   std::array<char, 8> len{};
   for (size_t i = 0; i < 8; ++i) len[i] = char((uint64_t(text.size()) >> (8 * i)) & 0xffu);
 
-  const std::string tmp = path + ".tmp";
-  bool ok = false;
-  {
+  write_file_atomically(path, [&](const std::string& tmp) {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (out) {
-      out.write(len.data(), std::streamsize(len.size()));
-      out.write(text.data(), std::streamsize(text.size()));
-      for (const WriteEntry* t : sorted) {
-        out.write(reinterpret_cast<const char*>(t->bytes.data()), std::streamsize(t->bytes.size()));
-      }
-      out.close();
-      ok = !out.fail();
-    }
-  }
-  std::error_code ec;
-  if (ok) std::filesystem::rename(tmp, path, ec);
-  if (!ok || ec) {
-    const std::string why = ok ? "rename failed: " + ec.message() : std::string("write failed");
-    std::filesystem::remove(tmp, ec);  // best effort: never leave a partial file behind
-    fail(ErrorKind::bad_input, "{}: cannot write the file via {} ({})", path, tmp, why);
-  }
+    if (!out) return false;
+    out.write(len.data(), std::streamsize(len.size()));
+    out.write(text.data(), std::streamsize(text.size()));
+    for (const WriteEntry* t : sorted)
+      out.write(reinterpret_cast<const char*>(t->bytes.data()), std::streamsize(t->bytes.size()));
+    out.close();
+    return !out.fail();
+  });
 }
 
 }  // namespace h3s

@@ -141,7 +141,8 @@ struct WriteEntry {
 // Writes a safetensors file: header sorted by name, data contiguous in that
 // order, header padded with spaces to a multiple of 8 bytes (as the reference
 // implementation does). Validates names, dtypes and byte counts first; writes
-// `path`.tmp and renames it, so a failure never leaves a partial `path`.
+// a temporary file beside `path` and renames it (output_file.hpp), so a
+// failure or an interrupt never leaves a partial file.
 void write_safetensors(const std::string& path, const std::vector<WriteEntry>& tensors,
                        const std::map<std::string, std::string>& metadata);
 

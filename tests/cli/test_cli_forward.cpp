@@ -150,5 +150,49 @@ TEST(CliForward, BadInputsFilesAreRefusedNamingTheTensor) {
   }
 }
 
+// Output paths are checked before any work: never one of the command's inputs,
+// never into a missing folder; make-inputs checks its sigma, plan refuses the
+// budget it does not plan, and a thread count past the host's is named.
+TEST(CliForward, OutputsAndCountsAreCheckedBeforeAnyWork) {
+  const std::string in = tmp("paths_in.safetensors");
+  ASSERT_EQ(run_cli("make-inputs --checkpoint " + checkpoint() + " --output " + in +
+                    " --latent-t 1 --latent-h 4 --latent-w 4 --audio-frames 3 --text-len 5")
+                .code,
+            0);
+  const auto size_of = [](const std::string& p) { return std::filesystem::file_size(p); };
+  const uintmax_t checkpoint_bytes = size_of(checkpoint()), inputs_bytes = size_of(in);
+  const std::string forward = "forward --checkpoint " + checkpoint() + " --inputs " + in;
+  const struct {
+    std::string args;
+    std::vector<std::string> words;
+  } cases[] = {
+      {forward + " --output " + checkpoint(), {"--output", "is the input", checkpoint()}},
+      {forward + " --output " + in, {"--output", "is the input", in}},
+      {forward + " --output " + tmp("no_dir/out.safetensors"), {"does not exist"}},
+      {forward + " --output /dev/null", {"is not a regular file"}},
+      {"make-inputs --checkpoint " + checkpoint() + " --output " + checkpoint(), {"is the input"}},
+      {"make-inputs --checkpoint " + checkpoint() + " --output " + tmp("s.safetensors") +
+           " --sigma 5",
+       {"--sigma = 5 must be in [0, 1]"}},
+      {"make-inputs --checkpoint " + checkpoint() + " --output " + tmp("s.safetensors") +
+           " --latent-t 100000 --latent-h 100000 --latent-w 100000",
+       {"more than 2^31 latent positions"}},
+      {"make-checkpoint --preset tiny " + tmp("no_dir/ck.safetensors"), {"does not exist"}},
+      {"plan --preset tiny --memory-budget 1MiB", {"plans --vram-budget"}},
+      {"demo --tokens 300 --threads 100000", {"--threads: 100000 is more than this host can use"}},
+  };
+  for (const auto& c : cases) {
+    const Result r = run_cli(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.out;
+    for (const std::string& w : c.words)
+      EXPECT_NE(r.out.find(w), std::string::npos) << "'" << w << "' not in: " << r.out;
+    EXPECT_EQ(r.out.find("loading"), std::string::npos) << "work began: " << r.out;
+    EXPECT_EQ(r.out.find("building"), std::string::npos) << "work began: " << r.out;
+  }
+  EXPECT_EQ(size_of(checkpoint()), checkpoint_bytes);
+  EXPECT_EQ(size_of(in), inputs_bytes);
+  EXPECT_FALSE(std::filesystem::exists(tmp("s.safetensors")));
+}
+
 }  // namespace
 }  // namespace h3s

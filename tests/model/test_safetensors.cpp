@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -37,6 +38,13 @@ class TempDir {
     fs::remove_all(dir_, ec);
   }
   std::string file(const std::string& name) const { return (dir_ / name).string(); }
+  // The names in the directory (a failed or finished write leaves no temp file).
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir_)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
 
  private:
   fs::path dir_;
@@ -125,7 +133,7 @@ TEST(SafetensorsRoundTrip, WriteThenOpenGivesIdenticalBytes) {
                      {"s.scalar", "F32", {}, as_bytes(scalar)},
                      {"e.empty", "F32", {0, 5}, as_bytes(empty)}},
                     meta);
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_EQ(dir.names(), std::vector<std::string>{"rt.safetensors"}) << "a temp file was left";
 
   const SafetensorsFile f = SafetensorsFile::open(path);
   EXPECT_EQ(f.path(), path);
@@ -292,15 +300,15 @@ TEST(SafetensorsWrite, RejectsBadEntriesWithoutCreatingFiles) {
         write_safetensors(path, {{"__metadata__", "F32", {6}, as_bytes(v)}}, {});
       },
       {"__metadata__"});
-  EXPECT_FALSE(fs::exists(path));
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_TRUE(dir.names().empty()) << "a refused write left a file";
 }
 
 TEST(SafetensorsWrite, UnwritablePathLeavesNothing) {
   TempDir dir;
   const std::string path = dir.file("no_such_dir/w.safetensors");
-  expect_bad_input([&] { write_safetensors(path, {}, {}); }, {path, "cannot write"});
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  expect_bad_input([&] { write_safetensors(path, {}, {}); },
+                   {path, "cannot write", "No such file or directory"});
+  EXPECT_TRUE(dir.names().empty());
 }
 
 // ---- golden files -------------------------------------------------------------

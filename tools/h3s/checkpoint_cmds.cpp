@@ -12,6 +12,7 @@
 #include "core/arena.hpp"
 #include "core/error.hpp"
 #include "model/checkpoint.hpp"
+#include "model/output_file.hpp"
 
 namespace h3s::cli {
 
@@ -37,10 +38,12 @@ int run_make_checkpoint(const MakeCheckpointArgs& a) {
   r.time_form = a.time_form;
   r.blocks = a.blocks;
   const ModelConfig cfg = config_from(r);
+  const std::string out = checked_output_path(a.out, "out");  // before building the weights
   fmt::print(stderr, "h3s: building {} {} weights ({} blocks, seed {})...\n", a.preset, a.format,
              cfg.blocks, a.seed);
   const ModelWeights w = ModelWeights::random(cfg, parse_format(a.format), a.seed);
-  write_checkpoint(w, a.out,
+  fmt::print(stderr, "h3s: writing {}...\n", out);
+  write_checkpoint(w, out,
                    {{"h3stream_preset", a.preset},
                     {"h3stream_format", a.format},
                     {"h3stream_seed", std::to_string(a.seed)}});

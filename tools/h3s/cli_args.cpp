@@ -54,7 +54,7 @@ void add_run_flags(CLI::App& cmd, RunArgs& a) {
   cmd.add_option("--seed", a.seed, "seed of the synthetic weights and inputs")
       ->capture_default_str();
   cmd.add_option("--threads", a.threads, "CPU threads (0 = all)")
-      ->check(whole_at_least(0))
+      ->check(thread_count())
       ->capture_default_str();
   cmd.add_option("--memory-budget", a.memory_budget,
                  "activation arena budget, e.g. 8GiB or 512MiB (0 = unlimited)")

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/thread_pool.hpp"
+
 namespace h3s::cli {
 
 // A whole number >= min; --help shows it as POSITIVE (min 1) or NONNEGATIVE
@@ -24,6 +26,22 @@ inline CLI::Validator whole_at_least(int64_t min) {
         return {};
       },
       desc);
+}
+
+// --threads: 0 (every hardware thread) up to what a worker pool takes.
+inline CLI::Validator thread_count() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const std::string low = whole_at_least(0)(s);
+        if (!low.empty()) return low;
+        const int most = ThreadPool::max_threads();
+        if (std::stoll(s) > most)
+          return s + " is more than this host can use: give at most " + std::to_string(most) +
+                 " (" + std::to_string(ThreadPool::hardware_threads()) +
+                 " hardware threads; 0: all of them)";
+        return {};
+      },
+      "NONNEGATIVE");
 }
 
 }  // namespace h3s::cli

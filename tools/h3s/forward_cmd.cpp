@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "h3s/engine.hpp"
+#include "model/output_file.hpp"
 #include "model/safetensors.hpp"
 
 namespace h3s::cli {
@@ -76,7 +77,7 @@ void add_forward_flags(CLI::App& cmd, ForwardArgs& a) {
                  "keyframe rows = aug x rows + (1 - aug) x noise (visual_cond_noise_aug)")
       ->capture_default_str();
   cmd.add_option("--threads", a.threads, "CPU threads (0 = all)")
-      ->check(whole_at_least(0))
+      ->check(thread_count())
       ->capture_default_str();
   cmd.add_option("--memory-budget", a.memory_budget,
                  "activation arena budget, e.g. 8GiB (0 = unlimited)")
@@ -101,6 +102,9 @@ int run_forward_cmd(ForwardArgs& a) {
     a.exec.exact_av_rows = chosen.exact_av_rows;
   }
   a.exec.validate();
+  // Before any work: a run must not compute and then fail to write, nor write
+  // over the checkpoint or the inputs it reads.
+  const std::string output = checked_output_path(a.output, "--output", {a.checkpoint, a.inputs});
   const SafetensorsFile in = SafetensorsFile::open(a.inputs);
   std::set<std::string> expected(std::begin(kRequired), std::end(kRequired));
   expected.insert(kOptional);
@@ -148,7 +152,7 @@ int run_forward_cmd(ForwardArgs& a) {
   const LatentOutputs out = engine.forward(li, a.exec, progress);
 
   const auto dtype_text = [](DType t) { return t == DType::bf16 ? "BF16" : "F32"; };
-  write_safetensors(a.output,
+  write_safetensors(output,
                     {{"audio", dtype_text(out.audio.dtype), out.audio.shape, out.audio.bytes},
                      {"video", dtype_text(out.video.dtype), out.video.shape, out.video.bytes}},
                     {{"format", "pt"},
@@ -217,6 +221,18 @@ int run_make_inputs(const MakeInputsArgs& a) {
     if (v < 1) fail(ErrorKind::invalid_argument, "{} = {} must be >= 1", name, v);
   if (a.cond_frames < 0)
     fail(ErrorKind::invalid_argument, "--cond-frames = {} must be >= 0", a.cond_frames);
+  if (!(a.sigma >= 0.0f && a.sigma <= 1.0f))  // NaN fails too
+    fail(ErrorKind::invalid_argument, "--sigma = {} must be in [0, 1]", a.sigma);
+  // Latents past 2^31 elements each are not a test input anyone means; refuse
+  // them by name before allocating.
+  constexpr int64_t kMaxElements = int64_t(1) << 31;
+  const int64_t frame = a.latent_h * a.latent_w;
+  if (a.latent_h > kMaxElements / a.latent_w || a.latent_t > kMaxElements / frame)
+    fail(ErrorKind::invalid_argument,
+         "--latent-t {} x --latent-h {} x --latent-w {} is more than 2^31 latent positions: give "
+         "smaller sizes",
+         a.latent_t, a.latent_h, a.latent_w);
+  const std::string output = checked_output_path(a.output, "--output", {a.checkpoint});
   const ModelInfo info = Engine::from_checkpoint(a.checkpoint).info();
   const bool bf = a.dtype == "bf16";
   Rng rng(a.seed);
@@ -248,7 +264,7 @@ int run_make_inputs(const MakeInputsArgs& a) {
   std::vector<WriteEntry> entries;
   for (const auto& [name, arr] : t)
     entries.push_back({name, arr.dtype == DType::bf16 ? "BF16" : "F32", arr.shape, arr.bytes});
-  write_safetensors(a.output, entries, {{"format", "pt"}});
+  write_safetensors(output, entries, {{"format", "pt"}});
   fmt::print(
       stderr, "h3s: wrote {} (video [1, {}, {}, {}, {}], {} audio frames, {} text tokens{})\n",
       a.output, info.video_latent, a.latent_t, a.latent_h, a.latent_w, a.audio_frames, a.text_len,

@@ -345,7 +345,7 @@ void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a) {
   cmd.add_option("--seed", a.seed, "seed of the inputs (and of the checkpoint forward's latents)")
       ->capture_default_str();
   cmd.add_option("--threads", a.threads, "CPU threads (0 = all)")
-      ->check(whole_at_least(0))
+      ->check(thread_count())
       ->capture_default_str();
   cmd.add_flag("--no-baseline{false}", a.baseline,
                "skip the baseline recipe (computed on the host, O(tokens^2): hours at 217k)");

@@ -15,6 +15,16 @@ namespace h3s::cli {
 
 void add_plan_flags(CLI::App& cmd, RunArgs& a) {
   add_run_flags(cmd, a);
+  // The plan is the device's (--vram-budget: weights and activations);
+  // --memory-budget bounds a run's activation arena, which plan does not
+  // model, so taking it silently would answer another question.
+  cmd.get_option("--memory-budget")
+      ->check(CLI::Validator(
+          [](std::string&) -> std::string {
+            return "h3s plan plans --vram-budget (the device's weights and activations), not "
+                   "--memory-budget: give the budget as --vram-budget";
+          },
+          ""));
 }
 
 int run_plan(RunArgs& a) {
