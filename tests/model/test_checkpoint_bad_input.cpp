@@ -24,32 +24,14 @@
 #include "exec/exec_fixture.hpp"
 #include "model/checkpoint.hpp"
 #include "model/safetensors.hpp"
+#include "temp_dir.hpp"
 
 namespace h3s::test {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    dir_ = fs::temp_directory_path() / ("h3s_ckpt_bad_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(rd()) + "_" + std::to_string(counter++));
-    fs::create_directories(dir_);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
-
- private:
-  fs::path dir_;
-};
+using test::TempDir;
 
 struct Owned {
   std::string name, dtype;

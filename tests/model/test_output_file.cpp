@@ -16,26 +16,21 @@
 
 #include "core/error.hpp"
 #include "model/output_file.hpp"
+#include "temp_dir.hpp"
 
 namespace h3s {
 namespace {
 
 namespace fs = std::filesystem;
+using test::TempDir;
 
 class OutputFile : public ::testing::Test {
  protected:
-  OutputFile() {
-    std::random_device rd;
-    dir_ = fs::temp_directory_path() /
-           ("h3s_output_" + std::to_string(::getpid()) + "_" + std::to_string(rd()));
-    fs::create_directories(dir_);
-  }
   ~OutputFile() override {
-    std::error_code ec;
+    std::error_code ec;  // the read-only folder's files must go with the rest
     fs::permissions(dir_ / "ro", fs::perms::owner_all, ec);
-    fs::remove_all(dir_, ec);
   }
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
+  std::string file(const std::string& name) const { return tmp_.file(name); }
   void write(const std::string& name, const std::string& text) const {
     std::ofstream(file(name)) << text;
   }
@@ -43,12 +38,7 @@ class OutputFile : public ::testing::Test {
     std::ifstream in(file(name));
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
-  std::vector<std::string> names(const fs::path& d) const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(d)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
+  static std::vector<std::string> names(const fs::path& d) { return TempDir::names_in(d); }
   static void expect_refused(const std::string& path, const std::vector<std::string>& inputs,
                              const std::vector<std::string>& needles) {
     try {
@@ -60,7 +50,8 @@ class OutputFile : public ::testing::Test {
         EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << n << " not in " << e.what();
     }
   }
-  fs::path dir_;
+  test::TempDir tmp_{"h3s_output"};
+  const fs::path& dir_ = tmp_.path();
 };
 
 TEST_F(OutputFile, AnInputIsNeverTheOutput) {
