@@ -273,7 +273,7 @@ TEST_F(GpuKvi8sVariants, ScheduleVariantsGiveTheDefaultsBits) {
     const Bits want = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
     const Bits want_chunked = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 256, 61);
     EXPECT_EQ(want_chunked, want) << p.label() << ": chunks and blocks";
-    for (const char* variant : {"fm4", "io", "io-pp", "io2", "io-qr"}) {
+    for (const char* variant : {"fm4", "io", "io-pp", "io2", "io-qr", "io-pr"}) {
       ASSERT_EQ(setenv(kEnv, variant, 1), 0);
       EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0), want)
           << variant << ", " << p.label();

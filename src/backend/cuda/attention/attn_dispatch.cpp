@@ -172,6 +172,7 @@ constexpr Choice<attn::AttnI8sVariant> kI8sChoices[] = {
     {attn::AttnI8sVariant::io_p8, "io-p8"},
     {attn::AttnI8sVariant::io_p4, "io-p4"},
     {attn::AttnI8sVariant::io_qr_p4, "io-qr-p4"},
+    {attn::AttnI8sVariant::io_pr, "io-pr"},
     {attn::AttnI8sVariant::fm4_nopp, "fm4-nopp"},
     {attn::AttnI8sVariant::fm4, "fm4"},
     {attn::AttnI8sVariant::f4, "f4"},

@@ -3,7 +3,7 @@
 // loads (attn_i8s_sm90_load.cuh) feed two consumer warpgroups
 // (attn_i8s_sm90_mainloop.cuh); and its launcher, which builds the TMA maps.
 // The variants (ping-pong, the fused exponent with cached descriptors, the
-// integer-pipe conversion, the schedules, Q in registers, the FMA-pipe
+// integer-pipe conversion, the schedules, Q or P in registers, the FMA-pipe
 // exponent) are built side by side so one binary measures them.
 #include <cuda_runtime.h>
 
@@ -99,9 +99,12 @@ void launch(const KvI8sFwdParams& f, cudaStream_t s) {
 
 // The default's dials (fm4: four stages, four sum chains, the fused
 // exponent with the integer-pipe conversion) under a schedule, with Q in
-// registers or not and 1 / kPolyEvery of P on the FMA pipe.
-template <bool kPingPong, AttnI8sSchedule kSchedule, bool kQInRegs = false, int kPolyEvery = 0>
-using AttnI8sFm4 = AttnI8sTraits<4, 4, kPingPong, true, true, kSchedule, kQInRegs, kPolyEvery>;
+// registers or not, P's in registers or not (overlap) and 1 / kPolyEvery of
+// P on the FMA pipe.
+template <bool kPingPong, AttnI8sSchedule kSchedule, bool kQInRegs = false, int kPolyEvery = 0,
+          bool kPInRegs = false>
+using AttnI8sFm4 =
+    AttnI8sTraits<4, 4, kPingPong, true, true, kSchedule, kQInRegs, kPolyEvery, kPInRegs>;
 
 void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v, cudaStream_t s) {
   constexpr AttnI8sSchedule kIo = AttnI8sSchedule::overlap;
@@ -130,6 +133,8 @@ void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v, cudaStr
       return i8s::launch<AttnI8sFm4<false, kIo, false, 4>>(p, s);
     case AttnI8sVariant::io_qr_p4:
       return i8s::launch<AttnI8sFm4<false, kIo, true, 4>>(p, s);
+    case AttnI8sVariant::io_pr:
+      return i8s::launch<AttnI8sFm4<false, kIo, false, 0, true>>(p, s);
   }
   fail_internal("attention_fwd_kvi8s_sm90: unknown variant");
 }

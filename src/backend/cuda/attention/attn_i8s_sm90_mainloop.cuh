@@ -25,8 +25,9 @@
 //     keys are stored in
 //
 // Variants (AttnI8sTraits): Q8's A fragments in registers for S (kQInRegs:
-// the same bits), and every kPolyEvery-th n8 block's exponentials as a
-// polynomial on the FMA pipe (attn_exp2_poly.hpp) instead of ex2.approx.
+// the same bits), P's in registers for the overlapped P V (kPInRegs: the
+// same bits; P_t packed after the wait on P_{t-1} V_{t-1}), and every kPolyEvery-th n8 block's
+// exponentials as a polynomial on the FMA pipe (attn_exp2_poly.hpp) instead of ex2.approx.
 //
 // The max, m and alpha are the CPU's bits: the int32 dots are exact and the
 // fp32 steps the same IEEE operations. What differs from the definition is
@@ -501,7 +502,7 @@ struct AttnI8sConsumer {
     };
     auto pv = [&](int stage) {
       const uint64_t v = desc_at(v_desc, uint32_t(stage) * T::kVStageBytes);
-      if constexpr (T::kOverlap)
+      if constexpr (T::kOverlap && !T::kPInRegs)
         issue_pv_ss(o, wgmma::make_desc(smem.p(consumer), 0, wgmma::kAtomBytes), v);
       else
         issue_pv(o, pa, v);
@@ -518,7 +519,8 @@ struct AttnI8sConsumer {
         st.consume_with_max<T::kKeyBlocks, T::kLog2PScale, T::kSoftmaxChains>(pr, thread_max,
                                                                               alpha);
       }
-      pack_probs(pr, pa);
+      // kPInRegs: pa still feeds P_{t-1} V_{t-1}; publish packs it.
+      if constexpr (!T::kPInRegs) pack_probs(pr, pa);
     };
 
     // Tile 0: S only.
@@ -535,8 +537,10 @@ struct AttnI8sConsumer {
     if constexpr (T::kOverlap) {
       // S_t goes first and its softmax runs while P_{t-1} V_{t-1} is on the
       // tensor cores; P_t then goes to the shared tile P_{t-1} V_{t-1} has
-      // finished reading. (P_t in a second register set instead spills and
-      // serialises the wgmmas.) overlap: the fold of t-1 (with t-1's alpha)
+      // finished reading, or (kPInRegs) is packed from the softmax's fp32
+      // into the fragments it has finished reading. (P_t in a second
+      // fragment set, packed before the wait, spills and serialises the
+      // wgmmas.) overlap: the fold of t-1 (with t-1's alpha)
       // follows the softmax of t. overlap_fold: O_{t-1} waits in its
       // registers and is folded at the next tile's start, while S_{t+1} is
       // on the tensor cores, just before P_t V_t overwrites it.
@@ -544,7 +548,10 @@ struct AttnI8sConsumer {
       float alpha_p[kRows];  // of the P in the shared tile
       float alpha_o[kRows];  // of the P V in o, not folded yet
       auto publish = [&] {
-        store_probs(pa, smem.p(consumer));
+        if constexpr (T::kPInRegs)
+          pack_probs(pr, pa);
+        else
+          store_probs(pa, smem.p(consumer));
 #pragma unroll
         for (int r = 0; r < kRows; ++r) alpha_p[r] = alpha[r];
       };
@@ -573,8 +580,11 @@ struct AttnI8sConsumer {
         softmax(stage, valid(t));
         wgmma::wait<0>();  // P_{t-1} V_{t-1} is done: P's tile is free
         settle(o);
+        // (kPInRegs: P_t packed first, so the softmax's fp32 dies before
+        // the fold needs registers for the V scales.)
+        if constexpr (T::kPInRegs) publish();
         if (!kFoldLate) fold_o(t - 1);
-        publish();
+        if constexpr (!T::kPInRegs) publish();
       }
       if (kFoldLate && n_tiles > 1) fold_o(n_tiles - 2);
     } else {

@@ -19,8 +19,9 @@
 //                P_{t-1} V_{t-1} with P from a shared tile, and the softmax
 //                of t beside it (overlap, the default io), or P_{t-1} V_{t-1}
 //                and S_t together and the softmax after both (serial).
-//                Variants: Q's A operand from registers (kQInRegs), part of
-//                the exponentials as a polynomial on the FMA pipe
+//                Variants: Q's A operand from registers (kQInRegs), P's
+//                from registers in the overlap schedule (kPInRegs), part
+//                of the exponentials as a polynomial on the FMA pipe
 //                (kPolyEvery).
 //
 // Row invariance: every shape is a constant and key tiles are consumed in
@@ -48,7 +49,7 @@ enum class AttnI8sSchedule { serial, overlap, overlap_fold };
 
 template <int kStages_, int kChains_, bool kPingPong_, bool kFusedExp_, bool kMagicInt_,
           AttnI8sSchedule kSchedule_ = AttnI8sSchedule::serial, bool kQInRegs_ = false,
-          int kPolyEvery_ = 0>
+          int kPolyEvery_ = 0, bool kPInRegs_ = false>
 struct AttnI8sTraits {
   static constexpr int kHeadDim = AttnScale::kHeadDim;
   static constexpr int kStages = kStages_;
@@ -79,6 +80,14 @@ struct AttnI8sTraits {
   // The polynomial's error (<= 7.5e-5) moves an e4m3 P now and then: other
   // bits than the default's, bounded by the tier's GPU tests.
   static constexpr int kPolyEvery = kPolyEvery_;
+  // overlap: P_{t-1} V_{t-1} with P's A fragments from registers (the serial
+  // schedule's form) instead of a shared tile. P_t is packed from the
+  // softmax's fp32 once P_{t-1} V_{t-1} has finished reading the fragments,
+  // so one fragment set suffices: no stmatrix, proxy fence or warpgroup
+  // barrier a tile, and 8 KiB less shared memory read. The same bits.
+  static constexpr bool kPInRegs = kPInRegs_;
+  static_assert(!kPInRegs || kSchedule == AttnI8sSchedule::overlap,
+                "P from registers is the overlap schedule's variant (serial always does it)");
   static_assert(kPolyEvery == 0 || (kFusedExp && kMagicInt),
                 "the polynomial rides on the fused exponent's argument");
 
@@ -142,7 +151,8 @@ struct AttnI8sTraits {
   // overlap: P (e4m3, 64 rows x 128 keys) per consumer, 128-byte swizzled
   // like Q8, the A operand of P V.
   static constexpr uint32_t kPGroupBytes = uint32_t(kGroupRows) * kRowBytes;  // 8 KiB
-  static constexpr uint32_t kPBytes = kOverlap ? kConsumerWarpGroups * kPGroupBytes : 0;
+  static constexpr uint32_t kPBytes =
+      kOverlap && !kPInRegs ? kConsumerWarpGroups * kPGroupBytes : 0;
 
   static constexpr uint32_t kQOffset = 0;
   static constexpr uint32_t kQ8Offset = kQOffset + kQBytes;

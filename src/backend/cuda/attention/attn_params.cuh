@@ -127,7 +127,7 @@ struct KvI8sFwdParams {
   float* acc;
 };
 // Its variants: the fused exponent, the conversion on the integer pipe,
-// ping-pong, the intra-warpgroup overlap, Q in registers, part of the
+// ping-pong, the intra-warpgroup overlap, Q or P in registers, part of the
 // exponentials on the FMA pipe (attn_i8s_sm90_traits.cuh).
 enum class AttnI8sVariant {
   io,
@@ -137,6 +137,7 @@ enum class AttnI8sVariant {
   io_p8,
   io_p4,
   io_qr_p4,
+  io_pr,
   fm4_nopp,
   fm4,
   f4,
