@@ -55,6 +55,32 @@ def _comfy_quant(module, weight):
     return torch.tensor(list(json.dumps(conf).encode("utf-8")), dtype=torch.uint8)
 
 
+# The formats h3stream quantises like ComfyUI; a layer of one of them flagged for a full
+# precision matmul is handed over dequantised. (nvfp4 multiplies as bf16 on every GPU
+# h3stream runs: it keeps its own in-place decode.)
+_CONVROT_FORMATS = ("int8_tensorwise", "asym_w4a8_int8")
+
+
+def _full_precision(module, weight):
+    """True when ComfyUI's forward dequantises this layer's weight and multiplies in bf16
+    (its quant config's full_precision_matrix_mult, or a format disabled on this GPU)."""
+    if not getattr(module, "_full_precision_mm", False):
+        return False
+    fmt = getattr(module, "quant_format", None)
+    if fmt is None:
+        fmt = {"TensorWiseINT8Layout": "int8_tensorwise",
+               "AsymW4A8Int8Layout": "asym_w4a8_int8"}.get(str(weight._layout_cls))
+    return fmt in _CONVROT_FORMATS
+
+
+def _dequantised(weight):
+    """The bf16 weight ComfyUI's own forward multiplies with: its dequantize()."""
+    import torch
+
+    w = weight.dequantize()
+    return w if w.dtype == torch.bfloat16 else w.to(torch.bfloat16)
+
+
 def _storage_ptr(t):
     return (t._qdata if _quantized(t) else t).data_ptr()
 
@@ -70,9 +96,12 @@ def _own(module, tensor, attr="weight"):
 
 def linear_tensors(prefix, module, weight, bias):
     """{key: tensor} of one linear in the checkpoint's names: a QuantizedTensor's raw
-    data and scales (its own state_dict) with the comfy_quant config, or a dense weight."""
+    data and scales (its own state_dict) with the comfy_quant config, or a dense weight
+    (also a quantised layer ComfyUI runs at full precision: its dequantize())."""
     out = {}
-    if _quantized(weight):
+    if _quantized(weight) and _full_precision(module, weight):
+        out[f"{prefix}.weight"] = _dequantised(weight)
+    elif _quantized(weight):
         out.update(weight.state_dict(f"{prefix}.weight"))
         out[f"{prefix}.comfy_quant"] = _comfy_quant(module, weight)
     else:

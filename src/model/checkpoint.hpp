@@ -22,6 +22,9 @@ struct LayerQuant {
   bool convrot = false;
   int64_t convrot_group = 256;
   int64_t group_size = 16;
+  // "full_precision_matrix_mult": ComfyUI dequantises the weight to bf16 and
+  // multiplies in bf16 (no activation quantiser); the loader does the same.
+  bool full_precision = false;
 };
 
 // Parses one layer's JSON; throws Error(bad_input) naming `where` on anything
@@ -39,6 +42,9 @@ struct CheckpointSummary {
     // An fp32 island of a file with quantised layers: its values are rounded
     // to bf16 at load, as ComfyUI's loader holds them (H3_MODEL.md section 2).
     bool held_bf16 = false;
+    // Stored in `format` but flagged full_precision_matrix_mult: dequantised
+    // to bf16 at load, multiplied in bf16 (quant_linear.hpp).
+    bool full_precision = false;
   };
   std::vector<Layer> linears;                    // every linear, in model order
   std::map<std::string, size_t> bytes_by_dtype;  // file dtype -> bytes

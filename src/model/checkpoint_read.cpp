@@ -244,6 +244,32 @@ WeightArray<float> f32_array(Reader& r, const TensorEntry& e, std::vector<float>
   return WeightArray<float>(std::move(values));
 }
 
+// A ConvRot layer flagged full_precision_matrix_mult: ComfyUI dequantises
+// it and multiplies in bf16, with no activation quantiser; so does h3stream,
+// from the bf16 weight made once here.
+void full_precision(Reader& r, const LinearSlot& s, QuantLinear& q, CheckpointSummary* summary) {
+  const bool host = q.w_scale.device() == Device::host &&
+                    (q.format == WeightFormat::int8 ? q.w_i8.device() == Device::host
+                                                    : q.w4_codes.device() == Device::host &&
+                                                          q.w4_s_rel.device() == Device::host &&
+                                                          q.w4_codebook.device() == Device::host);
+  if (!host)
+    r.bad(
+        "layer '{}' is {} flagged full_precision_matrix_mult, in device memory: h3stream "
+        "dequantises such a layer on the host; hand it the layer's bf16 weight instead (ComfyUI: "
+        "weight.dequantize(), as its own forward does)",
+        r.prefix() + s.name, format_name(q.format));
+  QuantLinear dense;
+  dense.format = WeightFormat::bf16;
+  dense.out = q.out;
+  dense.in = q.in;
+  dense.generation = q.generation;
+  dense.w_bf16 = dequantise_convrot_bf16(q);
+  dense.bias = std::move(q.bias);
+  if (summary) summary->copied_bytes += dense.w_bf16.size() * sizeof(uint16_t);
+  q = std::move(dense);
+}
+
 void load_linear(Reader& r, const LinearSlot& s, CheckpointSummary* summary) {
   QuantLinear& q = *s.q;
   q = QuantLinear{};
@@ -348,6 +374,9 @@ void load_linear(Reader& r, const LinearSlot& s, CheckpointSummary* summary) {
       if (!(g.shape.empty() || g.shape == std::vector<int64_t>{1})) r.expect_shape(g, {});
       q.fp4_global = r.finite_floats(g, true)[0];
     }
+    // nvfp4 multiplies as bf16 whatever the flag says (Hopper and the CPU have
+    // no fp4 GEMM: ComfyUI takes the same path there).
+    if (lq->full_precision && q.format != WeightFormat::nvfp4) full_precision(r, s, q, summary);
   }
   if (s.bias) {
     const TensorEntry& b = take(s.name + ".bias");
@@ -365,7 +394,9 @@ void load_linear(Reader& r, const LinearSlot& s, CheckpointSummary* summary) {
       q.bias = f32_array(r, b, std::move(v), summary);
     }
   }
-  if (summary) summary->linears.push_back({r.prefix() + s.name, q.format, bytes, held_bf16});
+  if (summary)
+    summary->linears.push_back({r.prefix() + s.name, lq ? lq->format : q.format, bytes, held_bf16,
+                                lq && lq->full_precision});
 }
 
 }  // namespace

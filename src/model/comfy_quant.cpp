@@ -69,6 +69,13 @@ LayerQuant parse_comfy_quant(std::string_view json, const std::string& where) {
   if (q.convrot && q.convrot_group != 256)
     fail(ErrorKind::bad_input, "{}: convrot_groupsize {} is not supported (expected 256)", where,
          q.convrot_group);
+  if (const nlohmann::json* fp = field(j, "full_precision_matrix_mult")) {
+    if (!fp->is_boolean())
+      fail(ErrorKind::bad_input,
+           "{}: quant config field \"full_precision_matrix_mult\" must be true or false, found {}",
+           where, fp->dump());
+    q.full_precision = fp->get<bool>();
+  }
   if (q.format == WeightFormat::w4a8 && q.group_size != 16)
     fail(ErrorKind::bad_input, "{}: W4A8 group_size {} is not supported (expected 16)", where,
          q.group_size);

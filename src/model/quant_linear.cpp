@@ -269,4 +269,35 @@ void decode_w4a8(QuantLinear& q) {
   q.w_i8 = decode_w4a8_values(q);
 }
 
+std::vector<uint16_t> dequantise_convrot_bf16(const QuantLinear& q) {
+  H3S_CHECK(q.format == WeightFormat::int8 || q.format == WeightFormat::w4a8);
+  H3S_CHECK(q.in % kConvRotGroup == 0 && int64_t(q.w_scale.size()) == q.out);
+  H3S_CHECK(q.w_scale.device() == Device::host);
+  std::vector<int8_t> decoded;
+  std::span<const int8_t> w8;
+  if (q.format == WeightFormat::w4a8) {
+    decoded = decode_w4a8_values(q);
+    w8 = decoded;
+  } else {
+    H3S_CHECK(q.w_i8.device() == Device::host && int64_t(q.w_i8.size()) == q.out * q.in);
+    w8 = std::span<const int8_t>(q.w_i8.data(), q.w_i8.size());
+  }
+  std::vector<uint16_t> w(size_t(q.out * q.in));
+  std::vector<float> group(static_cast<size_t>(kConvRotGroup));
+  for (int64_t n = 0; n < q.out; ++n) {
+    const float s = q.w_scale[size_t(n)];
+    for (int64_t g = 0; g < q.in; g += kConvRotGroup) {
+      const size_t at = size_t(n * q.in + g);
+      for (int64_t i = 0; i < kConvRotGroup; ++i) {
+        const float v = float(w8[at + size_t(i)]) * s;
+        group[size_t(i)] = q.format == WeightFormat::w4a8 ? round_bf16(v) : v;
+      }
+      convrot_rotate_group(group.data());
+      for (int64_t i = 0; i < kConvRotGroup; ++i)
+        w[at + size_t(i)] = f32_to_bf16(group[size_t(i)]).bits;
+    }
+  }
+  return w;
+}
+
 }  // namespace h3s

@@ -84,6 +84,16 @@ void decode_w4a8(QuantLinear& q);
 std::vector<uint16_t> decode_nvfp4_values(const QuantLinear& q);
 void decode_nvfp4(QuantLinear& q);
 
+// The bf16 weight ComfyUI multiplies a ConvRot layer flagged
+// `full_precision_matrix_mult` with (host arrays), the rotation undone
+// per 256-wide input group by the same four fp32 stages (H256 is its own
+// inverse), rounded to bf16 once at the end (comfy-kitchen's CUDA
+// dequantisation, as its source reads):
+//   int8: w = bf16(H256(float(q) * weight_scale[n]));
+//   w4a8: w = bf16(H256(bf16(float(w8) * s_channel[n]))), w8 the int8 decode
+//         (decode_w4a8_values): ComfyUI rounds to bf16 before rotating back.
+std::vector<uint16_t> dequantise_convrot_bf16(const QuantLinear& q);
+
 // Byte offset of the block scale for row r, block c in cuBLAS's swizzled
 // layout with `cols` = round4(K'/16) blocks per padded row.
 int64_t nvfp4_scale_offset(int64_t r, int64_t c, int64_t cols);

@@ -25,6 +25,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cli/cli_run.hpp"
 #include "core/error.hpp"
 #include "exec/exec_fixture.hpp"
 #include "exec/forward.hpp"
@@ -343,6 +344,99 @@ TEST(CheckpointHeaderQuant, Int8FromQuantizationMetadataLoadsIdentically) {
   write_entries(prefixed, kept, md);
   expect_same_weights(w, load_checkpoint(prefixed));
 }
+
+// ---- 2b. layers flagged full_precision_matrix_mult ----------------------------
+
+std::vector<float> forward_video(const ModelWeights& w, const PackedLayout& l,
+                                 const ExecOptions& o) {
+  HostMemory mem;
+  Arena arena(mem, 0);
+  auto be = make_cpu_backend(2);
+  return run_forward(*be, arena, w, l, random_inputs(w.config, l, 5), o).video;
+}
+
+// ComfyUI dequantises such a layer and multiplies in bf16: it loads as the
+// bf16 layer dequantise_convrot_bf16 makes, the rest of its block stays
+// quantised, and the mixed block streams bit-equal to its stock run.
+class CheckpointFullPrecision : public ::testing::TestWithParam<WeightFormat> {};
+
+TEST_P(CheckpointFullPrecision, FlaggedLayersLoadAsTheirBf16Dequantisation) {
+  const WeightFormat format = GetParam();
+  const ModelWeights w = ModelWeights::random(micro_config(), format, 31);
+  TempDir dir;
+  const std::string base = dir.file("base.safetensors");
+  write_checkpoint(w, base);
+  const SafetensorsFile f = SafetensorsFile::open(base);
+  std::vector<Owned> entries = read_entries(f);
+  const std::string quant = comfy_quant_json(format);
+  nlohmann::json flagged = nlohmann::json::parse(quant);
+  flagged["full_precision_matrix_mult"] = true;
+  for (const char* layer : {"blocks.0.mlp.fc2", "blocks.1.attn.qkv_proj"}) {
+    Owned& q = entry_named(entries, std::string(layer) + ".comfy_quant");
+    const std::string text = flagged.dump();
+    q.data.assign(reinterpret_cast<const std::byte*>(text.data()),
+                  reinterpret_cast<const std::byte*>(text.data()) + text.size());
+    q.shape = {int64_t(text.size())};
+  }
+  // An explicit false changes nothing.
+  Owned& unflagged = entry_named(entries, "blocks.1.mlp.fc1.comfy_quant");
+  nlohmann::json off = nlohmann::json::parse(quant);
+  off["full_precision_matrix_mult"] = false;
+  const std::string off_text = off.dump();
+  unflagged.data.assign(reinterpret_cast<const std::byte*>(off_text.data()),
+                        reinterpret_cast<const std::byte*>(off_text.data()) + off_text.size());
+  unflagged.shape = {int64_t(off_text.size())};
+  const std::string path = dir.file("flagged.safetensors");
+  write_entries(path, entries, f.metadata());
+
+  CheckpointSummary summary;
+  const ModelWeights loaded = load_checkpoint(path, &summary);
+  ModelWeights want = w;
+  for (QuantLinear* q : {&want.blocks[0].mlp.fc2, &want.blocks[1].attn.qkv}) {
+    QuantLinear dense;
+    dense.out = q->out;
+    dense.in = q->in;
+    dense.w_bf16 = dequantise_convrot_bf16(*q);
+    dense.bias = q->bias;
+    *q = std::move(dense);
+  }
+  expect_same_weights(want, loaded);
+  EXPECT_EQ(loaded.blocks[1].mlp.fc1.format, format);
+  int flagged_layers = 0;
+  for (const auto& l : summary.linears) {
+    if (!l.full_precision) continue;
+    ++flagged_layers;
+    EXPECT_EQ(l.format, format) << l.name;
+    EXPECT_TRUE(l.name == "blocks.0.mlp.fc2" || l.name == "blocks.1.attn.qkv_proj") << l.name;
+  }
+  EXPECT_EQ(flagged_layers, 2);
+  // h3s inspect names them for what they are.
+  const cli_test::Result r = cli_test::run_cli("inspect --json --layers " + path, false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const std::string held = std::string(format_name(format)) + " (bf16 GEMM)";
+  EXPECT_EQ(j.at("linear_formats").at(held).at("layers"), 2) << r.out;
+  int listed = 0;
+  for (const nlohmann::json& layer : j.at("layers"))
+    if (layer.at("full_precision_matrix_mult").get<bool>()) {
+      ++listed;
+      EXPECT_EQ(layer.at("format"), format_name(format)) << layer.dump();
+      EXPECT_EQ(layer.at("held_as"), "bf16") << layer.dump();
+    }
+  EXPECT_EQ(listed, 2) << r.out;
+
+  // A bf16 fc2 after a quantised fc1 (and the reverse in block 1's attention).
+  const PackedLayout l = small_layout(loaded.config, 9, 4, 13, true, true);
+  const std::vector<float> stock = forward_video(loaded, l, ExecOptions::stock());
+  EXPECT_TRUE(same_bits(forward_video(loaded, l, streamed_options(7, 11, 5)), stock));
+  for (float v : stock) ASSERT_TRUE(std::isfinite(v));
+  // And it is not the quantised layer's forward.
+  EXPECT_FALSE(same_bits(forward_video(w, l, ExecOptions::stock()), stock));
+}
+
+INSTANTIATE_TEST_SUITE_P(, CheckpointFullPrecision,
+                         ::testing::Values(WeightFormat::int8, WeightFormat::w4a8),
+                         [](const auto& p) { return std::string(format_name(p.param)); });
 
 // ---- 3. a forward from a written file equals the in-memory forward ----------
 

@@ -428,6 +428,8 @@ TEST_F(CheckpointBadInput, BadComfyQuantJson) {
        {"convrot_groupsize 128 is not supported", "expected 256"}},
       {R"({"format": "int8_tensorwise", "convrot": true, "convrot_groupsize": 2.5})",
        {"\"convrot_groupsize\" must be an integer"}},
+      {R"({"format": "int8_tensorwise", "convrot": true, "full_precision_matrix_mult": 1})",
+       {"\"full_precision_matrix_mult\" must be true or false", "found 1"}},
   };
   for (const auto& [json, needles] : cases) {
     SCOPED_TRACE(json);

@@ -73,7 +73,9 @@ int run_inspect(const InspectArgs& a) {
   const ModelConfig& c = w.config;
   std::map<std::string, std::pair<int, size_t>> by_format;  // format -> (layers, bytes)
   // An fp32 island of a quantised file is held at bf16 precision (ComfyUI's loader).
+  // A layer flagged full_precision_matrix_mult is dequantised and multiplied in bf16.
   const auto held = [](const CheckpointSummary::Layer& l) {
+    if (l.full_precision) return fmt::format("{} (bf16 GEMM)", format_name(l.format));
     return l.held_bf16 ? std::string("f32 (bf16 values)") : std::string(format_name(l.format));
   };
   for (const auto& l : s.linears) {
@@ -106,10 +108,12 @@ int run_inspect(const InspectArgs& a) {
     if (a.layers) {
       nlohmann::json layers = nlohmann::json::array();
       for (const auto& l : s.linears)
-        layers.push_back({{"name", l.name},
-                          {"format", format_name(l.format)},
-                          {"held_as", l.held_bf16 ? "bf16" : format_name(l.format)},
-                          {"bytes", l.bytes}});
+        layers.push_back(
+            {{"name", l.name},
+             {"format", format_name(l.format)},
+             {"held_as", l.held_bf16 || l.full_precision ? "bf16" : format_name(l.format)},
+             {"full_precision_matrix_mult", l.full_precision},
+             {"bytes", l.bytes}});
       j["layers"] = layers;
     }
     fmt::print("{}\n", j.dump());
