@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "model/config.hpp"
@@ -67,9 +68,12 @@ struct ModelWeights {
 
   // Deterministic synthetic weights for a config (checkpoint files are loaded
   // elsewhere). The four big linears of every block and refiner block are in
-  // `format`; the rest keep their checkpoint dtypes.
-
-  static ModelWeights random(const ModelConfig& cfg, WeightFormat format, uint64_t seed);
+  // `format`; the rest keep their checkpoint dtypes. on_block(done, total), if
+  // given, is called on the calling thread as blocks (refiner blocks, then DiT
+  // blocks) finish: a full-size quantised model takes minutes.
+  using BlockProgress = std::function<void(int64_t done, int64_t total)>;
+  static ModelWeights random(const ModelConfig& cfg, WeightFormat format, uint64_t seed,
+                             const BlockProgress& on_block = {});
 };
 
 }  // namespace h3s

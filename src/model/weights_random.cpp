@@ -122,7 +122,8 @@ size_t ModelWeights::bytes() const {
   return b;
 }
 
-ModelWeights ModelWeights::random(const ModelConfig& cfg, WeightFormat format, uint64_t seed) {
+ModelWeights ModelWeights::random(const ModelConfig& cfg, WeightFormat format, uint64_t seed,
+                                  const BlockProgress& on_block) {
   cfg.validate();
   if (format == WeightFormat::f32)
     fail(ErrorKind::invalid_argument, "weight format f32 is only for fp32 islands; use bf16");
@@ -182,13 +183,18 @@ ModelWeights ModelWeights::random(const ModelConfig& cfg, WeightFormat format, u
   };
   // Each block already runs ~4 threads; a few blocks at once fill a machine.
   const int64_t at_once = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()) / 4);
+  const int64_t total_blocks = c.refiner_blocks + c.blocks;
+  int64_t done_blocks = 0;
   auto build_all = [&](auto& out, int64_t n, auto&& make) {
     out.resize(size_t(n));
     for (int64_t first = 0; first < n; first += at_once) {
       std::vector<std::future<std::decay_t<decltype(out[0])>>> batch;
       for (int64_t i = first; i < std::min(n, first + at_once); ++i)
         batch.push_back(std::async(std::launch::async, make, i));
-      for (size_t k = 0; k < batch.size(); ++k) out[size_t(first) + k] = batch[k].get();
+      for (size_t k = 0; k < batch.size(); ++k) {
+        out[size_t(first) + k] = batch[k].get();
+        if (on_block) on_block(++done_blocks, total_blocks);
+      }
     }
   };
   build_all(w.refiner, c.refiner_blocks, refiner_block);

@@ -320,6 +320,12 @@ TEST(CliCheckpoint, MakeInspectAndRunEveryFormat) {
     Result r = run_cli(std::string("make-checkpoint --preset tiny --blocks 1 --format ") + format +
                        " " + file);
     ASSERT_EQ(r.code, 0) << r.out;
+    // Progress as blocks are built (1 refiner block + 1 DiT block), then the file.
+    const size_t one = r.out.find("h3s: built 1/2 blocks"), two = r.out.find("h3s: built 2/2");
+    EXPECT_NE(one, std::string::npos) << r.out;
+    EXPECT_NE(two, std::string::npos) << r.out;
+    EXPECT_LT(one, two) << r.out;
+    EXPECT_LT(two, r.out.find("h3s: writing")) << r.out;
     r = run_cli("inspect --json " + file, /*merge_stderr=*/false);
     ASSERT_EQ(r.code, 0) << r.out;
     const nlohmann::json j = nlohmann::json::parse(r.out);

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -41,13 +42,21 @@ int run_make_checkpoint(const MakeCheckpointArgs& a) {
   const std::string out = checked_output_path(a.out, "out");  // before building the weights
   fmt::print(stderr, "h3s: building {} {} weights ({} blocks, seed {})...\n", a.preset, a.format,
              cfg.blocks, a.seed);
-  const ModelWeights w = ModelWeights::random(cfg, parse_format(a.format), a.seed);
+  const auto start = std::chrono::steady_clock::now();
+  const auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const ModelWeights w =
+      ModelWeights::random(cfg, parse_format(a.format), a.seed, [&](int64_t done, int64_t total) {
+        fmt::print(stderr, "h3s: built {}/{} blocks ({:.0f} s)\n", done, total, seconds());
+      });
   fmt::print(stderr, "h3s: writing {}...\n", out);
   write_checkpoint(w, out,
                    {{"h3stream_preset", a.preset},
                     {"h3stream_format", a.format},
                     {"h3stream_seed", std::to_string(a.seed)}});
-  fmt::print("wrote {} ({} preset, {} blocks, format {})\n", a.out, a.preset, cfg.blocks, a.format);
+  fmt::print("wrote {} ({} preset, {} blocks, format {}) in {:.0f} s\n", a.out, a.preset,
+             cfg.blocks, a.format, seconds());
   return 0;
 }
 
