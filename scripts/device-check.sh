@@ -82,10 +82,15 @@ if [ "$mode" = tiers ]; then
   # kernel; empty skips the tier's tests); KVI8R_BENCH_VARIANTS / KVI8S_BENCH_VARIANTS:
   # the others timed beside the default; KV_TIERS: the tiers measured (kvbench, the int8
   # block); LONG_TOKENS: the tiers (LONG_TIERS, default KV_TIERS) again at that length
-  # (gaussian, no baseline; empty skips); TORCH_ANCHOR=0 skips the PyTorch blocks.
+  # (gaussian, no baseline; empty skips); TORCH_ANCHOR=0 skips the PyTorch blocks;
+  # FULL_SUITE=1 runs the whole GPU suite first, else EXTRA_TESTS (a gtest filter) if set.
   if [ "${FULL_SUITE-0}" = 1 ]; then
     step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
     [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
+  elif [ -n "${EXTRA_TESTS-}" ]; then  # a gtest filter: the new tests without the whole suite
+    step gpu_tests_extra 200 $bin/h3s_tests_gpu --gtest_filter="$EXTRA_TESTS" \
+      --gtest_output=json:"$OUT/gpu_tests_extra.json"
+    [ -f "$OUT/gpu_tests_extra.json" ] && no_skips gpu_tests_extra "$OUT/gpu_tests_extra.json"
   fi
   kvi8r_variants=${KVI8R_VARIANTS-dual-direct2 dual-item8 codes2-item8-b8 decode}
   for v in $kvi8r_variants; do
