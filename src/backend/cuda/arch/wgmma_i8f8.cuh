@@ -3,7 +3,8 @@
 // and the kvi8s attention's (attn_fwd_i8s_sm90.cu):
 // S = Q K^T on int8 (m64n144k32, s32 accumulators: 128 keys plus the tile
 // header's mean-digit rows, kv/kvi8s.hpp) and O = P V on fp8 e4m3
-// (m64n128k32, fp32 accumulators, P in registers or shared memory; Q in
+// (m64n128k32, or m64n136k32 with the row sums' ones rows; fp32
+// accumulators, P in registers or shared memory; Q in
 // registers or shared memory for S). sm_90a only, guarded
 // like wgmma.cuh. 8-bit operands are K-major on both sides (the ISA has no
 // transpose for them): Q, K and V^T rows of 128 bytes, 128-byte swizzled.
@@ -108,6 +109,26 @@ __device__ __forceinline__ void mma_m64n128k32_e4m3_rs(float (&d)[64], const uin
       "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" H3S_WGMMA_D64
       "}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
       : H3S_WGMMA_ACC64(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)));
+#else
+  (void)d, (void)a, (void)desc_b, (void)accumulate;
+#endif
+}
+
+// The 68 fp32 accumulators of an m64n136 tile.
+#define H3S_WGMMA_ACC68(d) H3S_WGMMA_ACC64(d), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67])
+
+// d (+)= A B for m64n136k32 e4m3 x e4m3 -> f32, A in registers: P V with 8
+// more B rows past V^T's 128 channels (the kvi8s attention's row sums:
+// rows of e4m3 ones give sum_k P[row][k] in columns 128..135).
+__device__ __forceinline__ void mma_m64n136k32_e4m3_rs(float (&d)[68], const uint32_t (&a)[4],
+                                                       uint64_t desc_b, bool accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n136k32.f32.e4m3.e4m3 {" H3S_WGMMA_D64
+      ", %64, %65, %66, %67}, {%68, %69, %70, %71}, %72, p, 1, 1;\n}\n"
+      : H3S_WGMMA_ACC68(d)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)));
 #else
   (void)d, (void)a, (void)desc_b, (void)accumulate;

@@ -4,7 +4,8 @@
 // (attn_i8s_sm90_mainloop.cuh); and its launcher, which builds the TMA maps.
 // The variants (ping-pong, the fused exponent with cached descriptors, the
 // integer-pipe conversion, the schedules, Q or P in registers, the FMA-pipe
-// exponent) are built side by side so one binary measures them.
+// exponent, the row sums on the tensor cores) are built side by side so
+// one binary measures them.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -32,6 +33,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const AttnWsTile tile = AttnWsStaticScheduler<T>::tile();
   const int n_tiles = int((p.base.key_end - p.base.key_begin + T::kBlockN - 1) / T::kBlockN);
   if (threadIdx.x == 0) smem.init_barriers();
+  if constexpr (T::kSumOnTc) smem.write_ones();
   __syncthreads();
   const int wg = arch::warpgroup_index();
   if (wg < T::kProducerWarpGroups) {
@@ -102,9 +104,9 @@ void launch(const KvI8sFwdParams& f, cudaStream_t s) {
 // registers or not, P's in registers or not (overlap) and 1 / kPolyEvery of
 // P on the FMA pipe.
 template <bool kPingPong, AttnI8sSchedule kSchedule, bool kQInRegs = false, int kPolyEvery = 0,
-          bool kPInRegs = false>
+          bool kPInRegs = false, bool kSumOnTc = false>
 using AttnI8sFm4 =
-    AttnI8sTraits<4, 4, kPingPong, true, true, kSchedule, kQInRegs, kPolyEvery, kPInRegs>;
+    AttnI8sTraits<4, 4, kPingPong, true, true, kSchedule, kQInRegs, kPolyEvery, kPInRegs, kSumOnTc>;
 
 void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v, cudaStream_t s) {
   constexpr AttnI8sSchedule kIo = AttnI8sSchedule::overlap;
@@ -135,6 +137,12 @@ void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v, cudaStr
       return i8s::launch<AttnI8sFm4<false, kIo, true, 4>>(p, s);
     case AttnI8sVariant::io_pr:
       return i8s::launch<AttnI8sFm4<false, kIo, false, 0, true>>(p, s);
+    case AttnI8sVariant::io_pr_ts:
+      return i8s::launch<AttnI8sFm4<false, kIo, false, 0, true, true>>(p, s);
+    case AttnI8sVariant::io_pr_ts_p8:
+      return i8s::launch<AttnI8sFm4<false, kIo, false, 8, true, true>>(p, s);
+    case AttnI8sVariant::io_pr_p8:
+      return i8s::launch<AttnI8sFm4<false, kIo, false, 8, true>>(p, s);
   }
   fail_internal("attention_fwd_kvi8s_sm90: unknown variant");
 }

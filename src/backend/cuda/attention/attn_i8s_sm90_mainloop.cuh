@@ -26,8 +26,10 @@
 //
 // Variants (AttnI8sTraits): Q8's A fragments in registers for S (kQInRegs:
 // the same bits), P's in registers for the overlapped P V (kPInRegs: the
-// same bits; P_t packed after the wait on P_{t-1} V_{t-1}), and every kPolyEvery-th n8 block's
-// exponentials as a polynomial on the FMA pipe (attn_exp2_poly.hpp) instead of ex2.approx.
+// same bits; P_t packed after the wait on P_{t-1} V_{t-1}), the row sums of
+// P from P V's ones columns (kSumOnTc: other bits, l gets each tile's sum at
+// its fold), and every kPolyEvery-th n8 block's exponentials as a
+// polynomial on the FMA pipe (attn_exp2_poly.hpp) instead of ex2.approx.
 //
 // The max, m and alpha are the CPU's bits: the int32 dots are exact and the
 // fp32 steps the same IEEE operations. What differs from the definition is
@@ -71,6 +73,7 @@ struct AttnI8sConsumer {
   using Scores = int32_t[T::kSRegs];
   using Probs = float[T::kKeyBlocks][4];
   using Acc = float[T::kAccRegs];
+  using PvAcc = float[T::kPvRegs];         // P V (kSumOnTc: and the row sums past O's columns)
   using PFrag = uint32_t[T::kPvSteps][4];  // P as e4m3, A fragments per k32 step
   using QFrag = uint32_t[T::kQkSteps][4];  // Q8 (kQInRegs), A fragments per k32 step
   static constexpr int kRows = OnlineSoftmax::kRows;
@@ -181,19 +184,25 @@ struct AttnI8sConsumer {
   }
   // O = P V^T over the tile's keys (k32 steps of 32 keys along V^T's rows),
   // into a fresh accumulator.
-  __device__ static void issue_pv(Acc& o, const PFrag& pa, uint64_t v_desc) {
+  // (kSumOnTc: m64n136 over the ones rows too.)
+  __device__ static void issue_pv(PvAcc& o, const PFrag& pa, uint64_t v_desc) {
     settle(o);
     wgmma::fence();
 #pragma unroll
-    for (int kk = 0; kk < T::kPvSteps; ++kk)
-      wgmma::mma_m64n128k32_e4m3_rs(o, pa[kk], desc_at(v_desc, uint32_t(kk * T::kMmaK)), kk > 0);
+    for (int kk = 0; kk < T::kPvSteps; ++kk) {
+      const uint64_t b = desc_at(v_desc, uint32_t(kk * T::kMmaK));
+      if constexpr (T::kSumOnTc)
+        wgmma::mma_m64n136k32_e4m3_rs(o, pa[kk], b, kk > 0);
+      else
+        wgmma::mma_m64n128k32_e4m3_rs(o, pa[kk], b, kk > 0);
+    }
     wgmma::commit();
     settle(o);
   }
 
   // The overlapped schedule: the same from P's shared tile (k32 steps of 32 bytes
   // along its 128-byte rows, as Q8).
-  __device__ static void issue_pv_ss(Acc& o, uint64_t p_desc, uint64_t v_desc) {
+  __device__ static void issue_pv_ss(PvAcc& o, uint64_t p_desc, uint64_t v_desc) {
     settle(o);
     wgmma::fence();
 #pragma unroll
@@ -357,11 +366,12 @@ struct AttnI8sConsumer {
     float thread_max[kRows], shift[kRows];
     if (valid_keys < T::kBlockN) {
       masked_scores(s, ts, valid_keys, p, thread_max);
-      st.consume_with_max<T::kKeyBlocks, T::kLog2PScale, T::kSoftmaxChains>(p, thread_max, alpha);
+      st.consume_with_max<T::kKeyBlocks, T::kLog2PScale, T::kSoftmaxChains, !T::kSumOnTc>(
+          p, thread_max, alpha);
       return;
     }
     int_max(s, ts, thread_max);
-    st.begin_tile<T::kLog2PScale>(thread_max, alpha, shift);
+    st.begin_tile<T::kLog2PScale, !T::kSumOnTc>(thread_max, alpha, shift);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float qk2[kBlocks], corr2[kBlocks];
@@ -387,13 +397,16 @@ struct AttnI8sConsumer {
                                         : __int2float_rn(s[4 * n + 2 * r + j]);
           const float x = __fmaf_rn(dq, qk2[b], corr2[b]);
           p[n][2 * r + j] = on_fma_pipe(n) ? exp2_poly(x) : ex2(x);
-          chain_sum[n % T::kSoftmaxChains] =
-              __fadd_rn(chain_sum[n % T::kSoftmaxChains], p[n][2 * r + j]);
+          if constexpr (!T::kSumOnTc)
+            chain_sum[n % T::kSoftmaxChains] =
+                __fadd_rn(chain_sum[n % T::kSoftmaxChains], p[n][2 * r + j]);
         }
-      float sum = chain_sum[0];
+      if constexpr (!T::kSumOnTc) {
+        float sum = chain_sum[0];
 #pragma unroll
-      for (int c = 1; c < T::kSoftmaxChains; ++c) sum = __fadd_rn(sum, chain_sum[c]);
-      st.end_tile<T::kLog2PScale>(r, sum);
+        for (int c = 1; c < T::kSoftmaxChains; ++c) sum = __fadd_rn(sum, chain_sum[c]);
+        st.end_tile<T::kLog2PScale>(r, sum);
+      }
     }
   }
 
@@ -403,7 +416,7 @@ struct AttnI8sConsumer {
   // t / 2 swizzled by R: with R a constant, the lane's part of the address
   // is one of two values (R even or odd) and the rest is an immediate.
   template <bool kRescale>
-  __device__ void fold_tile(Acc& acc, const Acc& o, uint32_t v_header,
+  __device__ void fold_tile(Acc& acc, const PvAcc& o, uint32_t v_header,
                             const float (&alpha)[kRows]) const {
     const uint32_t t = uint32_t(lane % 4), half = t / 2, word = 8 * (t % 2);
     const uint32_t lane_base[2] = {v_header + 16 * half + word, v_header + 16 * (half ^ 1) + word};
@@ -425,8 +438,15 @@ struct AttnI8sConsumer {
   }
   // Most tiles leave every row's max where it was (alpha = 1, and acc * 1 is
   // acc): a warp whose rows all agree skips the multiply, with the same bits.
-  __device__ void fold(Acc& acc, const Acc& o, uint32_t v_header,
-                       const float (&alpha)[kRows]) const {
+  // kSumOnTc: the tile's row sums (O's column 128 + 2t for rows g and g + 8:
+  // every ones column holds the whole row's) join l here.
+  __device__ void fold(Acc& acc, const PvAcc& o, uint32_t v_header, const float (&alpha)[kRows],
+                       OnlineSoftmax& st) const {
+    if constexpr (T::kSumOnTc) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+        st.fold_sum<T::kLog2PScale>(r, alpha[r], o[T::kAccRegs + 2 * r]);
+    }
     if (__all_sync(0xffffffffu, alpha[0] == 1.0f && alpha[1] == 1.0f))
       fold_tile<false>(acc, o, v_header, alpha);
     else
@@ -485,7 +505,7 @@ struct AttnI8sConsumer {
 
     Scores s;
     Probs pr;
-    Acc o;
+    PvAcc o;
     PFrag pa;
     float alpha[kRows];  // of the last tile whose P V is not folded yet
 
@@ -557,7 +577,7 @@ struct AttnI8sConsumer {
       };
       auto fold_o = [&](int t_o) {  // o holds P_{t_o} V_{t_o}
         const int stage_o = t_o % T::kStages;
-        fold(acc, o, smem.v_header(stage_o), alpha_o);
+        fold(acc, o, smem.v_header(stage_o), alpha_o, st);
         arch::mbar_arrive(smem.v_empty(stage_o));
       };
       softmax(0, valid(0));
@@ -601,7 +621,7 @@ struct AttnI8sConsumer {
         pass_tensor_cores();
         wgmma::wait<1>();  // O_{t-1} (committed first) is done: pa and V's stage are free
         settle(o);
-        fold(acc, o, smem.v_header(prev), alpha);
+        fold(acc, o, smem.v_header(prev), alpha, st);
         arch::mbar_arrive(smem.v_empty(prev));
         wgmma::wait<0>();  // S_t is done
         settle(s);
@@ -617,7 +637,7 @@ struct AttnI8sConsumer {
     pass_tensor_cores();
     wgmma::wait<0>();
     settle(o);
-    fold(acc, o, smem.v_header(last), alpha);
+    fold(acc, o, smem.v_header(last), alpha, st);
     arch::mbar_arrive(smem.v_empty(last));
 
     ends().store(p, st, acc);

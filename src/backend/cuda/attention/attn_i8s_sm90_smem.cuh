@@ -25,9 +25,23 @@ struct AttnI8sSmem {
   }
   __device__ uint32_t k(int stage) const { return base + T::kKOffset + stage * T::kKStageBytes; }
   __device__ uint32_t v(int stage) const { return base + T::kVOffset + stage * T::kVStageBytes; }
-  // The header rows of a stage: K's after its codes, V's after its codes.
+  // The header rows of a stage: K's after its codes, V's after its codes
+  // (and the ones rows, kSumOnTc).
   __device__ uint32_t k_header(int stage) const { return k(stage) + T::kKCodeBytes; }
-  __device__ uint32_t v_header(int stage) const { return v(stage) + T::kVCodeBytes; }
+  __device__ uint32_t v_ones(int stage) const { return v(stage) + T::kVCodeBytes; }
+  __device__ uint32_t v_header(int stage) const { return v_ones(stage) + T::kVOnesBytes; }
+  // kSumOnTc: every stage's ones rows (e4m3 1.0), by all the CTA's threads
+  // before the barrier that follows, visible to the tensor cores' async proxy.
+  __device__ void write_ones() const {
+    constexpr uint32_t kE4m3Ones = 0x38383838u;
+    constexpr uint32_t kWords = T::kVOnesBytes / 16;
+    for (uint32_t i = threadIdx.x; i < T::kStages * kWords; i += blockDim.x)
+      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(v_ones(int(i / kWords)) +
+                                                                    (i % kWords) * 16),
+                   "r"(kE4m3Ones)
+                   : "memory");
+    wgmma::fence_proxy_async_smem();
+  }
   __device__ uint32_t p(int consumer) const {
     return base + T::kPOffset + uint32_t(consumer) * T::kPGroupBytes;
   }

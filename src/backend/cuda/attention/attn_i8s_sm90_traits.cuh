@@ -20,7 +20,8 @@
 //                of t beside it (overlap, the default io), or P_{t-1} V_{t-1}
 //                and S_t together and the softmax after both (serial).
 //                Variants: Q's A operand from registers (kQInRegs), P's
-//                from registers in the overlap schedule (kPInRegs), part
+//                from registers in the overlap schedule (kPInRegs), each
+//                row's sum of P from the tensor cores (kSumOnTc), part
 //                of the exponentials as a polynomial on the FMA pipe
 //                (kPolyEvery).
 //
@@ -49,7 +50,7 @@ enum class AttnI8sSchedule { serial, overlap, overlap_fold };
 
 template <int kStages_, int kChains_, bool kPingPong_, bool kFusedExp_, bool kMagicInt_,
           AttnI8sSchedule kSchedule_ = AttnI8sSchedule::serial, bool kQInRegs_ = false,
-          int kPolyEvery_ = 0, bool kPInRegs_ = false>
+          int kPolyEvery_ = 0, bool kPInRegs_ = false, bool kSumOnTc_ = false>
 struct AttnI8sTraits {
   static constexpr int kHeadDim = AttnScale::kHeadDim;
   static constexpr int kStages = kStages_;
@@ -88,6 +89,20 @@ struct AttnI8sTraits {
   static constexpr bool kPInRegs = kPInRegs_;
   static_assert(!kPInRegs || kSchedule == AttnI8sSchedule::overlap,
                 "P from registers is the overlap schedule's variant (serial always does it)");
+  // The softmax's row sums taken by the tensor cores: P V runs as m64n136,
+  // its B operand's 8 rows past V^T's channels e4m3 ones (written once a
+  // stage), so O's columns 128..135 hold each row's sum of the e4m3 P the
+  // MMA multiplied, in the MMA's accumulation. It replaces 64 FADDs, the
+  // quad's shuffles and the chains' combination a tile a thread; the sum
+  // joins l at the fold (l = l alpha + sum 2^-8, the same steps one tile
+  // later). Other bits than the default's: the denominator sums the e4m3 P
+  // the numerator multiplies (the definition sums the fp32 p), bounded by
+  // the tier's GPU tests like ex2.approx.
+  static constexpr bool kSumOnTc = kSumOnTc_;
+  static_assert(!kSumOnTc || (kPInRegs && kFusedExp),
+                "the row sums ride on P V's register-A form (kPInRegs) and the fused softmax");
+  static constexpr int kOnesRows = kSumOnTc ? 8 : 0;  // one n8 block of B
+  static constexpr int kPvN = AttnScale::kHeadDim + kOnesRows;
   static_assert(kPolyEvery == 0 || (kFusedExp && kMagicInt),
                 "the polynomial rides on the fused exponent's argument");
 
@@ -123,7 +138,8 @@ struct AttnI8sTraits {
   static constexpr int kKeyBlocks = kBlockN / 8;
   static constexpr int kOBlocks = kHeadDim / 8;
   static constexpr int kAccRegs = kOBlocks * 4;
-  static constexpr int kLog2PScale = 8;  // P = e4m3(p * 2^8), kvi8s::kPScale
+  static constexpr int kPvRegs = kPvN / 2;  // P V's accumulator (kSumOnTc: 4 row-sum registers)
+  static constexpr int kLog2PScale = 8;     // P = e4m3(p * 2^8), kvi8s::kPScale
   static_assert(float(1 << kLog2PScale) == kvi8s::kPScale, "P's scale is kvi8s's");
 
   // Shared memory. Every 8-bit row is 128 bytes, one swizzle row: tiles are
@@ -145,8 +161,12 @@ struct AttnI8sTraits {
   static constexpr uint32_t kKTxBytes = kKCodeBytes + uint32_t(kHeaderKRows) * kRowBytes;
   static constexpr uint32_t kVCodeBytes = uint32_t(kHeadDim) * kRowBytes;
   static constexpr uint32_t kVTxBytes = kVCodeBytes + uint32_t(kHeaderVRows) * kRowBytes;
-  static constexpr uint32_t kVStageBytes =
-      (kVTxBytes + wgmma::kAtomBytes - 1) / wgmma::kAtomBytes * wgmma::kAtomBytes;  // 17 KiB
+  // kSumOnTc: the ones rows, one atom right after the codes (P V's B rows
+  // 128..135); the header's V rows follow them.
+  static constexpr uint32_t kVOnesBytes = uint32_t(kOnesRows) * kRowBytes;
+  static constexpr uint32_t kVStageBytes = (kVTxBytes + kVOnesBytes + wgmma::kAtomBytes - 1) /
+                                           wgmma::kAtomBytes *
+                                           wgmma::kAtomBytes;  // 17 KiB (18 with the ones)
   static constexpr uint32_t kQScaleBytes = uint32_t(kBlockM) * 4;
   // overlap: P (e4m3, 64 rows x 128 keys) per consumer, 128-byte swizzled
   // like Q8, the A operand of P V.
@@ -182,7 +202,7 @@ struct AttnI8sTraits {
   static_assert(kKStageBytes % wgmma::kAtomBytes == 0 && kQ8Offset % wgmma::kAtomBytes == 0 &&
                     kKOffset % wgmma::kAtomBytes == 0 && kVOffset % wgmma::kAtomBytes == 0 &&
                     kKCodeBytes % wgmma::kAtomBytes == 0 && kVCodeBytes % wgmma::kAtomBytes == 0 &&
-                    kPOffset % wgmma::kAtomBytes == 0,
+                    kPOffset % wgmma::kAtomBytes == 0 && kVOnesBytes % wgmma::kAtomBytes == 0,
                 "TMA's 128-byte swizzle needs every tile on a 1024-byte boundary");
   static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 per-block shared memory opt-in");
   static_assert(kStages >= 2, "one tile loads while the other is consumed");

@@ -128,7 +128,8 @@ struct KvI8sFwdParams {
 };
 // Its variants: the fused exponent, the conversion on the integer pipe,
 // ping-pong, the intra-warpgroup overlap, Q or P in registers, part of the
-// exponentials on the FMA pipe (attn_i8s_sm90_traits.cuh).
+// exponentials on the FMA pipe, the row sums on the tensor cores
+// (attn_i8s_sm90_traits.cuh).
 enum class AttnI8sVariant {
   io,
   io2,
@@ -138,6 +139,9 @@ enum class AttnI8sVariant {
   io_p4,
   io_qr_p4,
   io_pr,
+  io_pr_ts,
+  io_pr_ts_p8,
+  io_pr_p8,
   fm4_nopp,
   fm4,
   f4,

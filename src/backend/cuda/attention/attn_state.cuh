@@ -71,12 +71,14 @@ struct OnlineSoftmax {
 
   // consume() given, per row, the max of this thread's scores (a caller that
   // knows it sooner: kvi8s takes it from the int32 dots).
-  template <int kBlocks, int kLog2PScale = 0, int kChains = 1>
+  // kSum = false: l is left alone (a caller that sums the tile elsewhere and
+  // folds it with fold_sum).
+  template <int kBlocks, int kLog2PScale = 0, int kChains = 1, bool kSum = true>
   __device__ __forceinline__ void consume_with_max(float (&s)[kBlocks][4],
                                                    const float (&thread_max)[kRows],
                                                    float (&alpha)[kRows]) {
     float shift[kRows];
-    begin_tile<kLog2PScale>(thread_max, alpha, shift);
+    begin_tile<kLog2PScale, kSum>(thread_max, alpha, shift);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float chain_sum[kChains] = {};
@@ -84,13 +86,17 @@ struct OnlineSoftmax {
       for (int n = 0; n < kBlocks; ++n) {
         s[n][2 * r] = ex2(__fmaf_rn(s[n][2 * r], kLog2e, shift[r]));
         s[n][2 * r + 1] = ex2(__fmaf_rn(s[n][2 * r + 1], kLog2e, shift[r]));
-        chain_sum[n % kChains] = __fadd_rn(chain_sum[n % kChains], s[n][2 * r]);
-        chain_sum[n % kChains] = __fadd_rn(chain_sum[n % kChains], s[n][2 * r + 1]);
+        if constexpr (kSum) {
+          chain_sum[n % kChains] = __fadd_rn(chain_sum[n % kChains], s[n][2 * r]);
+          chain_sum[n % kChains] = __fadd_rn(chain_sum[n % kChains], s[n][2 * r + 1]);
+        }
       }
-      float sum = chain_sum[0];
+      if constexpr (kSum) {
+        float sum = chain_sum[0];
 #pragma unroll
-      for (int c = 1; c < kChains; ++c) sum = __fadd_rn(sum, chain_sum[c]);
-      end_tile<kLog2PScale>(r, sum);
+        for (int c = 1; c < kChains; ++c) sum = __fadd_rn(sum, chain_sum[c]);
+        end_tile<kLog2PScale>(r, sum);
+      }
     }
   }
 
@@ -99,7 +105,8 @@ struct OnlineSoftmax {
   // shift into its score's fma). begin_tile: per row the new max, the
   // accumulator's factor alpha and the exponent's shift (kLog2PScale -
   // base); l is scaled by alpha now and the tile's sum added by end_tile.
-  template <int kLog2PScale = 0>
+  // kScaleL = false: l is left for fold_sum.
+  template <int kLog2PScale = 0, bool kScaleL = true>
   __device__ __forceinline__ void begin_tile(const float (&thread_max)[kRows],
                                              float (&alpha)[kRows], float (&shift)[kRows]) {
 #pragma unroll
@@ -114,7 +121,7 @@ struct OnlineSoftmax {
       const float base = m_new == -kInf ? 0.0f : __fmul_rn(m_new, kLog2e);
       alpha[r] = ex2(__fsub_rn(__fmul_rn(m[r], kLog2e), base));  // fresh row (m = -inf): 0
       shift[r] = kLog2PScale == 0 ? -base : __fsub_rn(float(kLog2PScale), base);
-      l[r] = __fmul_rn(l[r], alpha[r]);
+      if constexpr (kScaleL) l[r] = __fmul_rn(l[r], alpha[r]);
       m[r] = m_new;
     }
   }
@@ -124,6 +131,13 @@ struct OnlineSoftmax {
     const float tile_sum =
         kLog2PScale == 0 ? quad_sum(sum) : __fmul_rn(quad_sum(sum), 1.0f / float(1 << kLog2PScale));
     l[r] = __fadd_rn(l[r], tile_sum);
+  }
+  // A tile's row sum (of the whole row: the quad's already combined, scaled
+  // by 2^kLog2PScale) folded in after the fact with the tile's alpha: the
+  // steps of begin_tile and end_tile, for a caller whose sums arrive later.
+  template <int kLog2PScale = 0>
+  __device__ __forceinline__ void fold_sum(int r, float alpha, float row_sum) {
+    l[r] = __fadd_rn(__fmul_rn(l[r], alpha), __fmul_rn(row_sum, 1.0f / float(1 << kLog2PScale)));
   }
 };
 
