@@ -1,12 +1,13 @@
 // A consumer warpgroup of the kvi8s attention: 64 query rows against every
 // key tile of [key_begin, key_end), in order, as kv/kvi8s.hpp defines. The
 // overlapped schedules (T::kOverlap: FlashAttention-3's intra-warpgroup
-// pipelining; the default, io), per tile t:
+// pipelining; the default, io-pr-ts, is one), per tile t:
 //
 //   wait K[t], V[t-1]; take the tensor cores (kPingPong: from the other group)
 //   issue S_t = Q8 [K_t; digits_t]^T                 (async, 4 x m64n144k32 s8)
 //   (overlap_fold: fold O_{t-2}, below; release V[t-2])
-//   issue O = P_{t-1} V_{t-1}, P from its shared tile (async, 4 x m64n128k32 e4m3)
+//   issue O = P_{t-1} V_{t-1}, P from its shared tile or registers (async, 4 x
+//     m64n128k32 e4m3; m64n136k32 with the row sums' ones rows, kSumOnTc)
 //   hand the tensor cores to the other warpgroup
 //   wait S_t; the softmax of t while P_{t-1} V_{t-1} is on the tensor cores
 //   wait O; (overlap: fold O_{t-1}; release V[t-1]); P_t to the shared tile

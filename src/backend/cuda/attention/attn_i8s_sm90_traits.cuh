@@ -17,7 +17,7 @@
 //                kernel, or (kPingPong = false, the default) each takes the
 //                tensor cores when ready. Within one (kSchedule): S_t, then
 //                P_{t-1} V_{t-1} with P from a shared tile, and the softmax
-//                of t beside it (overlap, the default io), or P_{t-1} V_{t-1}
+//                of t beside it (overlap: the default, io-pr-ts), or P_{t-1} V_{t-1}
 //                and S_t together and the softmax after both (serial).
 //                Variants: Q's A operand from registers (kQInRegs), P's
 //                from registers in the overlap schedule (kPInRegs), each
@@ -79,7 +79,7 @@ struct AttnI8sTraits {
   // Every kPolyEvery-th n8 key block's exponentials on the FMA pipe
   // (attn_exp2_poly.hpp) instead of the SFU: 1 / kPolyEvery of P (0: none).
   // The polynomial's error (<= 7.5e-5) moves an e4m3 P now and then: other
-  // bits than the default's, bounded by the tier's GPU tests.
+  // bits than without it, bounded by the tier's GPU tests.
   static constexpr int kPolyEvery = kPolyEvery_;
   // overlap: P_{t-1} V_{t-1} with P's A fragments from registers (the serial
   // schedule's form) instead of a shared tile. P_t is packed from the
@@ -95,7 +95,7 @@ struct AttnI8sTraits {
   // MMA multiplied, in the MMA's accumulation. It replaces 64 FADDs, the
   // quad's shuffles and the chains' combination a tile a thread; the sum
   // joins l at the fold (l = l alpha + sum 2^-8, the same steps one tile
-  // later). Other bits than the default's: the denominator sums the e4m3 P
+  // later). Other bits than io-pr's: the denominator sums the e4m3 P
   // the numerator multiplies (the definition sums the fp32 p), bounded by
   // the tier's GPU tests like ex2.approx.
   static constexpr bool kSumOnTc = kSumOnTc_;
