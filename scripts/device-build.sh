@@ -10,10 +10,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
+# Gone before the build, so a failed build leaves nothing stale for a device call to carry
+# (session 36 lost a call to old binaries after a build had failed on spills).
+rm -rf .devbin
 cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DH3S_CUDA=ON \
   -DH3S_PORTABLE_BINARIES=ON -DH3S_BUILD_BENCH=OFF >/dev/null
 cmake --build build-dev --target h3s h3s_tests_gpu h3s_tests_exec
-rm -rf .devbin && mkdir -p .devbin
+mkdir -p .devbin
 cp build-dev/tools/h3s/h3s build-dev/tests/h3s_tests_gpu build-dev/tests/h3s_tests_exec .devbin/
 strip .devbin/h3s .devbin/h3s_tests_gpu .devbin/h3s_tests_exec
 du -sh .devbin
