@@ -489,6 +489,48 @@ def test_chunked_final_layer_exact_is_bit_equal_to_stock(pack, chunk):
         torch.testing.assert_close(a, r, rtol=1e-5, atol=1e-5)
 
 
+def test_streamed_head_gemm_runs_every_call_at_the_chunk_rows(pack):
+    """final_layer_gemm=streamed: every head call has `chunk` rows (the last window ends at
+    the span's end and overlaps the one before), so cuBLAS, which picks kernels by M, runs
+    one kernel for every row; each row is kept from exactly one window."""
+    cfl = streamed(pack).ChunkedFinalLayer(FakeFinal(), 600, "streamed")
+    assert cfl.gemm_windows(1300) == [(0, 600, 0), (600, 1200, 600), (1200, 1300, 700)]
+    assert cfl.gemm_windows(1800) == [(0, 600, 0), (600, 1200, 600), (1200, 1800, 1200)]
+    assert cfl.gemm_windows(601) == [(0, 600, 0), (600, 601, 1)]
+
+
+class RowWiseHead(nn.Module):
+    """A head whose every output row depends on its own input row only, with no
+    reduction (so its bits cannot depend on how the rows are batched), recording the
+    rows of every call."""
+
+    def __init__(self, out):
+        super().__init__()
+        self.out, self.rows = out, []
+
+    def forward(self, h):
+        self.rows.append(h.shape[0])
+        return h[:, :self.out] * 3.0 + 1.0
+
+
+@pytest.mark.parametrize("chunk", [7, 30, 64])
+def test_streamed_head_gemm_keeps_each_row_from_its_window(pack, chunk):
+    torch.manual_seed(2)
+    fl = FakeFinal()
+    fl.video_out, fl.audio_out = RowWiseHead(12), RowWiseHead(5)
+    x = torch.randn(100, S_HIDDEN).to(torch.bfloat16)
+    t = torch.randn(2, 8, dtype=torch.bfloat16)
+    segs = ((30, 100, 1), (10, 30, 0))
+    with torch.no_grad():
+        ref = fl(x, t, *segs)
+        fl.video_out.rows.clear(), fl.audio_out.rows.clear()
+        got = streamed(pack).ChunkedFinalLayer(fl, chunk, "streamed")(x, t, *segs)
+    for r, g in zip(ref, got):
+        assert torch.equal(r, g)
+    for head, n in ((fl.video_out, 70), (fl.audio_out, 20)):
+        assert head.rows == ([chunk] * -(-n // chunk) if n > chunk else [n]), (chunk, head.rows)
+
+
 class FakeFinalUpstream(FakeFinal):
     """Upstream ComfyUI's FinalLayer: forward takes (sigma, sample_sigmas, shifts) too, and
     `bank` heads per stream (a PDD head bank) blend by sigma (here: pick one)."""
