@@ -77,7 +77,8 @@ void add_control_flags(CLI::App& cmd, ExecOptions& o, std::string& final_gemm) {
   cmd.add_option("--kv-chunk", o.kv_chunk, "rows per projection chunk while building K/V")
       ->capture_default_str();
   cmd.add_option("--mlp-chunk", o.mlp_chunk,
-                 "rows per MLP chunk; 0 = the MLP over the whole sequence")
+                 "rows per MLP chunk; 0 = the MLP over the whole sequence (the ComfyUI node's 0 "
+                 "hands the MLP to the model's own module instead)")
       ->capture_default_str();
   cmd.add_option("--min-tokens", o.min_tokens, "below this packed length blocks run stock")
       ->capture_default_str();
