@@ -119,7 +119,8 @@ CONTROLS = (
         "every head GEMM runs on exactly final_layer_chunk rows (the last window overlaps), "
         "so all rows get one cuBLAS kernel. Bit-equal to stock where cuBLAS picks the same "
         "kernel for that M as for the whole span: measured on an H100 at the default "
-        "16384 (fp32 and TF32); at 4096 the fp32 audio head differs by ~3e-6 relative."),
+        "16384 (fp32 and TF32); at 4096 the fp32 audio head differs by ~3e-6 relative. "
+        "self_check reports it on your GPU."),
     Control(
         "kv_store", "COMBO", "bf16", choices=("bf16", "kvi8r", "kvi8s", "kvfp4s", "kvmix"),
         tooltip="K/V storage tier. bf16 = the exact resident store (2 bytes per element). "
@@ -151,7 +152,9 @@ CONTROLS = (
         tooltip="On block 0's first long call: run h3stream's stock block and its streamed "
         "variants (full, q only, kv only, mlp only, none) on copies plus ComfyUI's own "
         "block, and log one line: streamed vs h3stream stock (must be 0 ulp) and h3stream "
-        "vs ComfyUI (max/mean ulps). Costs about three extra block runs once."),
+        "vs ComfyUI (max/mean ulps). Costs about three extra block runs once. With "
+        "final_layer_chunk > 0 the first chunked final layer is also compared with the "
+        "model's own (one line: bit-equal or not on this GPU)."),
     Control(
         "exact_av_rows", "BOOLEAN", False,
         tooltip="With an approximate K/V store: the text and audio query rows (those ComfyUI's "

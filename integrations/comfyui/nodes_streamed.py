@@ -24,6 +24,12 @@ log = logging.getLogger("h3stream.comfyui")
 _said = set()
 
 
+def torch_equal(a, b):
+    import torch
+
+    return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
+
+
 def say_once(key, line):
     if key not in _said:
         _said.add(key)
@@ -289,11 +295,15 @@ class ChunkedFinalLayer:
     the module tree and its state_dict are untouched): the model's own norm,
     adaLN and heads, run over row chunks of the video and audio spans."""
 
-    def __init__(self, layer, chunk, gemm, merge_tail_below=512):
+    def __init__(self, layer, chunk, gemm, merge_tail_below=512, self_check=False):
         self.layer_ref = weakref.ref(layer)
         self.chunk = int(chunk)
         self.gemm = gemm
         self.merge_tail_below = int(merge_tail_below)
+        # self_check: the first call that chunks is also run through the layer's own
+        # forward and compared (one line): whether this GPU's cuBLAS gives the chunked
+        # head the whole span's bits is measured, not assumed.
+        self.self_check_pending = bool(self_check)
 
     def row_chunks(self, n):
         """[lo, hi) chunks of `chunk` rows over n; a tail shorter than merge_tail_below
@@ -338,8 +348,34 @@ class ChunkedFinalLayer:
                      "runs unchunked")
             return type(fl).forward(fl, x, t_emb, video_seg, audio_seg, *rest, **kwargs)
         shift, scale = fl.adaln_proj(t_emb)
-        return (self._span(fl, fl.video_out, x, video_seg, shift, scale),
-                self._span(fl, fl.audio_out, x, audio_seg, shift, scale))
+        out = (self._span(fl, fl.video_out, x, video_seg, shift, scale),
+               self._span(fl, fl.audio_out, x, audio_seg, shift, scale))
+        chunks = any(seg[1] - seg[0] > self.chunk for seg in (video_seg, audio_seg))
+        if self.self_check_pending and chunks:
+            self.self_check_pending = False
+            self._self_check(fl, out, (x, t_emb, video_seg, audio_seg, *rest), kwargs)
+        return out
+
+    def _self_check(self, fl, out, args, kwargs):
+        """One line: these chunks against the layer's own forward, per span."""
+        from .h3_compare import describe, rel_rms, ulp_diff
+
+        try:
+            ref = type(fl).forward(fl, *args, **kwargs)
+            parts = []
+            for name, got, want in zip(("video", "audio"), out, ref):
+                d = ulp_diff(got, want)
+                d["rel_rms"] = rel_rms(got, want)
+                rows = int((got != want).any(dim=-1).sum()) if got.shape == want.shape else "?"
+                parts.append(f"{name} {describe(d)}" + ("" if d["bit_equal"] else
+                                                         f" ({rows} rows)"))
+            verdict = ("bit-equal" if all(torch_equal(g, w) for g, w in zip(out, ref))
+                       else "DIFFERENT")
+            log.warning(f"[h3stream] self_check final layer: final_layer_chunk {self.chunk}, "
+                        f"final_layer_gemm {self.gemm} vs the model's own final layer "
+                        f"{verdict}: {'; '.join(parts)}")
+        except Exception as e:  # a check must never stop sampling
+            log.warning(f"[h3stream] self_check final layer failed: {type(e).__name__}: {e}")
 
     def _span(self, fl, head, x, seg, shift, scale):
         import torch
@@ -424,7 +460,8 @@ def apply_streamed(model, values, mode="streamed", h3=None):
     if values["final_layer_chunk"] > 0:
         m.add_object_patch("diffusion_model.final_layer.forward",
                            ChunkedFinalLayer(dm.final_layer, values["final_layer_chunk"],
-                                             values["final_layer_gemm"]))
+                                             values["final_layer_gemm"],
+                                             self_check=values["self_check"]))
     return m
 
 

@@ -531,6 +531,94 @@ def test_streamed_head_gemm_keeps_each_row_from_its_window(pack, chunk):
         assert head.rows == ([chunk] * -(-n // chunk) if n > chunk else [n]), (chunk, head.rows)
 
 
+class BatchDependentHead(RowWiseHead):
+    """A head whose rows change with the call's row count, as cuBLAS's kernel choice can."""
+
+    def forward(self, h):
+        return super().forward(h) + 1e-3 * h.shape[0]
+
+
+def final_layer_self_check_lines(pack, caplog, fl, chunk, gemm, calls=2, self_check=True):
+    x = torch.randn(100, S_HIDDEN).to(torch.bfloat16)
+    t = torch.randn(2, 8, dtype=torch.bfloat16)
+    segs = ((30, 100, 1), (10, 30, 0))
+    cfl = streamed(pack).ChunkedFinalLayer(fl, chunk, gemm, self_check=self_check)
+    with caplog.at_level(logging.INFO, logger="h3stream.comfyui"), torch.no_grad():
+        outs = [cfl(x, t, *segs) for _ in range(calls)]
+        ref = fl(x, t, *segs)
+    lines = [r.getMessage() for r in caplog.records if "self_check final layer" in r.getMessage()]
+    return lines, outs, ref
+
+
+def test_final_layer_self_check_logs_bit_equal_once(pack, caplog):
+    fl = FakeFinal()
+    fl.video_out, fl.audio_out = RowWiseHead(12), RowWiseHead(5)
+    lines, outs, ref = final_layer_self_check_lines(pack, caplog, fl, 30, "streamed")
+    assert len(lines) == 1, lines
+    assert "final_layer_chunk 30, final_layer_gemm streamed vs the model's own final layer " \
+        "bit-equal" in lines[0], lines[0]
+    assert "video bit-equal (840 values)" in lines[0] and "audio bit-equal (100 values)" in lines[0]
+    for out in outs:  # the check changes nothing it returns
+        assert all(torch.equal(o, r) for o, r in zip(out, ref))
+
+
+def test_final_layer_self_check_reports_rows_that_differ(pack, caplog):
+    fl = FakeFinal()
+    fl.video_out, fl.audio_out = BatchDependentHead(12), BatchDependentHead(5)
+    # chunk 30: video (70 rows) runs as three 30-row windows, audio (20 rows) in one call
+    # as stock does, so only the video rows differ.
+    lines, outs, ref = final_layer_self_check_lines(pack, caplog, fl, 30, "streamed")
+    assert len(lines) == 1 and "DIFFERENT" in lines[0], lines
+    assert "video max" in lines[0] and "(70 rows)" in lines[0], lines[0]
+    assert "audio bit-equal" in lines[0], lines[0]
+    # exact mode runs the head once at full M: the same bits as the layer's own forward.
+    caplog.clear()
+    lines, _, _ = final_layer_self_check_lines(pack, caplog, fl, 30, "exact")
+    assert len(lines) == 1 and "final_layer_gemm exact vs the model's own final layer " \
+        "bit-equal" in lines[0], lines
+
+
+def test_final_layer_self_check_is_off_unless_asked_and_skips_unchunked_calls(pack, caplog):
+    fl = FakeFinal()
+    lines, _, _ = final_layer_self_check_lines(pack, caplog, fl, 30, "streamed", self_check=False)
+    assert lines == []
+    lines, _, _ = final_layer_self_check_lines(pack, caplog, fl, 200, "streamed")
+    assert lines == []  # spans of 70 and 20 rows: nothing is chunked, nothing to check
+
+
+def test_final_layer_self_check_failure_is_logged_not_raised(pack, caplog):
+    fl = FakeFinal()
+    fl.video_out, fl.audio_out = RowWiseHead(12), RowWiseHead(5)
+    cfl = streamed(pack).ChunkedFinalLayer(fl, 30, "streamed", self_check=True)
+    x = torch.randn(100, S_HIDDEN).to(torch.bfloat16)
+    t = torch.randn(2, 8, dtype=torch.bfloat16)
+
+    def broken(*a, **k):
+        raise RuntimeError("out of memory (simulated)")
+
+    with caplog.at_level(logging.INFO, logger="h3stream.comfyui"), torch.no_grad(), \
+            mock_forward(type(fl), broken):
+        out = cfl(x, t, (30, 100, 1), (10, 30, 0))
+    assert out[0].shape == (70, 12) and out[1].shape == (20, 5)
+    lines = [r.getMessage() for r in caplog.records if "self_check final layer" in r.getMessage()]
+    assert lines == ["[h3stream] self_check final layer failed: RuntimeError: out of memory "
+                     "(simulated)"], lines
+
+
+class mock_forward:
+    """Replace cls.forward for a with-block."""
+
+    def __init__(self, cls, fn):
+        self.cls, self.fn = cls, fn
+
+    def __enter__(self):
+        self.old = self.cls.forward
+        self.cls.forward = self.fn
+
+    def __exit__(self, *exc):
+        self.cls.forward = self.old
+
+
 class FakeFinalUpstream(FakeFinal):
     """Upstream ComfyUI's FinalLayer: forward takes (sigma, sample_sigmas, shifts) too, and
     `bank` heads per stream (a PDD head bank) blend by sigma (here: pick one)."""
