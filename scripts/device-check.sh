@@ -4,7 +4,9 @@
 # and .ext/torch_h3_block.py (the PyTorch anchor, carried). One call: GPU tests,
 # compute-sanitizer, the Python tests on the CUDA wheel, block benchmark and the PyTorch
 # reference; JSON and logs under $OUT.
-#   usage: bash scripts/device-check.sh [tests|bench|placement|attention|tiers|ptx80|decode|all] [token list] [formats]
+#   usage: bash scripts/device-check.sh [tests|bench|placement|attention|tiers|ptx80|decode|mma|all] [token list] [formats]
+# mma: kvi8s' mma.sync kernel (RTX 40/50-series): tests on Hopper and on its PTX, sanitizers,
+# kvbench beside the Hopper kernel, the int8 block on the PTX path (MMA_BLOCK= skips it).
 # ptx80 (also part of tests): the whole GPU suite, then the sm_80 code paths on this GPU: the
 # driver made to JIT-compile the compute_80 PTX (CUDA_FORCE_PTX_JIT=1), so no Hopper kernel
 # runs, as on Ampere/Ada cards (their sm_80 image is the same code) and Blackwell (that PTX):
@@ -42,6 +44,7 @@ mode=${1:-all}
 default_tokens=32768,131072,217088
 [ "$mode" = attention ] && default_tokens=217088
 [ "$mode" = tiers ] && default_tokens=217088
+[ "$mode" = mma ] && default_tokens=217088
 tokens=${2:-$default_tokens}
 formats=${3:-int8,bf16,w4a8}
 OUT=${OUT:-/tmp/h3s-out}
@@ -98,7 +101,7 @@ if [ "$mode" = tiers ]; then
       --gtest_filter='GpuKvi8r.*:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvi8r_$v.json"
     [ -f "$OUT/gpu_tests_kvi8r_$v.json" ] && no_skips "gpu_tests_kvi8r_$v" "$OUT/gpu_tests_kvi8r_$v.json"
   done
-  kvi8s_variants=${KVI8S_VARIANTS-io-pr-ts io-pr io-pr-ts-p8 io-pr-p8 io io2 io-pp io-qr io-p8 io-p4 io-qr-p4 fm4-nopp fm4 f4 s4 s4-nopp}
+  kvi8s_variants=${KVI8S_VARIANTS-io-pr-ts mma io-pr io-pr-ts-p8 io-pr-p8 io io2 io-pp io-qr io-p8 io-p4 io-qr-p4 fm4-nopp fm4 f4 s4 s4-nopp}
   for v in $kvi8s_variants; do
     step "gpu_tests_kvi8s_$v" 120 env H3S_KVI8S_KERNEL=$v $bin/h3s_tests_gpu \
       --gtest_filter='*GpuKvStore.*/kvi8s:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvi8s_$v.json"
@@ -120,7 +123,7 @@ if [ "$mode" = tiers ]; then
       step "kvbench_kvfp4s_${v}_$t" 200 env H3S_KVFP4S_KERNEL=$v $bin/h3s kvbench \
         --kv-store kvfp4s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done
-    for v in ${KVI8S_BENCH_VARIANTS-io-pr io-pr-ts-p8 io-pr-p8 io io-qr io-p8 io-p4 io-qr-p4 io2 fm4-nopp}; do
+    for v in ${KVI8S_BENCH_VARIANTS-mma io-pr io-pr-ts-p8 io-pr-p8 io io-qr io-p8 io-p4 io-qr-p4 io2 fm4-nopp}; do
       step "kvbench_kvi8s_${v}_$t" 200 env H3S_KVI8S_KERNEL=$v $bin/h3s kvbench \
         --kv-store kvi8s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done
@@ -160,17 +163,53 @@ if [ "$mode" = tiers ]; then
     done
   done
 fi
+if [ "$mode" = mma ]; then
+  # kvi8s' mma.sync kernel (the RTX 40/50-series path): its tests on its sm_90a image
+  # (H3S_KVI8S_KERNEL=mma) and on its compute_89 PTX (CUDA_FORCE_PTX_JIT=1: the code
+  # sm_89+ cards run, beside the exact mma.sync kernel they run), the sanitizers on
+  # it, then kvbench at the token list against the Hopper default, and the int8 block
+  # on the PTX path beside the exact store there.
+  step gpu_tests_mma 200 env H3S_KVI8S_KERNEL=mma $bin/h3s_tests_gpu \
+    --gtest_filter='*GpuKvStore.*/kvi8s:GpuKvi8sVariants.Mma*:*ApproximateTiers*' \
+    --gtest_output=json:"$OUT/gpu_tests_mma.json"
+  [ -f "$OUT/gpu_tests_mma.json" ] && no_skips gpu_tests_mma "$OUT/gpu_tests_mma.json"
+  step gpu_tests_mma_ptx 300 env CUDA_FORCE_PTX_JIT=1 $bin/h3s_tests_gpu \
+    --gtest_filter='GpuArch.TheLoadedImage*:*GpuKvStore.*/kvi8s:*GpuBlockExact.ApproximateTiers*' \
+    --gtest_output=json:"$OUT/gpu_tests_mma_ptx.json"
+  [ -f "$OUT/gpu_tests_mma_ptx.json" ] && no_skips gpu_tests_mma_ptx "$OUT/gpu_tests_mma_ptx.json"
+  for tool in memcheck racecheck synccheck; do
+    step "${tool}_mma" 150 env H3S_KVI8S_KERNEL=mma compute-sanitizer --tool $tool \
+      --error-exitcode 9 $bin/h3s_tests_gpu \
+      --gtest_filter='Tiers/GpuKvStore.ChunksAndBlocksGiveTheSinglePassBits/kvi8s'
+  done
+  for t in ${tokens//,/ }; do
+    for v in io-pr-ts mma io-pr-ts; do
+      step "kvbench_kvi8s_${v}_$t" 200 env H3S_KVI8S_KERNEL=$v $bin/h3s kvbench \
+        --kv-store kvi8s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
+    done
+    step "kvbench_kvi8s_ptx_$t" 300 env CUDA_FORCE_PTX_JIT=1 $bin/h3s kvbench \
+      --kv-store kvi8s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
+    if [ -n "${MMA_BLOCK-1}" ]; then
+      for kv in bf16 kvi8s; do
+        step "bench_int8_${kv}_ptx_$t" 300 env CUDA_FORCE_PTX_JIT=1 $bin/h3s bench \
+          --backend cuda --preset h3 --format int8 --token-list "$t" --json --q-chunk 16384 \
+          --kv-chunk 16384 --mlp-chunk 16384 --kv-store $kv --skip-attention
+      done
+    fi
+  done
+fi
 if [ "$mode" = ptx80 ]; then
   step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
   [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
 fi
 if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] &&
-  [ "$mode" != decode ]; then
+  [ "$mode" != decode ] && [ "$mode" != mma ]; then
   # The sm_80 code on this GPU (see ptx80 above). Hopper-only tests are left out: the
-  # Hopper kernels of kvi8r/kvi8s/kvmix (kvi8s and kvmix fall back to the exact store
-  # there; kvfp4s and kvi8r run by their decode paths, the default there), the wgmma/TMA
+  # Hopper kernels of kvi8r/kvi8s/kvmix (kvmix falls back to the exact store there,
+  # kvi8s runs its mma.sync kernel from the compute_89 PTX; kvfp4s and kvi8r run by
+  # their decode paths, the default there), the wgmma/TMA
   # probe and the sm_90 GEMM variants.
-  ptx80_filter=${PTX80_FILTER-'GpuArch.TheLoadedImage*:GpuGemm.*:GpuGemmW4A8.*:GpuAttention.*:GpuOps.*:GpuGolden.*:GpuW4A8Backend.*:GpuNvfp4*:GpuStageQueue.*:*GpuBlockExact.StreamedEqualsStock*:*GpuBlockExact.MatchesTheCpu*:*GpuBlockExact.ApproximateTiers*:GpuForward.*:GpuLatentForward.*:GpuPlacement.*:*GpuKvStore.*/kvfp4s:GpuKvfp4sVariants.DecodeKernel*:GpuKvi8r.RowOps*:GpuKvi8rDecode.*'}
+  ptx80_filter=${PTX80_FILTER-'GpuArch.TheLoadedImage*:GpuGemm.*:GpuGemmW4A8.*:GpuAttention.*:GpuOps.*:GpuGolden.*:GpuW4A8Backend.*:GpuNvfp4*:GpuStageQueue.*:*GpuBlockExact.StreamedEqualsStock*:*GpuBlockExact.MatchesTheCpu*:*GpuBlockExact.ApproximateTiers*:GpuForward.*:GpuLatentForward.*:GpuPlacement.*:*GpuKvStore.*/kvfp4s:*GpuKvStore.*/kvi8s:GpuKvfp4sVariants.DecodeKernel*:GpuKvi8r.RowOps*:GpuKvi8rDecode.*'}
   step gpu_tests_ptx80 600 env CUDA_FORCE_PTX_JIT=1 $bin/h3s_tests_gpu \
     --gtest_filter="$ptx80_filter" --gtest_output=json:"$OUT/gpu_tests_ptx80.json"
   [ -f "$OUT/gpu_tests_ptx80.json" ] && no_skips gpu_tests_ptx80 "$OUT/gpu_tests_ptx80.json"
@@ -215,7 +254,7 @@ if [ "$mode" = ptx80 ] || [ "$mode" = decode ]; then
   done
 fi
 if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] && [ "$mode" != ptx80 ] &&
-  [ "$mode" != decode ]; then
+  [ "$mode" != decode ] && [ "$mode" != mma ]; then
   step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
   [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
   # Every other attention kernel (the variants, the cp.async wgmma kernel, the
@@ -287,7 +326,7 @@ if [ "$mode" = attention ]; then
   fi
 fi
 if [ "$mode" != tests ] && [ "$mode" != ptx80 ] && [ "$mode" != placement ] && [ "$mode" != attention ] &&
-  [ "$mode" != tiers ] && [ "$mode" != decode ]; then
+  [ "$mode" != tiers ] && [ "$mode" != decode ] && [ "$mode" != mma ]; then
   for f in ${formats//,/ }; do
     step "bench_$f" 300 $bin/h3s bench --backend cuda --preset h3 --format "$f" \
       --token-list "$tokens" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384

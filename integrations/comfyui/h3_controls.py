@@ -130,7 +130,10 @@ CONTROLS = (
         "but takes ~1.1x the exact attention's time); kvi8s = SageAttention-2 layout, int8 "
         "Q/K and fp8 V/P (1.04 bytes/element, attention rel-rms ~4e-2; on an H100/H200 "
         "~1.4x faster than the exact attention, the 217k-token int8 block in ~0.7x "
-        "PyTorch-cuDNN's time (~0.48x PyTorch-flash's) at 0.58x the exact store's memory); "
+        "PyTorch-cuDNN's time (~0.48x PyTorch-flash's) at 0.58x the exact store's memory; "
+        "on RTX 40/50-series and other sm_89+ GPUs an mma.sync kernel with the same "
+        "arithmetic, whose speed there is not measured yet: on an H100 running that code "
+        "the 217k block took 0.94x the exact store's time); "
         "kvfp4s = NVFP4 K (rotated, "
         "centred per 256-token block) and V (0.57 bytes/element, attention rel-rms ~0.14: "
         "the cheapest in memory, the least accurate; about the exact attention's time: "
@@ -139,7 +142,8 @@ CONTROLS = (
         "by default, ~0.80 bytes/element; the heads picked per block on its first call by "
         "their fp4 sensitivity, or given in kv_mix_heads; error and speed between the two "
         "stores'). On a GPU without the tier's kernel the engine logs one line and runs "
-        "the exact store (kvi8s and kvmix need Hopper; kvfp4s and kvi8r run on every GPU, "
+        "the exact store (kvi8s needs an RTX 40-series or newer GPU, compute capability 8.9+; "
+        "kvmix needs Hopper; kvfp4s and kvi8r run on every GPU, "
         "off Hopper by decoding blocks of keys to 16 bits for the exact kernel, at about "
         "its speed)."),
     Control(

@@ -127,9 +127,10 @@ void kvi8r_decode(const uint8_t* k_code, const uint8_t* v_code, int64_t code_str
                   const uint16_t* k_scale, const uint16_t* v_scale, int64_t scale_key,
                   int64_t scale_head, int64_t key_begin, int64_t n, int64_t heads, uint16_t* k,
                   int64_t ldk, uint16_t* v, int64_t ldv, cudaStream_t s);
-// The kvi8s tier's attention (kv/kvi8s.hpp) on Hopper: int8 Q K^T, fp8 P V;
-// the state always ends stored. attention_kvi8s_supported() says whether
-// this device runs it; H3S_KVI8S_KERNEL picks the kernel variant.
+// The kvi8s tier's attention (kv/kvi8s.hpp): int8 Q K^T, fp8 P V, on
+// wgmma (Hopper) or mma.sync (sm_89 and newer otherwise); the state always
+// ends stored. attention_kvi8s_supported() says whether this device runs
+// it; H3S_KVI8S_KERNEL picks the Hopper variant, or mma.
 void attention_kvi8s(const attn::KvI8sFwdParams& p, cudaStream_t s);
 bool attention_kvi8s_supported();
 const char* attention_kvi8s_kernel_name();

@@ -2,8 +2,9 @@
 // backend carries an sm_90a image (the Hopper kernels: wgmma, TMA,
 // setmaxnreg, and the mma.sync ones), an sm_80 image (the mma.sync kernels:
 // Ampere and Ada, e.g. RTX 30 and 40 series, A100, L4) and compute_80 PTX the
-// driver compiles for newer GPUs (Blackwell). Every dispatcher asks here
-// which kernels it may launch.
+// driver compiles for newer GPUs (Blackwell); kvi8s' mma.sync kernel also
+// has sm_89 and sm_120 images and compute_89 PTX (fp8 mma.sync). Every
+// dispatcher asks here which kernels it may launch.
 #pragma once
 
 namespace h3s::cuda::arch {

@@ -53,6 +53,14 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
                : "r"(addr));
 }
 
+// Two such matrices (lanes 0-15 supply the addresses; lanes 16-31's are
+// ignored but formed): one n8 block's B fragment of an 8-bit k32 MMA.
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(addr));
+}
+
 // The same with each 8x8 matrix transposed on the way (a row-major B operand,
 // e.g. attention's V tile [key][dim]).
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {

@@ -182,8 +182,14 @@ constexpr Choice<attn::AttnI8sVariant> kI8sChoices[] = {
     {attn::AttnI8sVariant::f4, "f4"},
     {attn::AttnI8sVariant::s4, "s4"},
     {attn::AttnI8sVariant::s4_nopp, "s4-nopp"}};
+// kvi8s on mma.sync (attn_fwd_i8s_sm89.cu): the kernel off Hopper, on sm_89
+// and newer (int8 and fp8 mma.sync), and H3S_KVI8S_KERNEL=mma on Hopper for
+// comparison.
+constexpr const char* kI8sEnv = "H3S_KVI8S_KERNEL";
+constexpr std::string_view kMma = "mma";
+constexpr int kMmaComputeCapability = 89;  // fp8 mma.sync
 Choice<attn::AttnI8sVariant> i8s_choice() {
-  return choose("H3S_KVI8S_KERNEL", kI8sChoices, "kvi8s");
+  return choose(kI8sEnv, kI8sChoices, "kvi8s", kMma.data());
 }
 
 constexpr Choice<attn::AttnFp4sVariant> kFp4sChoices[] = {
@@ -206,21 +212,30 @@ Choice<attn::AttnFp4sVariant> fp4s_choice() {
 // variant (refused off Hopper, and `check` refuses a name that is no
 // variant); unset, the decode path off Hopper, and on Hopper when
 // `decode_on_hopper` (the faster there).
+// The same question for any such second path (`other`: "decode", or kvi8s'
+// "mma"), described in errors as `what`.
 template <class Check>
-bool tier_decodes(const char* env, const char* tier, bool hopper_kernel, bool decode_on_hopper,
-                  Check check) {
+bool tier_takes_other_path(const char* env, const char* tier, bool hopper_kernel,
+                           bool other_on_hopper, Check check, std::string_view other,
+                           const char* what) {
   const char* set = std::getenv(env);
   const std::string_view want = set != nullptr ? set : "";
-  if (want == kDecode) return true;
+  if (want == other) return true;
   if (!want.empty() && !hopper_kernel)
     fail(ErrorKind::invalid_argument,
-         "{}={}: that {} kernel needs an sm_90 GPU (Hopper); set {} or unset it (the decode path)",
-         env, want, tier, kDecode);
+         "{}={}: that {} kernel needs an sm_90 GPU (Hopper); set {} or unset it ({})", env, want,
+         tier, other, what);
   if (!want.empty()) {
     check();
     return false;
   }
-  return !hopper_kernel || decode_on_hopper;
+  return !hopper_kernel || other_on_hopper;
+}
+template <class Check>
+bool tier_decodes(const char* env, const char* tier, bool hopper_kernel, bool decode_on_hopper,
+                  Check check) {
+  return tier_takes_other_path(env, tier, hopper_kernel, decode_on_hopper, check, kDecode,
+                               "the decode path");
 }
 
 // Keys on the engine's tile, and the heads a grid can hold.
@@ -271,27 +286,43 @@ void attention_kvi8r(const attn::KvI8rFwdParams& p, bool fresh, cudaStream_t s) 
 }
 
 bool attention_kvi8s_supported() {
-  return attention_kvi8r_supported();  // the same Hopper features: wgmma and TMA
+  // The Hopper kernel (wgmma and TMA), or the mma.sync one (fp8 mma.sync).
+  return arch::hopper_kernels() || arch::device_compute_capability() >= kMmaComputeCapability;
 }
 
+namespace {
+// Whether kvi8s runs on the mma.sync kernel here (see kMma).
+bool attention_kvi8s_on_mma() {
+  return tier_takes_other_path(
+      kI8sEnv, "kvi8s", arch::hopper_kernels(), false, [] { i8s_choice(); }, kMma,
+      "the mma.sync kernel");
+}
+}  // namespace
+
 const char* attention_kvi8s_kernel_name() {
-  return i8s_choice().name;
+  return attention_kvi8s_on_mma() ? kMma.data() : i8s_choice().name;
 }
 
 void attention_kvi8s(const attn::KvI8sFwdParams& p, cudaStream_t s) {
   const char* op = "attention_kvi8s";
   if (!attention_kvi8s_supported())
     fail(ErrorKind::invalid_argument,
-         "{}: the kvi8s kernel needs an sm_90 GPU (Hopper); use kv_store 'bf16' here", op);
+         "{}: the kvi8s kernels need fp8 tensor cores (compute capability 8.9 or newer: RTX "
+         "40-series, L4, L40, Hopper, Blackwell); this GPU is {}.{}: use kv_store 'bf16' here",
+         op, arch::device_compute_capability() / 10, arch::device_compute_capability() % 10);
   if (!expect_keys_and_heads(p, op) || p.key_end == p.key_begin) return;
+  // TMA (Hopper) and cp.async (mma.sync) copy 16-byte chunks.
   if (!aligned_to(p.q, 16) || p.ldq % 8 != 0 || !aligned_to(p.k_code, 16) ||
       !aligned_to(p.v_code, 16) || !aligned_to(p.header, 16) || p.code_stride % 16 != 0 ||
       p.v_stride % 16 != 0)
     fail(ErrorKind::invalid_argument,
-         "{}: TMA needs q, the codes and the headers 16-byte aligned, ldq a multiple of 8 and "
-         "row strides of 16 bytes (ldq {}, K code stride {}, V code stride {})",
+         "{}: the kernels need q, the codes and the headers 16-byte aligned, ldq a multiple of 8 "
+         "and row strides of 16 bytes (ldq {}, K code stride {}, V code stride {})",
          op, p.ldq, p.code_stride, p.v_stride);
-  attn::attention_fwd_kvi8s_sm90(p, i8s_choice().variant, s);
+  if (attention_kvi8s_on_mma())
+    attn::attention_fwd_kvi8s_sm89(p, s);
+  else
+    attn::attention_fwd_kvi8s_sm90(p, i8s_choice().variant, s);
 }
 
 bool attention_kvfp4s_supported() {

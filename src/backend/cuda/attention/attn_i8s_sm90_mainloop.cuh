@@ -97,15 +97,45 @@ struct AttnI8sConsumer {
     for (int i = 0; i < kN; ++i) wgmma::fence_operand(r[i]);
   }
 
+  // Q's quantiser (kvi8s::quantise_q_row's IEEE steps) on one 64-dim half
+  // of a rotated query row, bf16 as fp32; thread pairs share a row (the
+  // other half is lane ^ 1's). The mma.sync kernel (attn_fwd_i8s_sm89.cu)
+  // shares both steps. q_row_scale: the row's scale (stored as it is) and
+  // whether it is usable (not 0, finite: else every code is 0).
+  __device__ static float q_row_scale(const float (&x)[T::kHeadDim / 2], bool& usable) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int d = 0; d < T::kHeadDim / 2; ++d) amax = fmaxf(amax, fabsf(x[d]));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    const float scale =
+        __fmul_rn(__fdiv_rn(amax, float(kvi8s::kMaxCode)), 1.0f + 0x1p-7f);  // int8_scale
+    usable = scale > 0.0f && isfinite(scale);
+    return scale;
+  }
+  // The codes of the half's 16-dim chunk c, four a word in dim order.
+  __device__ static void q_codes(const float (&x)[T::kHeadDim / 2], float scale, bool usable, int c,
+                                 uint32_t (&w)[4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      uint32_t word = 0;
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const float q = usable ? rintf(__fdiv_rn(x[16 * c + 4 * i + b], scale)) : 0.0f;
+        const int code = fabsf(q) <= float(kvi8s::kMaxCode) ? int(q) : 0;
+        word |= (uint32_t(code) & 0xffu) << (8 * b);
+      }
+      w[i] = word;
+    }
+  }
+
   // Q' (bf16 in the TMA's swizzled halves) -> int8 codes in this group's
-  // swizzled Q8 tile and one fp32 scale per row: kvi8s::quantise_q_row's
-  // IEEE steps. Thread pairs share a row, one 64-dim half each.
+  // swizzled Q8 tile and one fp32 scale per row. Thread pairs share a row,
+  // one 64-dim half each.
   __device__ void quantise_q(const AttnI8sSmem<T>& smem, int tid) const {
     const int r = tid / 2, half = tid % 2;  // r: row in the group
     const uint32_t row = uint32_t(consumer * T::kGroupRows + r);
     const uint32_t src = smem.q() + uint32_t(half) * T::kQHalfBytes + row * wgmma::kSwizzleBytes;
     float x[T::kHalfDims];
-    float amax = 0.0f;
 #pragma unroll
     for (int c = 0; c < T::kHalfDims / 8; ++c) {
       uint32_t w[4];
@@ -118,27 +148,13 @@ struct AttnI8sConsumer {
         x[8 * c + 2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
       }
     }
-#pragma unroll
-    for (int d = 0; d < T::kHalfDims; ++d) amax = fmaxf(amax, fabsf(x[d]));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    const float scale =
-        __fmul_rn(__fdiv_rn(amax, float(kvi8s::kMaxCode)), 1.0f + 0x1p-7f);  // int8_scale
-    const bool usable = scale > 0.0f && isfinite(scale);
+    bool usable;
+    const float scale = q_row_scale(x, usable);
     const uint32_t dst = smem.q8(consumer) + uint32_t(r) * T::kRowBytes;
 #pragma unroll
     for (int c = 0; c < T::kHalfDims / 16; ++c) {  // 16 codes: one 16-byte chunk
       uint32_t w[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        uint32_t word = 0;
-#pragma unroll
-        for (int b = 0; b < 4; ++b) {
-          const float q = usable ? rintf(__fdiv_rn(x[16 * c + 4 * i + b], scale)) : 0.0f;
-          const int code = fabsf(q) <= float(kvi8s::kMaxCode) ? int(q) : 0;
-          word |= (uint32_t(code) & 0xffu) << (8 * b);
-        }
-        w[i] = word;
-      }
+      q_codes(x, scale, usable, c, w);
       const uint32_t chunk = uint32_t(half * (T::kHalfDims / 16) + c);
       asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(
                        dst + ((chunk ^ (uint32_t(r) % 8)) * 16)),
@@ -416,13 +432,17 @@ struct AttnI8sConsumer {
   // load). Channel 8j + 2t sits in row R = j / 4, 16-byte chunk 2 (j % 4) +
   // t / 2 swizzled by R: with R a constant, the lane's part of the address
   // is one of two values (R even or odd) and the rest is an immediate.
-  template <bool kRescale>
-  __device__ void fold_tile(Acc& acc, const PvAcc& o, uint32_t v_header,
+  // O's n8 blocks [kJ0, kJ1) (o holds them from its register 0: the
+  // mma.sync kernel folds its P V in two halves of channels).
+  template <bool kRescale, int kJ0 = 0, int kJ1 = T::kOBlocks, int kN>
+  __device__ void fold_tile(Acc& acc, const float (&o)[kN], uint32_t v_header,
                             const float (&alpha)[kRows]) const {
+    static_assert(0 <= kJ0 && kJ0 < kJ1 && kJ1 <= T::kOBlocks && 4 * (kJ1 - kJ0) <= kN,
+                  "o holds the blocks folded");
     const uint32_t t = uint32_t(lane % 4), half = t / 2, word = 8 * (t % 2);
     const uint32_t lane_base[2] = {v_header + 16 * half + word, v_header + 16 * (half ^ 1) + word};
 #pragma unroll
-    for (int j = 0; j < T::kOBlocks; ++j) {
+    for (int j = kJ0; j < kJ1; ++j) {
       constexpr uint32_t kRowFloats = wgmma::kSwizzleBytes / 4;
       const uint32_t row = uint32_t(8 * j) / kRowFloats;
       const uint32_t offset = row * wgmma::kSwizzleBytes + 32 * ((uint32_t(j) % 4) ^ (row / 2));
@@ -433,7 +453,7 @@ struct AttnI8sConsumer {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const float kept = kRescale ? __fmul_rn(acc[4 * j + i], alpha[i / 2]) : acc[4 * j + i];
-        acc[4 * j + i] = __fmaf_rn(o[4 * j + i], vs[i % 2], kept);
+        acc[4 * j + i] = __fmaf_rn(o[4 * (j - kJ0) + i], vs[i % 2], kept);
       }
     }
   }
@@ -441,17 +461,19 @@ struct AttnI8sConsumer {
   // acc): a warp whose rows all agree skips the multiply, with the same bits.
   // kSumOnTc: the tile's row sums (O's column 128 + 2t for rows g and g + 8:
   // every ones column holds the whole row's) join l here.
-  __device__ void fold(Acc& acc, const PvAcc& o, uint32_t v_header, const float (&alpha)[kRows],
-                       OnlineSoftmax& st) const {
+  template <int kJ0 = 0, int kJ1 = T::kOBlocks, int kN>
+  __device__ void fold(Acc& acc, const float (&o)[kN], uint32_t v_header,
+                       const float (&alpha)[kRows], OnlineSoftmax& st) const {
     if constexpr (T::kSumOnTc) {
+      static_assert(kJ0 == 0 && kJ1 == T::kOBlocks, "the row sums join l with the whole O");
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
         st.fold_sum<T::kLog2PScale>(r, alpha[r], o[T::kAccRegs + 2 * r]);
     }
     if (__all_sync(0xffffffffu, alpha[0] == 1.0f && alpha[1] == 1.0f))
-      fold_tile<false>(acc, o, v_header, alpha);
+      fold_tile<false, kJ0, kJ1>(acc, o, v_header, alpha);
     else
-      fold_tile<true>(acc, o, v_header, alpha);
+      fold_tile<true, kJ0, kJ1>(acc, o, v_header, alpha);
   }
 
   // P's k32 step kk: score blocks 4kk..4kk+3 as the fp8 A fragment (a0: row

@@ -191,6 +191,8 @@ void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh, AttnI8rVarian
                               cudaStream_t s);  // the same with int8 K/V (sm_90a)
 void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v,
                               cudaStream_t s);  // int8 QK, fp8 PV (sm_90a)
+void attention_fwd_kvi8s_sm89(const KvI8sFwdParams& p,
+                              cudaStream_t s);  // the same on mma.sync (sm_89+)
 void attention_fwd_kvfp4s_sm90(const KvFp4sFwdParams& p, AttnFp4sVariant v,
                                cudaStream_t s);  // fp4 K/V decoded to bf16 (sm_90a)
 

@@ -22,7 +22,10 @@ struct AttnWsEpilogue {
   int col;  // 2 * (lane % 4): the thread's first column in each n8 block
   bool quad_leader;
 
-  __device__ void load(const AttnWsParams& p, OnlineSoftmax& st, float (&acc)[T::kAccRegs]) const {
+  // P: AttnWsParams, or any struct with its state fields (rows, heads, m, l,
+  // acc, out, ldo, fresh: the kvi8s mma.sync kernel's).
+  template <class P = AttnWsParams>
+  __device__ void load(const P& p, OnlineSoftmax& st, float (&acc)[T::kAccRegs]) const {
 #pragma unroll
     for (int r = 0; r < OnlineSoftmax::kRows; ++r) {
       const int64_t rr = row + r * 8;
@@ -40,7 +43,8 @@ struct AttnWsEpilogue {
     }
   }
 
-  __device__ void store(const AttnWsParams& p, const OnlineSoftmax& st,
+  template <class P = AttnWsParams>
+  __device__ void store(const P& p, const OnlineSoftmax& st,
                         const float (&acc)[T::kAccRegs]) const {
 #pragma unroll
     for (int r = 0; r < OnlineSoftmax::kRows; ++r) {
