@@ -6,7 +6,8 @@
 # reference; JSON and logs under $OUT.
 #   usage: bash scripts/device-check.sh [tests|bench|placement|attention|tiers|ptx80|decode|mma|all] [token list] [formats]
 # mma: kvi8s' mma.sync kernel (RTX 40/50-series): tests on Hopper and on its PTX, sanitizers,
-# kvbench beside the Hopper kernel, the int8 block on the PTX path (MMA_BLOCK= skips it).
+# kvbench beside the Hopper kernel, then on the PTX path kvbench and the int8 block for
+# MMA_TIERS (default kvi8s kvmix; MMA_BLOCK= skips the blocks).
 # ptx80 (also part of tests): the whole GPU suite, then the sm_80 code paths on this GPU: the
 # driver made to JIT-compile the compute_80 PTX (CUDA_FORCE_PTX_JIT=1), so no Hopper kernel
 # runs, as on Ampere/Ada cards (their sm_80 image is the same code) and Blackwell (that PTX):
@@ -174,7 +175,7 @@ if [ "$mode" = mma ]; then
     --gtest_output=json:"$OUT/gpu_tests_mma.json"
   [ -f "$OUT/gpu_tests_mma.json" ] && no_skips gpu_tests_mma "$OUT/gpu_tests_mma.json"
   step gpu_tests_mma_ptx 300 env CUDA_FORCE_PTX_JIT=1 $bin/h3s_tests_gpu \
-    --gtest_filter='GpuArch.TheLoadedImage*:*GpuKvStore.*/kvi8s:*GpuBlockExact.ApproximateTiers*' \
+    --gtest_filter='GpuArch.TheLoadedImage*:*GpuKvStore.*/kvi8s:GpuKvMix.*:*GpuBlockExact.ApproximateTiers*' \
     --gtest_output=json:"$OUT/gpu_tests_mma_ptx.json"
   [ -f "$OUT/gpu_tests_mma_ptx.json" ] && no_skips gpu_tests_mma_ptx "$OUT/gpu_tests_mma_ptx.json"
   for tool in memcheck racecheck synccheck; do
@@ -187,10 +188,12 @@ if [ "$mode" = mma ]; then
       step "kvbench_kvi8s_${v}_$t" 200 env H3S_KVI8S_KERNEL=$v $bin/h3s kvbench \
         --kv-store kvi8s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done
-    step "kvbench_kvi8s_ptx_$t" 300 env CUDA_FORCE_PTX_JIT=1 $bin/h3s kvbench \
-      --kv-store kvi8s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
+    for tier in ${MMA_TIERS-kvi8s kvmix}; do
+      step "kvbench_${tier}_ptx_$t" 300 env CUDA_FORCE_PTX_JIT=1 $bin/h3s kvbench \
+        --kv-store $tier --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
+    done
     if [ -n "${MMA_BLOCK-1}" ]; then
-      for kv in bf16 kvi8s; do
+      for kv in bf16 ${MMA_TIERS-kvi8s kvmix}; do
         step "bench_int8_${kv}_ptx_$t" 300 env CUDA_FORCE_PTX_JIT=1 $bin/h3s bench \
           --backend cuda --preset h3 --format int8 --token-list "$t" --json --q-chunk 16384 \
           --kv-chunk 16384 --mlp-chunk 16384 --kv-store $kv --skip-attention
@@ -205,11 +208,11 @@ fi
 if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] &&
   [ "$mode" != decode ] && [ "$mode" != mma ]; then
   # The sm_80 code on this GPU (see ptx80 above). Hopper-only tests are left out: the
-  # Hopper kernels of kvi8r/kvi8s/kvmix (kvmix falls back to the exact store there,
-  # kvi8s runs its mma.sync kernel from the compute_89 PTX; kvfp4s and kvi8r run by
-  # their decode paths, the default there), the wgmma/TMA
+  # Hopper kernels of kvi8r/kvi8s/kvmix (kvi8s runs its mma.sync kernel from the
+  # compute_89 PTX, kvfp4s and kvi8r by their decode paths, the default there, and
+  # kvmix on those), the wgmma/TMA
   # probe and the sm_90 GEMM variants.
-  ptx80_filter=${PTX80_FILTER-'GpuArch.TheLoadedImage*:GpuGemm.*:GpuGemmW4A8.*:GpuAttention.*:GpuOps.*:GpuGolden.*:GpuW4A8Backend.*:GpuNvfp4*:GpuStageQueue.*:*GpuBlockExact.StreamedEqualsStock*:*GpuBlockExact.MatchesTheCpu*:*GpuBlockExact.ApproximateTiers*:GpuForward.*:GpuLatentForward.*:GpuPlacement.*:*GpuKvStore.*/kvfp4s:*GpuKvStore.*/kvi8s:GpuKvfp4sVariants.DecodeKernel*:GpuKvi8r.RowOps*:GpuKvi8rDecode.*'}
+  ptx80_filter=${PTX80_FILTER-'GpuArch.TheLoadedImage*:GpuGemm.*:GpuGemmW4A8.*:GpuAttention.*:GpuOps.*:GpuGolden.*:GpuW4A8Backend.*:GpuNvfp4*:GpuStageQueue.*:*GpuBlockExact.StreamedEqualsStock*:*GpuBlockExact.MatchesTheCpu*:*GpuBlockExact.ApproximateTiers*:GpuForward.*:GpuLatentForward.*:GpuPlacement.*:*GpuKvStore.*/kvfp4s:*GpuKvStore.*/kvi8s:GpuKvMix.*:GpuKvfp4sVariants.DecodeKernel*:GpuKvi8r.RowOps*:GpuKvi8rDecode.*'}
   step gpu_tests_ptx80 600 env CUDA_FORCE_PTX_JIT=1 $bin/h3s_tests_gpu \
     --gtest_filter="$ptx80_filter" --gtest_output=json:"$OUT/gpu_tests_ptx80.json"
   [ -f "$OUT/gpu_tests_ptx80.json" ] && no_skips gpu_tests_ptx80 "$OUT/gpu_tests_ptx80.json"

@@ -142,8 +142,8 @@ CONTROLS = (
         "by default, ~0.80 bytes/element; the heads picked per block on its first call by "
         "their fp4 sensitivity, or given in kv_mix_heads; error and speed between the two "
         "stores'). On a GPU without the tier's kernel the engine logs one line and runs "
-        "the exact store (kvi8s needs an RTX 40-series or newer GPU, compute capability 8.9+; "
-        "kvmix needs Hopper; kvfp4s and kvi8r run on every GPU, "
+        "the exact store (kvi8s and kvmix need an RTX 40-series or newer GPU, compute "
+        "capability 8.9+; kvfp4s and kvi8r run on every GPU, "
         "off Hopper by decoding blocks of keys to 16 bits for the exact kernel, at about "
         "its speed)."),
     Control(

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/arch/device_arch.hpp"
 #include "backend/cuda/kernels.hpp"
 #include "deviation.hpp"
 #include "exec/forward.hpp"
@@ -120,15 +121,14 @@ TEST_P(GpuBlockExact, ApproximateTiersStreamedEqualTheirStockBitForBit) {
   const int64_t seq = g.layout.seq_len;
   const std::vector<uint16_t> x0 = random_x(seq * w.config.hidden, uint64_t(seq) + 1);
   const std::vector<uint16_t> exact = g.run(x0, nullptr, "bf16");
-  // Off Hopper (the compute_80 image) kvfp4s and kvi8r run, by their decode
-  // paths (the default there).
-  const std::vector<std::string> tiers =
-      cuda::attention_kvfp4s_supported()
-          ? std::vector<std::string>{"kvi8r", "kvi8s", "kvfp4s", "kvmix"}
-          : std::vector<std::string>{"kvfp4s", "kvi8r"};
+  // Every GPU runs kvfp4s and kvi8r (off Hopper by their decode paths, the
+  // default there); compute capability 8.9 and newer kvi8s (off Hopper its
+  // mma.sync kernel: the compute_89 PTX under CUDA_FORCE_PTX_JIT) and kvmix.
+  std::vector<std::string> tiers = {"kvi8r", "kvfp4s"};
+  if (cuda::arch::device_compute_capability() >= 89) tiers.insert(tiers.end(), {"kvi8s", "kvmix"});
   for (const std::string& tier : tiers) {
     ASSERT_TRUE(g.be->has_kv_tier(tier))
-        << tier << ": every GPU runs kvfp4s and kvi8r, Hopper the four tiers";
+        << tier << ": every GPU runs kvfp4s and kvi8r, compute capability 8.9+ all four";
     const std::vector<uint16_t> stock = g.run(x0, nullptr, tier);
     EXPECT_FALSE(bits_equal(stock, exact)) << tier << " gave the exact bits";
     for (const StreamChunks& c :

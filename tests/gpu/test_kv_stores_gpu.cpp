@@ -536,7 +536,7 @@ TEST_F(GpuKvfp4sVariants, DecodeKernelWritesTheDefinitionsBf16) {
 class GpuKvMix : public GpuBackendTest {};
 
 TEST_F(GpuKvMix, EachHeadIsItsSubStoresHeadBitForBit) {
-  ASSERT_TRUE(gpu_->has_kv_tier("kvmix")) << "the device runs are on Hopper";
+  ASSERT_TRUE(gpu_->has_kv_tier("kvmix")) << "kvmix runs on compute capability 8.9 and newer";
   const Problem p(131, 389, 5, 8400);
   const Bits on8 = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
   const Bits on4 = store_attention(*gpu_, *arena_, p, "kvfp4s", {}, 0, 0, 0);

@@ -121,9 +121,9 @@ void add_control_flags(CLI::App& cmd, ExecOptions& o, std::string& final_gemm) {
                  "64-token block, fp8 V and P), kvfp4s (approximate: NVFP4 K, rotated and "
                  "centred per 256-token block, and V, ~0.57 bytes an element) or kvmix "
                  "(approximate: per head kvi8s or kvfp4s, --kv-mix-heads). On CUDA kvi8r and "
-                 "kvfp4s run on every GPU, kvi8s on compute capability 8.9 or newer (RTX "
-                 "40/50-series, L4, L40, Hopper), kvmix on Hopper; elsewhere the exact bf16 "
-                 "store runs and says so")
+                 "kvfp4s run on every GPU, kvi8s and kvmix on compute capability 8.9 or newer "
+                 "(RTX 40/50-series, L4, L40, Hopper); elsewhere the exact bf16 store runs "
+                 "and says so")
       ->check(CLI::IsMember({"bf16", "kvi8r", "kvi8s", "kvfp4s", "kvmix"}))
       ->capture_default_str();
   cmd.add_option_function<std::string>(

@@ -92,7 +92,9 @@ bool CudaBackend::has_kv_tier(std::string_view tier) const {
          (tier == "kvi8r" && (attention_kvi8r_supported() || attention_kvi8r_decodes())) ||
          (tier == "kvi8s" && attention_kvi8s_supported()) ||
          (tier == "kvfp4s" && (attention_kvfp4s_supported() || attention_kvfp4s_decodes())) ||
-         (tier == "kvmix" && attention_kvi8s_supported() && attention_kvfp4s_supported());
+         // kvmix: its two stores' kernels (kvfp4s' decode path wherever it runs).
+         (tier == "kvmix" && attention_kvi8s_supported() &&
+          (attention_kvfp4s_supported() || attention_kvfp4s_decodes()));
 }
 
 int64_t CudaBackend::kv_tier_decode_keys(std::string_view tier) const {
