@@ -165,16 +165,20 @@ if [ "$mode" = tiers ]; then
   done
 fi
 if [ "$mode" = mma ]; then
-  # kvi8s' mma.sync kernel (the RTX 40/50-series path): its tests on its sm_90a image
-  # (H3S_KVI8S_KERNEL=mma) and on its compute_89 PTX (CUDA_FORCE_PTX_JIT=1: the code
-  # sm_89+ cards run, beside the exact mma.sync kernel they run), the sanitizers on
-  # it, then kvbench at the token list against the Hopper default, and the int8 block
-  # on the PTX path beside the exact store there.
+  # kvi8s' mma.sync kernel (the RTX 40/50-series path). On Hopper: its tests on its
+  # sm_90a image (H3S_KVI8S_KERNEL=mma) and on its compute_89 PTX (CUDA_FORCE_PTX_JIT=1:
+  # the code sm_89+ cards run, beside the exact mma.sync kernel they run), the
+  # sanitizers on it, kvbench against the Hopper default, then on the PTX path kvbench
+  # and the int8 block (beside the exact store there) for MMA_TIERS. On an sm_89+ card
+  # without Hopper's image the same steps run natively (no JIT, no Hopper variants).
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1)
+  if [ "$cc" = 9.0 ]; then rtx="env CUDA_FORCE_PTX_JIT=1"; hopper_variants="io-pr-ts mma io-pr-ts"
+  else rtx=env; hopper_variants=mma; fi
   step gpu_tests_mma 200 env H3S_KVI8S_KERNEL=mma $bin/h3s_tests_gpu \
     --gtest_filter='*GpuKvStore.*/kvi8s:GpuKvi8sVariants.Mma*:*ApproximateTiers*' \
     --gtest_output=json:"$OUT/gpu_tests_mma.json"
   [ -f "$OUT/gpu_tests_mma.json" ] && no_skips gpu_tests_mma "$OUT/gpu_tests_mma.json"
-  step gpu_tests_mma_ptx 300 env CUDA_FORCE_PTX_JIT=1 $bin/h3s_tests_gpu \
+  step gpu_tests_mma_ptx 300 $rtx $bin/h3s_tests_gpu \
     --gtest_filter='GpuArch.TheLoadedImage*:*GpuKvStore.*/kvi8s:GpuKvMix.*:*GpuBlockExact.ApproximateTiers*' \
     --gtest_output=json:"$OUT/gpu_tests_mma_ptx.json"
   [ -f "$OUT/gpu_tests_mma_ptx.json" ] && no_skips gpu_tests_mma_ptx "$OUT/gpu_tests_mma_ptx.json"
@@ -184,17 +188,17 @@ if [ "$mode" = mma ]; then
       --gtest_filter='Tiers/GpuKvStore.ChunksAndBlocksGiveTheSinglePassBits/kvi8s'
   done
   for t in ${tokens//,/ }; do
-    for v in io-pr-ts mma io-pr-ts; do
+    for v in $hopper_variants; do
       step "kvbench_kvi8s_${v}_$t" 200 env H3S_KVI8S_KERNEL=$v $bin/h3s kvbench \
         --kv-store kvi8s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done
     for tier in ${MMA_TIERS-kvi8s kvmix}; do
-      step "kvbench_${tier}_ptx_$t" 300 env CUDA_FORCE_PTX_JIT=1 $bin/h3s kvbench \
+      step "kvbench_${tier}_ptx_$t" 300 $rtx $bin/h3s kvbench \
         --kv-store $tier --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done
     if [ -n "${MMA_BLOCK-1}" ]; then
       for kv in bf16 ${MMA_TIERS-kvi8s kvmix}; do
-        step "bench_int8_${kv}_ptx_$t" 300 env CUDA_FORCE_PTX_JIT=1 $bin/h3s bench \
+        step "bench_int8_${kv}_ptx_$t" 300 $rtx $bin/h3s bench \
           --backend cuda --preset h3 --format int8 --token-list "$t" --json --q-chunk 16384 \
           --kv-chunk 16384 --mlp-chunk 16384 --kv-store $kv --skip-attention
       done

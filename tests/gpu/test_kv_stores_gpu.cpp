@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/cuda/arch/device_arch.hpp"
 #include "backend/cuda/kernels.hpp"
 #include "core/dtype.hpp"
 #include "core/rng.hpp"
@@ -293,7 +294,10 @@ TEST_F(GpuKvi8sVariants, ScheduleVariantsGiveTheDefaultsBits) {
 // H3S_KVI8S_KERNEL=mma in scripts/device-check.sh, and on its compute_89 PTX
 // in the ptx80 step (the code RTX 40/50-series cards run).
 TEST_F(GpuKvi8sVariants, MmaKernelIsChunkInvariantAndNearTheHopperKernel) {
-  ASSERT_TRUE(gpu_->has_kv_tier("kvi8s")) << "the device runs are on Hopper";
+  ASSERT_TRUE(gpu_->has_kv_tier("kvi8s")) << "kvi8s runs on compute capability 8.9 and newer";
+  // On an sm_89+ card without Hopper's image (scripts/device-check.sh mma there) there is
+  // no io-pr to compare with: the rest still runs. The device runs are on Hopper.
+  const bool hopper = cuda::arch::hopper_kernels();
   uint64_t seed = 8590;
   for (const auto& [rows, seq, heads] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
                                          {67, 100, 2},
@@ -301,8 +305,11 @@ TEST_F(GpuKvi8sVariants, MmaKernelIsChunkInvariantAndNearTheHopperKernel) {
                                          {131, 4099, 2}}) {
     const Problem p(rows, seq, heads, ++seed);
     const Bits exact = store_attention(*gpu_, *arena_, p, "bf16", {}, 0, 0, 0);
-    ASSERT_EQ(setenv(kEnv, "io-pr", 1), 0);
-    const Bits io_pr = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
+    Bits io_pr;
+    if (hopper) {
+      ASSERT_EQ(setenv(kEnv, "io-pr", 1), 0);
+      io_pr = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
+    }
     ASSERT_EQ(setenv(kEnv, "mma", 1), 0);
     ASSERT_STREQ(cuda::attention_kvi8s_kernel_name(), "mma");
     const Bits got = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
@@ -312,9 +319,16 @@ TEST_F(GpuKvi8sVariants, MmaKernelIsChunkInvariantAndNearTheHopperKernel) {
          {std::pair<int64_t, int64_t>{256, 61}, {128, 1}, {384, 0}, {0, 17}})
       EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, block, chunk), got)
           << p.label() << ", kv_block " << block << ", row chunk " << chunk;
+    const double err = deviation(p, got, exact).rel_rms;
+    if (!hopper) {
+      std::printf("[ deviation ] kvi8s mma vs exact | %s | %.5g\n", p.label().c_str(), err);
+      if (seq > 1) {
+        EXPECT_GT(err, 1e-3) << p.label() << ": the tier is not the exact store";
+      }
+      continue;
+    }
     const Deviation d = deviation(p, got, io_pr);
-    const double err = deviation(p, got, exact).rel_rms,
-                 io_pr_err = deviation(p, io_pr, exact).rel_rms;
+    const double io_pr_err = deviation(p, io_pr, exact).rel_rms;
     std::printf("[ deviation ] kvi8s mma vs io-pr | %s | %s; vs exact %.5g (io-pr %.5g)\n",
                 p.label().c_str(), d.describe().c_str(), err, io_pr_err);
     // The same e4m3 products summed by another MMA. Measured (session 38,
