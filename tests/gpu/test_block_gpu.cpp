@@ -24,6 +24,17 @@
 namespace h3s::test {
 namespace {
 
+// Prime chunk sizes, 128-key K/V blocks, and kv/mlp tails under 7 rows merged.
+const StreamChunks kPrimeChunks = [] {
+  StreamChunks c;
+  c.q_chunk = 97;
+  c.kv_chunk = 131;
+  c.mlp_chunk = 61;
+  c.kv_block = 128;
+  c.merge_tail_below = 7;
+  return c;
+}();
+
 // A block on the GPU: everything lives in one device arena.
 struct GpuBlock {
   cuda::CudaMemory memory;
@@ -100,9 +111,10 @@ TEST_P(GpuBlockExact, StreamedEqualsStockBitForBit) {
     const std::vector<uint16_t> x0 = random_x(seq * w.config.hidden, uint64_t(seq));
     const std::vector<uint16_t> stock = g.run(x0, nullptr);
     for (const StreamChunks& c :
-         {StreamChunks{1, 1, 1, 0, 0}, StreamChunks{64, 64, 64, 128, 0},
-          StreamChunks{259, 259, 259, 384, 0}, StreamChunks{97, 131, 61, 128, 7},
-          StreamChunks{seq, seq, seq, 0, 0}}) {
+         {StreamChunks{.q_chunk = 1, .kv_chunk = 1, .mlp_chunk = 1},
+          StreamChunks{.q_chunk = 64, .kv_chunk = 64, .mlp_chunk = 64, .kv_block = 128},
+          StreamChunks{.q_chunk = 259, .kv_chunk = 259, .mlp_chunk = 259, .kv_block = 384},
+          kPrimeChunks, StreamChunks{.q_chunk = seq, .kv_chunk = seq, .mlp_chunk = seq}}) {
       EXPECT_TRUE(bits_equal(stock, g.run(x0, &c)))
           << fmt::format("seq {} q {} kv {} mlp {} kv_block {}", seq, c.q_chunk, c.kv_chunk,
                          c.mlp_chunk, c.kv_block);
@@ -132,8 +144,9 @@ TEST_P(GpuBlockExact, ApproximateTiersStreamedEqualTheirStockBitForBit) {
     const std::vector<uint16_t> stock = g.run(x0, nullptr, tier);
     EXPECT_FALSE(bits_equal(stock, exact)) << tier << " gave the exact bits";
     for (const StreamChunks& c :
-         {StreamChunks{1, 1, 1, 0, 0}, StreamChunks{64, 64, 64, 128, 0},
-          StreamChunks{97, 131, 61, 128, 7}, StreamChunks{seq, seq, seq, 0, 0}})
+         {StreamChunks{.q_chunk = 1, .kv_chunk = 1, .mlp_chunk = 1},
+          StreamChunks{.q_chunk = 64, .kv_chunk = 64, .mlp_chunk = 64, .kv_block = 128},
+          kPrimeChunks, StreamChunks{.q_chunk = seq, .kv_chunk = seq, .mlp_chunk = seq}})
       EXPECT_TRUE(bits_equal(stock, g.run(x0, &c, tier)))
           << fmt::format("{}: seq {} q {} kv {} mlp {} kv_block {}", tier, seq, c.q_chunk,
                          c.kv_chunk, c.mlp_chunk, c.kv_block);
