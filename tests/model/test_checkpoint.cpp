@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -432,6 +433,73 @@ TEST_P(CheckpointFullPrecision, FlaggedLayersLoadAsTheirBf16Dequantisation) {
   for (float v : stock) ASSERT_TRUE(std::isfinite(v));
   // And it is not the quantised layer's forward.
   EXPECT_FALSE(same_bits(forward_video(w, l, ExecOptions::stock()), stock));
+}
+
+// The same flagged layers handed over in device memory (how the Python module
+// passes a framework's GPU tensors: SafetensorsFile::from_entries with a
+// DeviceReader) are refused before any weight is read, naming the layer and
+// the fix: h3stream dequantises a flagged layer on the host, so the host must
+// hand over that layer's bf16 weight. The rest of such a model loads as views.
+TEST_P(CheckpointFullPrecision, FlaggedLayersInDeviceMemoryAreRefusedNamingTheFix) {
+  const WeightFormat format = GetParam();
+  const ModelWeights w = ModelWeights::random(micro_config(), format, 32);
+  TempDir dir;
+  const std::string base = dir.file("base.safetensors");
+  write_checkpoint(w, base);
+  const SafetensorsFile f = SafetensorsFile::open(base);
+  std::vector<Owned> entries = read_entries(f);
+  nlohmann::json flagged = nlohmann::json::parse(comfy_quant_json(format));
+  flagged["full_precision_matrix_mult"] = true;
+  const std::string text = flagged.dump();
+  Owned& q = entry_named(entries, "blocks.1.mlp.fc2.comfy_quant");
+  q.data.assign(reinterpret_cast<const std::byte*>(text.data()),
+                reinterpret_cast<const std::byte*>(text.data()) + text.size());
+  q.shape = {int64_t(text.size())};
+  // Every DiT block weight "in device memory" (host bytes tagged as device:
+  // the loader may only view them or read them through `read`).
+  auto handed_over = [&](bool weights_on_device) {
+    std::vector<TensorEntry> te;
+    for (const Owned& o : entries) {
+      TensorEntry e;
+      e.name = o.name;
+      e.dtype = o.dtype;
+      e.shape = o.shape;
+      e.data = o.data.data();
+      e.bytes = o.data.size();
+      const bool block_weight = o.name.rfind("blocks.", 0) == 0 && o.name.ends_with(".weight");
+      e.device = weights_on_device && block_weight ? Device::cuda : Device::host;
+      te.push_back(std::move(e));
+    }
+    return SafetensorsFile::from_entries(
+        std::move(te), f.metadata(), "handed-over",
+        [](const TensorEntry& e, void* dst) { std::memcpy(dst, e.data, e.bytes); });
+  };
+  LoadOptions options;
+  options.keep_alive = std::make_shared<int>(0);
+  // On the host the flagged layer loads (as its bf16 dequantisation).
+  EXPECT_EQ(load_checkpoint(handed_over(false), nullptr, options).blocks[1].mlp.fc2.format,
+            WeightFormat::bf16);
+  try {
+    load_checkpoint(handed_over(true), nullptr, options);
+    ADD_FAILURE() << "a flagged layer in device memory loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::bad_input);
+    const std::string msg = e.what();
+    for (const char* want : {"handed-over", "blocks.1.mlp.fc2", "full_precision_matrix_mult",
+                             "in device memory", "bf16 weight", "weight.dequantize()"})
+      EXPECT_NE(msg.find(want), std::string::npos) << want << " missing from: " << msg;
+  }
+  // Without the flag the same device-memory model loads, its weights viewed.
+  Owned& q2 = entry_named(entries, "blocks.1.mlp.fc2.comfy_quant");
+  const std::string plain = comfy_quant_json(format);
+  q2.data.assign(reinterpret_cast<const std::byte*>(plain.data()),
+                 reinterpret_cast<const std::byte*>(plain.data()) + plain.size());
+  q2.shape = {int64_t(plain.size())};
+  const ModelWeights loaded = load_checkpoint(handed_over(true), nullptr, options);
+  EXPECT_EQ(loaded.blocks[1].mlp.fc2.format, format);
+  EXPECT_EQ(format == WeightFormat::int8 ? loaded.blocks[1].mlp.fc2.w_i8.device()
+                                         : loaded.blocks[1].mlp.fc2.w4_codes.device(),
+            Device::cuda);
 }
 
 INSTANTIATE_TEST_SUITE_P(, CheckpointFullPrecision,
