@@ -26,6 +26,7 @@
 #include <tuple>
 #include <vector>
 
+#include "checkpoint_entries.hpp"
 #include "cli/cli_run.hpp"
 #include "core/error.hpp"
 #include "exec/exec_fixture.hpp"
@@ -41,42 +42,6 @@ namespace {
 namespace fs = std::filesystem;
 
 using test::TempDir;
-
-// A file's tensors as owned, editable copies.
-struct Owned {
-  std::string name, dtype;
-  std::vector<int64_t> shape;
-  std::vector<std::byte> data;
-};
-
-std::vector<Owned> read_entries(const SafetensorsFile& f) {
-  std::vector<Owned> out;
-  for (const std::string& n : f.names()) {
-    const TensorEntry& e = f.entry(n);
-    out.push_back({e.name, e.dtype, e.shape, std::vector<std::byte>(e.data, e.data + e.bytes)});
-  }
-  return out;
-}
-
-void write_entries(const std::string& path, const std::vector<Owned>& entries,
-                   const std::map<std::string, std::string>& md) {
-  std::vector<WriteEntry> w;
-  for (const Owned& o : entries) w.push_back({o.name, o.dtype, o.shape, o.data});
-  write_safetensors(path, w, md);
-}
-
-Owned& entry_named(std::vector<Owned>& v, const std::string& name) {
-  for (Owned& o : v)
-    if (o.name == name) return o;
-  throw std::runtime_error("test fixture: no tensor " + name);
-}
-
-template <class T>
-std::vector<std::byte> as_bytes(const std::vector<T>& v) {
-  std::vector<std::byte> b(v.size() * sizeof(T));
-  if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
 
 // Bitwise equality of two host arrays (vectors or WeightArrays) of one element type.
 template <class A, class B>

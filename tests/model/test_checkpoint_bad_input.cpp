@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint_entries.hpp"
 #include "core/error.hpp"
 #include "exec/exec_fixture.hpp"
 #include "model/checkpoint.hpp"
@@ -33,19 +34,6 @@ namespace fs = std::filesystem;
 
 using test::TempDir;
 
-struct Owned {
-  std::string name, dtype;
-  std::vector<int64_t> shape;
-  std::vector<std::byte> data;
-};
-
-template <class T>
-std::vector<std::byte> as_bytes(const std::vector<T>& v) {
-  std::vector<std::byte> b(v.size() * sizeof(T));
-  if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
-
 std::vector<std::byte> text_bytes(const std::string& s) {
   return as_bytes(std::vector<char>(s.begin(), s.end()));
 }
@@ -55,21 +43,13 @@ struct Checkpoint {
   std::vector<Owned> tensors;
   std::map<std::string, std::string> metadata;
 
-  Owned& at(const std::string& name) {
-    for (Owned& o : tensors)
-      if (o.name == name) return o;
-    throw std::runtime_error("test fixture: no tensor " + name);
-  }
+  Owned& at(const std::string& name) { return entry_named(tensors, name); }
   void drop(const std::string& name) {
     const auto n = tensors.size();
     std::erase_if(tensors, [&](const Owned& o) { return o.name == name; });
     if (tensors.size() == n) throw std::runtime_error("test fixture: no tensor " + name);
   }
-  void write(const std::string& path) const {
-    std::vector<WriteEntry> w;
-    for (const Owned& o : tensors) w.push_back({o.name, o.dtype, o.shape, o.data});
-    write_safetensors(path, w, metadata);
-  }
+  void write(const std::string& path) const { write_entries(path, tensors, metadata); }
 };
 
 // The good micro checkpoints, one per format, written once for the suite.
@@ -82,13 +62,7 @@ class CheckpointBadInput : public ::testing::Test {
       write_checkpoint(ModelWeights::random(micro_config(), f, 11), path);
       good_path_[int(f)] = path;
       const SafetensorsFile file = SafetensorsFile::open(path);
-      Checkpoint& c = good_[int(f)];
-      c.metadata = file.metadata();
-      for (const std::string& n : file.names()) {
-        const TensorEntry& e = file.entry(n);
-        c.tensors.push_back(
-            {e.name, e.dtype, e.shape, std::vector<std::byte>(e.data, e.data + e.bytes)});
-      }
+      good_[int(f)] = {read_entries(file), file.metadata()};
     }
   }
   static void TearDownTestSuite() {
