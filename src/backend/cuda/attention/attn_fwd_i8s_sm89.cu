@@ -183,8 +183,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // Q8's A fragments, one x4 ldmatrix a k32 step: matrices (rows +0, chunk
   // +0), (rows +8, +0), (rows +0, +1), (rows +8, +1) are a0..a3. A step's
   // chunks are 2kk and 2kk + 1, so its address is step 0's with kk in bits
-  // 5-6 flipped. Read again every tile (2 KiB a warp beside K's 17): in
-  // registers they would cost the 16 that keep the kernel from spilling.
+  // 5-6 flipped. Read again every tile (2 KiB a warp beside K's 17): kept in
+  // registers across the key loop, their 16 made the kernel spill.
   const uint32_t q_lane =
       q8 + swizzled(uint32_t(warp * T::kWarpRows + lane % 8 + 8 * ((lane / 8) % 2)),
                     uint32_t(lane / 16));
@@ -224,8 +224,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     const uint32_t ks = k_stage(t), vs = v_stage(t);
 
     // S = Q8 [K; digits]^T, each block over the head dims in order: exact
-    // int32. Q's four k32 fragments are read once a tile; K's a block pair
-    // at a time (ptxas otherwise hoists every K fragment of a step).
+    // int32 (the order of the blocks changes no bit). Q's four k32 fragments
+    // are read once a tile, K's a block pair at a time.
     uint32_t qa[T::kQkSteps][4];
 #pragma unroll
     for (int kk = 0; kk < T::kQkSteps; ++kk)
