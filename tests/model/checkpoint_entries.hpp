@@ -43,6 +43,13 @@ inline Owned& entry_named(std::vector<Owned>& v, const std::string& name) {
   throw std::runtime_error("test fixture: no tensor " + name);
 }
 
+// The entry as a 1-D U8 tensor of `text` (a layer's .comfy_quant JSON).
+inline void set_text(Owned& o, const std::string& text) {
+  o.data.assign(reinterpret_cast<const std::byte*>(text.data()),
+                reinterpret_cast<const std::byte*>(text.data()) + text.size());
+  o.shape = {int64_t(text.size())};
+}
+
 template <class T>
 std::vector<std::byte> as_bytes(const std::vector<T>& v) {
   std::vector<std::byte> b(v.size() * sizeof(T));

@@ -340,18 +340,14 @@ TEST_P(CheckpointFullPrecision, FlaggedLayersLoadAsTheirBf16Dequantisation) {
   for (const char* layer : {"blocks.0.mlp.fc2", "blocks.1.attn.qkv_proj"}) {
     Owned& q = entry_named(entries, std::string(layer) + ".comfy_quant");
     const std::string text = flagged.dump();
-    q.data.assign(reinterpret_cast<const std::byte*>(text.data()),
-                  reinterpret_cast<const std::byte*>(text.data()) + text.size());
-    q.shape = {int64_t(text.size())};
+    set_text(q, text);
   }
   // An explicit false changes nothing.
   Owned& unflagged = entry_named(entries, "blocks.1.mlp.fc1.comfy_quant");
   nlohmann::json off = nlohmann::json::parse(quant);
   off["full_precision_matrix_mult"] = false;
   const std::string off_text = off.dump();
-  unflagged.data.assign(reinterpret_cast<const std::byte*>(off_text.data()),
-                        reinterpret_cast<const std::byte*>(off_text.data()) + off_text.size());
-  unflagged.shape = {int64_t(off_text.size())};
+  set_text(unflagged, off_text);
   const std::string path = dir.file("flagged.safetensors");
   write_entries(path, entries, f.metadata());
 
@@ -402,9 +398,9 @@ TEST_P(CheckpointFullPrecision, FlaggedLayersLoadAsTheirBf16Dequantisation) {
 
 // The same flagged layers handed over in device memory (how the Python module
 // passes a framework's GPU tensors: SafetensorsFile::from_entries with a
-// DeviceReader) are refused before any weight is read, naming the layer and
-// the fix: h3stream dequantises a flagged layer on the host, so the host must
-// hand over that layer's bf16 weight. The rest of such a model loads as views.
+// DeviceReader) are refused, naming the layer and the fix: h3stream dequantises a flagged layer on
+// the host, so the host must hand over that layer's bf16 weight. The rest of such a model loads as
+// views.
 TEST_P(CheckpointFullPrecision, FlaggedLayersInDeviceMemoryAreRefusedNamingTheFix) {
   const WeightFormat format = GetParam();
   const ModelWeights w = ModelWeights::random(micro_config(), format, 32);
@@ -417,9 +413,7 @@ TEST_P(CheckpointFullPrecision, FlaggedLayersInDeviceMemoryAreRefusedNamingTheFi
   flagged["full_precision_matrix_mult"] = true;
   const std::string text = flagged.dump();
   Owned& q = entry_named(entries, "blocks.1.mlp.fc2.comfy_quant");
-  q.data.assign(reinterpret_cast<const std::byte*>(text.data()),
-                reinterpret_cast<const std::byte*>(text.data()) + text.size());
-  q.shape = {int64_t(text.size())};
+  set_text(q, text);
   // Every DiT block weight "in device memory" (host bytes tagged as device:
   // the loader may only view them or read them through `read`).
   auto handed_over = [&](bool weights_on_device) {
@@ -457,9 +451,7 @@ TEST_P(CheckpointFullPrecision, FlaggedLayersInDeviceMemoryAreRefusedNamingTheFi
   // Without the flag the same device-memory model loads, its weights viewed.
   Owned& q2 = entry_named(entries, "blocks.1.mlp.fc2.comfy_quant");
   const std::string plain = comfy_quant_json(format);
-  q2.data.assign(reinterpret_cast<const std::byte*>(plain.data()),
-                 reinterpret_cast<const std::byte*>(plain.data()) + plain.size());
-  q2.shape = {int64_t(plain.size())};
+  set_text(q2, plain);
   const ModelWeights loaded = load_checkpoint(handed_over(true), nullptr, options);
   EXPECT_EQ(loaded.blocks[1].mlp.fc2.format, format);
   EXPECT_EQ(format == WeightFormat::int8 ? loaded.blocks[1].mlp.fc2.w_i8.device()
