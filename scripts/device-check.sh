@@ -179,7 +179,7 @@ if [ "$mode" = mma ]; then
     --gtest_output=json:"$OUT/gpu_tests_mma.json"
   [ -f "$OUT/gpu_tests_mma.json" ] && no_skips gpu_tests_mma "$OUT/gpu_tests_mma.json"
   step gpu_tests_mma_ptx 300 $rtx $bin/h3s_tests_gpu \
-    --gtest_filter='GpuArch.TheLoadedImage*:*GpuKvStore.*/kvi8s:GpuKvMix.*:*GpuBlockExact.ApproximateTiers*' \
+    --gtest_filter='GpuArch.TheLoadedImage*:*GpuKvStore.*/kvi8s:GpuKvMix.*:*GpuBlockExact.ApproximateTiers*:GpuKvi8sVariants.Mma*' \
     --gtest_output=json:"$OUT/gpu_tests_mma_ptx.json"
   [ -f "$OUT/gpu_tests_mma_ptx.json" ] && no_skips gpu_tests_mma_ptx "$OUT/gpu_tests_mma_ptx.json"
   for tool in memcheck racecheck synccheck; do
@@ -216,7 +216,7 @@ if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] &&
   # compute_89 PTX, kvfp4s and kvi8r by their decode paths, the default there, and
   # kvmix on those), the wgmma/TMA
   # probe and the sm_90 GEMM variants.
-  ptx80_filter=${PTX80_FILTER-'GpuArch.TheLoadedImage*:GpuGemm.*:GpuGemmW4A8.*:GpuAttention.*:GpuOps.*:GpuGolden.*:GpuW4A8Backend.*:GpuNvfp4*:GpuStageQueue.*:*GpuBlockExact.StreamedEqualsStock*:*GpuBlockExact.MatchesTheCpu*:*GpuBlockExact.ApproximateTiers*:GpuForward.*:GpuLatentForward.*:GpuPlacement.*:*GpuKvStore.*/kvfp4s:*GpuKvStore.*/kvi8s:GpuKvMix.*:GpuKvfp4sVariants.DecodeKernel*:GpuKvi8r.RowOps*:GpuKvi8rDecode.*'}
+  ptx80_filter=${PTX80_FILTER-'GpuArch.TheLoadedImage*:GpuGemm.*:GpuGemmW4A8.*:GpuAttention.*:GpuOps.*:GpuGolden.*:GpuW4A8Backend.*:GpuNvfp4*:GpuStageQueue.*:*GpuBlockExact.StreamedEqualsStock*:*GpuBlockExact.MatchesTheCpu*:*GpuBlockExact.ApproximateTiers*:GpuForward.*:GpuLatentForward.*:GpuPlacement.*:*GpuKvStore.*/kvfp4s:*GpuKvStore.*/kvi8s:GpuKvMix.*:GpuKvfp4sVariants.DecodeKernel*:GpuKvi8r.RowOps*:GpuKvi8rDecode.*:GpuKvi8sVariants.Mma*'}
   step gpu_tests_ptx80 600 env CUDA_FORCE_PTX_JIT=1 $bin/h3s_tests_gpu \
     --gtest_filter="$ptx80_filter" --gtest_output=json:"$OUT/gpu_tests_ptx80.json"
   [ -f "$OUT/gpu_tests_ptx80.json" ] && no_skips gpu_tests_ptx80 "$OUT/gpu_tests_ptx80.json"
