@@ -26,6 +26,7 @@
 #include "gpu_fixture.hpp"
 #include "model/quant_linear.hpp"
 #include "model/safetensors.hpp"
+#include "ops/golden_file.hpp"
 
 namespace h3s {
 namespace {
@@ -437,8 +438,7 @@ TEST_F(GpuGemmI8Kernels, EachKernelMatchesInt32Reference) {
 // comfy-kitchen's int8 ConvRot linear (tests/data/golden/README.md): the same
 // xq / xs through gemm_i8 reproduce its bf16 output bit for bit.
 TEST_F(GpuGemm, I8MatchesGolden) {
-  const SafetensorsFile f =
-      SafetensorsFile::open(std::string(H3S_TEST_DATA_DIR) + "/golden/ck_int8_linear.safetensors");
+  const SafetensorsFile f = SafetensorsFile::open(test::golden_path("ck_int8_linear"));
   const int64_t n = 768, k = 512;
   ASSERT_EQ(f.entry("weight").shape, (std::vector<int64_t>{n, k}));
   ASSERT_EQ(f.entry("weight_scale").shape, (std::vector<int64_t>{n, 1}));

@@ -20,6 +20,7 @@
 #include "gpu_fixture.hpp"
 #include "model/quant_linear.hpp"
 #include "model/safetensors.hpp"
+#include "ops/golden_file.hpp"
 
 namespace h3s::test {
 namespace {
@@ -27,8 +28,7 @@ namespace {
 class GpuGolden : public GpuBackendTest {
  protected:
   static SafetensorsFile open(const std::string& stem) {
-    return SafetensorsFile::open(std::string(H3S_TEST_DATA_DIR) + "/golden/" + stem +
-                                 ".safetensors");
+    return SafetensorsFile::open(golden_path(stem));
   }
   // bf16 [rows, cols] host bits -> device -> op -> host bits.
   OwnedTensor upload(const std::vector<uint16_t>& host, int64_t rows, int64_t cols) {

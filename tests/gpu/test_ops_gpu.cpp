@@ -41,6 +41,7 @@
 #include "model/convrot.hpp"
 #include "model/quant_linear.hpp"
 #include "model/safetensors.hpp"
+#include "ops/golden_file.hpp"
 #include "ops/op_cases.hpp"
 
 namespace h3s::test {
@@ -788,20 +789,6 @@ TEST_F(GpuOps, RowInvarianceRmsNormQuantiserQkNormRope) {
 
 // ---- comfy-kitchen's golden vectors on the GPU
 // ---------------------------------------------------
-
-class Golden {
- public:
-  explicit Golden(const std::string& stem)
-      : f_(SafetensorsFile::open(std::string(H3S_TEST_DATA_DIR) + "/golden/" + stem +
-                                 ".safetensors")) {}
-  std::vector<uint16_t> bf16(const std::string& n) const { return f_.read_as<uint16_t>(n, "BF16"); }
-  std::vector<float> f32(const std::string& n) const { return f_.read_as<float>(n, "F32"); }
-  std::vector<int8_t> i8(const std::string& n) const { return f_.read_as<int8_t>(n, "I8"); }
-  const std::vector<int64_t>& shape(const std::string& n) const { return f_.entry(n).shape; }
-
- private:
-  SafetensorsFile f_;
-};
 
 TEST_F(GpuOps, GoldenConvRotQuantiserBitEqual) {
   Golden g("ck_convrot_quant");

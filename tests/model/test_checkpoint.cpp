@@ -34,6 +34,7 @@
 #include "model/checkpoint.hpp"
 #include "model/checkpoint_keys.hpp"
 #include "model/safetensors.hpp"
+#include "ops/golden_file.hpp"
 #include "temp_dir.hpp"
 
 namespace h3s::test {
@@ -509,7 +510,7 @@ INSTANTIATE_TEST_SUITE_P(, CheckpointForward,
 // ---- 4. comfy-kitchen golden weights through the loader ----------------------
 
 SafetensorsFile golden(const std::string& stem) {
-  return SafetensorsFile::open(std::string(H3S_TEST_DATA_DIR) + "/golden/" + stem + ".safetensors");
+  return SafetensorsFile::open(test::golden_path(stem));
 }
 
 // fp8 e4m3fn decoded by hand: bias 7, subnormals below exponent 1.

@@ -16,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "model/safetensors.hpp"
+#include "ops/golden_file.hpp"
 #include "temp_dir.hpp"
 
 namespace h3s {
@@ -23,6 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using test::golden_path;
 using test::TempDir;
 
 void write_raw(const std::string& path, const std::string& bytes) {
@@ -67,10 +69,6 @@ void expect_open_fails(const std::string& content, const std::vector<std::string
 template <class T>
 std::span<const std::byte> as_bytes(const std::vector<T>& v) {
   return std::as_bytes(std::span<const T>(v));
-}
-
-std::string golden(const std::string& name) {
-  return std::string(H3S_TEST_DATA_DIR) + "/golden/" + name + ".safetensors";
 }
 
 void expect_entry(const SafetensorsFile& f, const std::string& name, const std::string& dtype,
@@ -291,7 +289,7 @@ TEST(SafetensorsWrite, UnwritablePathLeavesNothing) {
 TEST(SafetensorsGolden, AllFiveOpenWithProvenance) {
   for (const char* name :
        {"ck_rms_rope", "ck_int8_linear", "ck_w4a8_linear", "ck_convrot_quant", "ck_swiglu_fc2"}) {
-    const SafetensorsFile f = SafetensorsFile::open(golden(name));
+    const SafetensorsFile f = SafetensorsFile::open(golden_path(name));
     EXPECT_FALSE(f.names().empty()) << name;
     ASSERT_TRUE(f.metadata().count("comfy_kitchen_version")) << name;
     EXPECT_EQ(f.metadata().at("comfy_kitchen_version"), "0.2.31") << name;
@@ -299,7 +297,7 @@ TEST(SafetensorsGolden, AllFiveOpenWithProvenance) {
 }
 
 TEST(SafetensorsGolden, RmsRope) {
-  const SafetensorsFile f = SafetensorsFile::open(golden("ck_rms_rope"));
+  const SafetensorsFile f = SafetensorsFile::open(golden_path("ck_rms_rope"));
   expect_entry(f, "q_in", "BF16", {1, 37, 4, 128});
   expect_entry(f, "rope_table", "BF16", {1, 37, 1, 48, 2, 2});
   expect_entry(f, "inv_freq", "F32", {16});
@@ -310,7 +308,7 @@ TEST(SafetensorsGolden, RmsRope) {
 }
 
 TEST(SafetensorsGolden, Int8Linear) {
-  const SafetensorsFile f = SafetensorsFile::open(golden("ck_int8_linear"));
+  const SafetensorsFile f = SafetensorsFile::open(golden_path("ck_int8_linear"));
   expect_entry(f, "weight", "I8", {768, 512});
   expect_entry(f, "weight_scale", "F32", {768, 1});
   expect_entry(f, "M300.x", "BF16", {300, 512});
@@ -321,7 +319,7 @@ TEST(SafetensorsGolden, Int8Linear) {
 }
 
 TEST(SafetensorsGolden, W4A8Linear) {
-  const SafetensorsFile f = SafetensorsFile::open(golden("ck_w4a8_linear"));
+  const SafetensorsFile f = SafetensorsFile::open(golden_path("ck_w4a8_linear"));
   expect_entry(f, "cb.weight_s_rel", "F8_E4M3", {256, 32});
   EXPECT_EQ(f.view("cb.weight_s_rel").dtype, DType::f8e4m3);
 }
@@ -491,7 +489,7 @@ TEST(SafetensorsBadInput, MetadataNotStrings) {
 }
 
 TEST(SafetensorsBadInput, MissingTensorLookup) {
-  const SafetensorsFile f = SafetensorsFile::open(golden("ck_rms_rope"));
+  const SafetensorsFile f = SafetensorsFile::open(golden_path("ck_rms_rope"));
   EXPECT_FALSE(f.contains("q_inn"));
   expect_bad_input([&] { f.entry("q_inn"); }, {f.path(), "no tensor named 'q_inn'"});
   expect_bad_input([&] { f.read_as<float>("q_inn", "F32"); }, {"'q_inn'"});
@@ -499,7 +497,7 @@ TEST(SafetensorsBadInput, MissingTensorLookup) {
 }
 
 TEST(SafetensorsBadInput, ReadAsWrongDtype) {
-  const SafetensorsFile f = SafetensorsFile::open(golden("ck_rms_rope"));
+  const SafetensorsFile f = SafetensorsFile::open(golden_path("ck_rms_rope"));
   expect_bad_input([&] { f.read_as<float>("q_in", "F32"); },
                    {f.path(), "'q_in'", "is BF16, expected F32"});
   // Right dtype name, wrong C++ element size.

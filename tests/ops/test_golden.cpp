@@ -27,29 +27,14 @@
 #include "model/packed_layout.hpp"
 #include "model/quant_linear.hpp"
 #include "model/safetensors.hpp"
+#include "ops/golden_file.hpp"
 
 namespace h3s {
 namespace {
 
 // ---- loading ---------------------------------------------------------------
 
-// One golden file: typed copies of its tensors by name.
-class Golden {
- public:
-  explicit Golden(const std::string& stem)
-      : f_(SafetensorsFile::open(std::string(H3S_TEST_DATA_DIR) + "/golden/" + stem +
-                                 ".safetensors")) {}
-  std::vector<uint16_t> bf16(const std::string& n) const { return f_.read_as<uint16_t>(n, "BF16"); }
-  std::vector<float> f32(const std::string& n) const { return f_.read_as<float>(n, "F32"); }
-  std::vector<int8_t> i8(const std::string& n) const { return f_.read_as<int8_t>(n, "I8"); }
-  std::vector<uint8_t> bytes(const std::string& n, const char* dtype) const {
-    return f_.read_as<uint8_t>(n, dtype);
-  }
-  const std::vector<int64_t>& shape(const std::string& n) const { return f_.entry(n).shape; }
-
- private:
-  SafetensorsFile f_;
-};
+using test::Golden;
 
 std::vector<float> to_f32(const std::vector<uint16_t>& b) {
   std::vector<float> f(b.size());
