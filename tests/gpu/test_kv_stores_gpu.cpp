@@ -415,6 +415,33 @@ TEST_F(GpuKvi8sVariants, TensorCoreRowSumVariantsAreChunkInvariantAndNearTheDefa
   }
 }
 
+// The default in cluster pairs (io-pr-ts-mc2: two adjacent query blocks of
+// a head share every K/V tile, each loaded once from L2 and multicast into
+// both CTAs) runs the default's arithmetic: its bits, with one query block
+// (padded to a pair: the second CTA loads for its peer and stores nothing),
+// odd and even block counts, chunked queries down to one row, and chained
+// K/V blocks.
+TEST_F(GpuKvi8sVariants, ClusterPairsGiveTheDefaultsBits) {
+  ASSERT_TRUE(gpu_->has_kv_tier("kvi8s")) << "the device runs are on Hopper";
+  uint64_t seed = 8580;
+  for (const auto& [rows, seq, heads] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
+                                         {67, 100, 2},
+                                         {259, 1000, 3},
+                                         {512, 777, 1},
+                                         {131, 4099, 2}}) {
+    const Problem p(rows, seq, heads, ++seed);
+    ASSERT_EQ(setenv(kEnv, "io-pr-ts", 1), 0);
+    const Bits want = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
+    ASSERT_EQ(setenv(kEnv, "io-pr-ts-mc2", 1), 0);
+    ASSERT_STREQ(cuda::attention_kvi8s_kernel_name(), "io-pr-ts-mc2");
+    EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0), want) << p.label();
+    for (const auto& [block, chunk] :
+         {std::pair<int64_t, int64_t>{256, 61}, {128, 1}, {384, 0}, {0, 129}})
+      EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, block, chunk), want)
+          << p.label() << ", kv_block " << block << ", row chunk " << chunk;
+  }
+}
+
 // kvfp4s' kernel variants decode the same bf16 K/V (an exact decode, one
 // rounding from the exact value) for the same consumers, whether one
 // producer warpgroup decodes both operands or one each does (dual), or a

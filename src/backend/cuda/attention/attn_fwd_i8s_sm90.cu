@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/arch/cluster.cuh"
 #include "backend/cuda/arch/tma_desc.hpp"
 #include "backend/cuda/arch/warpgroup.cuh"
 #include "backend/cuda/attention/attn_i8s_sm90_load.cuh"
@@ -34,7 +35,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int n_tiles = int((p.base.key_end - p.base.key_begin + T::kBlockN - 1) / T::kBlockN);
   if (threadIdx.x == 0) smem.init_barriers();
   if constexpr (T::kSumOnTc) smem.write_ones();
-  __syncthreads();
+  // Paired: the peer's barriers exist before anything arrives on them or lands in its ring.
+  if constexpr (T::kClusterCtas > 1)
+    arch::cluster_sync();
+  else
+    __syncthreads();
   const int wg = arch::warpgroup_index();
   if (wg < T::kProducerWarpGroups) {
     arch::setmaxnreg_dec<T::kProducerRegs>();
@@ -44,6 +49,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     const AttnI8sConsumer<T> consumer{wg - T::kProducerWarpGroups, int(threadIdx.x) % 32};
     consumer.run(p, smem, tile, n_tiles);
   }
+  // Paired: no CTA leaves while its peer may still arrive on its barriers.
+  if constexpr (T::kClusterCtas > 1) arch::cluster_sync();
 #else
   (void)p;
   __trap();  // never launched: the dispatcher selects this kernel on sm_90 only
@@ -93,7 +100,27 @@ void launch(const KvI8sFwdParams& f, cudaStream_t s) {
   p.base.fresh = false;
   const auto kernel = attn_fwd_i8s_sm90<T>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmemBytes));
-  kernel<<<AttnWsStaticScheduler<T>::grid(f.rows, f.heads), T::kThreads, T::kSmemBytes, s>>>(p);
+  dim3 grid = AttnWsStaticScheduler<T>::grid(f.rows, f.heads);
+  if constexpr (T::kClusterCtas == 1) {
+    kernel<<<grid, T::kThreads, T::kSmemBytes, s>>>(p);
+  } else {
+    // Pairs of adjacent query blocks of one head; an odd count gets one more
+    // block past the rows (it loads for its peer and stores nothing).
+    grid.x = (grid.x + T::kClusterCtas - 1) / T::kClusterCtas * T::kClusterCtas;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = unsigned(T::kClusterCtas);
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = dim3(T::kThreads);
+    config.dynamicSmemBytes = T::kSmemBytes;
+    config.stream = s;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    cudaLaunchKernelEx(&config, kernel, p);
+  }
   check_launch("attn_fwd_i8s_sm90");
 }
 
@@ -104,9 +131,9 @@ void launch(const KvI8sFwdParams& f, cudaStream_t s) {
 // registers or not, P's in registers or not (overlap) and 1 / kPolyEvery of
 // P on the FMA pipe.
 template <bool kPingPong, AttnI8sSchedule kSchedule, bool kQInRegs = false, int kPolyEvery = 0,
-          bool kPInRegs = false, bool kSumOnTc = false>
-using AttnI8sFm4 =
-    AttnI8sTraits<4, 4, kPingPong, true, true, kSchedule, kQInRegs, kPolyEvery, kPInRegs, kSumOnTc>;
+          bool kPInRegs = false, bool kSumOnTc = false, int kClusterCtas = 1>
+using AttnI8sFm4 = AttnI8sTraits<4, 4, kPingPong, true, true, kSchedule, kQInRegs, kPolyEvery,
+                                 kPInRegs, kSumOnTc, kClusterCtas>;
 
 void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v, cudaStream_t s) {
   constexpr AttnI8sSchedule kIo = AttnI8sSchedule::overlap;
@@ -139,6 +166,8 @@ void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v, cudaStr
       return i8s::launch<AttnI8sFm4<false, kIo, false, 0, true>>(p, s);
     case AttnI8sVariant::io_pr_ts:
       return i8s::launch<AttnI8sFm4<false, kIo, false, 0, true, true>>(p, s);
+    case AttnI8sVariant::io_pr_ts_mc2:
+      return i8s::launch<AttnI8sFm4<false, kIo, false, 0, true, true, 2>>(p, s);
     case AttnI8sVariant::io_pr_ts_p8:
       return i8s::launch<AttnI8sFm4<false, kIo, false, 8, true, true>>(p, s);
     case AttnI8sVariant::io_pr_p8:

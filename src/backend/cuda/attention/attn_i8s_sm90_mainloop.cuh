@@ -41,6 +41,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/arch/cluster.cuh"
 #include "backend/cuda/arch/mbarrier.cuh"
 #include "backend/cuda/arch/mma_sm80.cuh"
 #include "backend/cuda/arch/warpgroup.cuh"
@@ -82,6 +83,19 @@ struct AttnI8sConsumer {
 
   int consumer;  // 0 or 1: which 64 rows of the CTA's block
   int lane;
+
+  // This thread is done with a K or V stage (its reads and its warpgroup's
+  // MMAs from it). Paired (T::kClusterCtas = 2): the peer's producer
+  // multicasts into this CTA's stage too, so one lane a warp also arrives on
+  // the peer's barrier, after the warp's lanes (__syncwarp orders their reads).
+  __device__ void release(uint32_t empty_bar) const {
+    arch::mbar_arrive(empty_bar);
+    if constexpr (T::kClusterCtas > 1) {
+      __syncwarp();
+      if (lane == 0) arch::mbar_arrive_remote(arch::map_to_rank(empty_bar, peer_rank()));
+    }
+  }
+  __device__ static uint32_t peer_rank() { return arch::cluster_ctarank() ^ 1u; }
 
   __device__ void take_tensor_cores() const {
     if constexpr (T::kPingPong)
@@ -554,11 +568,11 @@ struct AttnI8sConsumer {
     auto softmax = [&](int stage, int valid_keys) {
       if constexpr (T::kFusedExp) {
         probs(s, smem.k_header(stage), q_scale, valid_keys, st, pr, alpha);
-        arch::mbar_arrive(smem.k_empty(stage));
+        release(smem.k_empty(stage));
       } else {
         float thread_max[kRows];
         scores(s, smem.k_header(stage), q_scale, valid_keys, pr, thread_max);
-        arch::mbar_arrive(smem.k_empty(stage));
+        release(smem.k_empty(stage));
         st.consume_with_max<T::kKeyBlocks, T::kLog2PScale, T::kSoftmaxChains>(pr, thread_max,
                                                                               alpha);
       }
@@ -601,7 +615,7 @@ struct AttnI8sConsumer {
       auto fold_o = [&](int t_o) {  // o holds P_{t_o} V_{t_o}
         const int stage_o = t_o % T::kStages;
         fold(acc, o, smem.v_header(stage_o), alpha_o, st);
-        arch::mbar_arrive(smem.v_empty(stage_o));
+        release(smem.v_empty(stage_o));
       };
       softmax(0, valid(0));
       publish();
@@ -645,7 +659,7 @@ struct AttnI8sConsumer {
         wgmma::wait<1>();  // O_{t-1} (committed first) is done: pa and V's stage are free
         settle(o);
         fold(acc, o, smem.v_header(prev), alpha, st);
-        arch::mbar_arrive(smem.v_empty(prev));
+        release(smem.v_empty(prev));
         wgmma::wait<0>();  // S_t is done
         settle(s);
         softmax(stage, valid(t));
@@ -661,7 +675,7 @@ struct AttnI8sConsumer {
     wgmma::wait<0>();
     settle(o);
     fold(acc, o, smem.v_header(last), alpha, st);
-    arch::mbar_arrive(smem.v_empty(last));
+    release(smem.v_empty(last));
 
     ends().store(p, st, acc);
     // Consumer 1's last hand-over arrived on consumer 0's barrier; absorb it.

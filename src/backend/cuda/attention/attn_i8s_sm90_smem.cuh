@@ -58,8 +58,9 @@ struct AttnI8sSmem {
     for (int s = 0; s < T::kStages; ++s) {
       arch::mbar_init(k_full(s), 1);  // the producer's arrive.expect_tx
       arch::mbar_init(v_full(s), 1);
-      arch::mbar_init(k_empty(s), T::kConsumerThreads);  // every consumer thread releases
-      arch::mbar_init(v_empty(s), T::kConsumerThreads);
+      // Every consumer thread releases (paired: and one lane a warp of the peer's).
+      arch::mbar_init(k_empty(s), T::kEmptyArrivals);
+      arch::mbar_init(v_empty(s), T::kEmptyArrivals);
     }
     arch::mbar_fence_init();
   }

@@ -50,7 +50,8 @@ enum class AttnI8sSchedule { serial, overlap, overlap_fold };
 
 template <int kStages_, int kChains_, bool kPingPong_, bool kFusedExp_, bool kMagicInt_,
           AttnI8sSchedule kSchedule_ = AttnI8sSchedule::serial, bool kQInRegs_ = false,
-          int kPolyEvery_ = 0, bool kPInRegs_ = false, bool kSumOnTc_ = false>
+          int kPolyEvery_ = 0, bool kPInRegs_ = false, bool kSumOnTc_ = false,
+          int kClusterCtas_ = 1>
 struct AttnI8sTraits {
   static constexpr int kHeadDim = AttnScale::kHeadDim;
   static constexpr int kStages = kStages_;
@@ -111,6 +112,14 @@ struct AttnI8sTraits {
   // and P (16 x 4 fp8) per thread).
   static constexpr int kProducerWarpGroups = 1;
   static constexpr int kConsumerWarpGroups = 2;
+  // CTAs of a cluster that share every K/V tile (1: alone). A pair owns two
+  // adjacent query blocks of one head: rank 0's producer loads each K stage,
+  // rank 1's each V stage, each multicast into both CTAs, so L2 sends every
+  // tile once a pair. A stage is reloaded once both CTAs' consumers released
+  // it: every consumer thread arrives on its own CTA's empty barrier and one
+  // lane a warp on the peer's. The arithmetic is unchanged: the same bits.
+  static constexpr int kClusterCtas = kClusterCtas_;
+  static_assert(kClusterCtas == 1 || kClusterCtas == 2, "alone or a cluster pair");
   static constexpr int kWarpGroups = kProducerWarpGroups + kConsumerWarpGroups;
   static constexpr int kThreads = kWarpGroups * arch::kWarpGroupThreads;
   static constexpr int kConsumerThreads = kConsumerWarpGroups * arch::kWarpGroupThreads;
@@ -183,6 +192,8 @@ struct AttnI8sTraits {
   static constexpr uint32_t kBarOffset = kQScaleOffset + kQScaleBytes;
   // Barriers: Q full; per stage K full, V full, K empty, V empty.
   static constexpr int kKvFullArrivals = 1;
+  static constexpr int kConsumerWarps = kConsumerThreads / 32;
+  static constexpr int kEmptyArrivals = kConsumerThreads + (kClusterCtas - 1) * kConsumerWarps;
   static constexpr int kBarriers = 1 + 4 * kStages;
   static constexpr uint32_t kBarBytes = kBarriers * 8;
   static constexpr size_t kSmemBytes = size_t(kBarOffset) + kBarBytes + wgmma::kAtomBytes;

@@ -141,6 +141,7 @@ enum class AttnI8sVariant {
   io_pr,
   io_pr_ts,
   io_pr_ts_p8,
+  io_pr_ts_mc2,
   io_pr_p8,
   fm4_nopp,
   fm4,
