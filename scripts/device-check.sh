@@ -102,7 +102,7 @@ if [ "$mode" = tiers ]; then
       --gtest_filter='GpuKvi8r.*:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvi8r_$v.json"
     [ -f "$OUT/gpu_tests_kvi8r_$v.json" ] && no_skips "gpu_tests_kvi8r_$v" "$OUT/gpu_tests_kvi8r_$v.json"
   done
-  kvi8s_variants=${KVI8S_VARIANTS-io-pr-ts mma io-pr io-pr-ts-p8 io-pr-p8 io io2 io-pp io-qr io-p8 io-p4 io-qr-p4 fm4-nopp fm4 f4 s4 s4-nopp}
+  kvi8s_variants=${KVI8S_VARIANTS-io-pr-ts io-pr-ts-mc2 mma io-pr io-pr-ts-p8 io-pr-p8 io io2 io-pp io-qr io-p8 io-p4 io-qr-p4 fm4-nopp fm4 f4 s4 s4-nopp}
   for v in $kvi8s_variants; do
     step "gpu_tests_kvi8s_$v" 120 env H3S_KVI8S_KERNEL=$v $bin/h3s_tests_gpu \
       --gtest_filter='*GpuKvStore.*/kvi8s:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvi8s_$v.json"
@@ -124,7 +124,7 @@ if [ "$mode" = tiers ]; then
       step "kvbench_kvfp4s_${v}_$t" 200 env H3S_KVFP4S_KERNEL=$v $bin/h3s kvbench \
         --kv-store kvfp4s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done
-    for v in ${KVI8S_BENCH_VARIANTS-mma io-pr io-pr-ts-p8 io-pr-p8 io io-qr io-p8 io-p4 io-qr-p4 io2 fm4-nopp}; do
+    for v in ${KVI8S_BENCH_VARIANTS-io-pr-ts-mc2 mma io-pr io-pr-ts-p8 io-pr-p8 io io-qr io-p8 io-p4 io-qr-p4 io2 fm4-nopp}; do
       step "kvbench_kvi8s_${v}_$t" 200 env H3S_KVI8S_KERNEL=$v $bin/h3s kvbench \
         --kv-store kvi8s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done
