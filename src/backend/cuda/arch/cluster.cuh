@@ -1,10 +1,9 @@
 // Thread-block clusters (sm_90): a CTA's rank in its cluster, the
 // cluster-wide barrier, and the distributed-shared-memory operations a CTA
-// uses on its peer's shared memory: an address mapped into the peer, an
-// mbarrier arrival there, a bulk copy from this CTA's shared memory into
-// the peer's that completes on the peer's mbarrier (the async proxy, as
-// TMA's writes: the peer's wgmma reads it after its usual mbarrier wait),
-// and a TMA load multicast into several CTAs' shared memory.
+// uses on its peer's shared memory: an address mapped into the peer and an
+// mbarrier arrival there; and a TMA load multicast into several CTAs'
+// shared memory (the async proxy: each receiver's wgmma reads it after its
+// usual mbarrier wait).
 // Bodies are guarded by __CUDA_ARCH_FEAT_SM90_ALL like the other sm_90a-only
 // wrappers.
 #pragma once
@@ -55,23 +54,6 @@ __device__ __forceinline__ void mbar_arrive_remote(uint32_t cluster_bar) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
 #else
   (void)cluster_bar;
-#endif
-}
-
-// `bytes` (a multiple of 16; both ends 16-byte aligned) from this CTA's
-// shared memory at src to the peer's at cluster_dst, completing that many
-// transaction bytes on the peer's mbarrier cluster_bar. The source must be
-// visible to the async proxy first (fence.proxy.async after the writes).
-__device__ __forceinline__ void bulk_copy_to_peer(uint32_t cluster_dst, uint32_t src,
-                                                  uint32_t bytes, uint32_t cluster_bar) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, "
-      "[%3];" ::"r"(cluster_dst),
-      "r"(src), "r"(bytes), "r"(cluster_bar)
-      : "memory");
-#else
-  (void)cluster_dst, (void)src, (void)bytes, (void)cluster_bar;
 #endif
 }
 
