@@ -169,7 +169,8 @@ constexpr Choice<attn::AttnI8sVariant> kI8sChoices[] = {
     {attn::AttnI8sVariant::io_pr_ts, "io-pr-ts"},
     {attn::AttnI8sVariant::io_pr, "io-pr"},  // +1.7% over io, the same bits (session 34)
     {attn::AttnI8sVariant::io_pr_ts_p8, "io-pr-ts-p8"},
-    // io-pr-ts in cluster pairs (K/V multicast), its bits; opt-in until measured (session 39).
+    // io-pr-ts in cluster pairs (K/V multicast), its bits: 0.965x io-pr-ts, no clock gained
+    // (session 40; docs/PERFORMANCE.md). Kept selectable as that measurement's subject.
     {attn::AttnI8sVariant::io_pr_ts_mc2, "io-pr-ts-mc2"},
     {attn::AttnI8sVariant::io_pr_p8, "io-pr-p8"},
     {attn::AttnI8sVariant::io, "io"},
