@@ -461,4 +461,23 @@ TEST(Cli, KvbenchWithoutBaselineAndThreadIndependentInputs) {
   EXPECT_FALSE(a.contains("tops")) << "speed columns are GPU-only";
 }
 
+// --repeat N runs each attention N times over the same store (for warm
+// timings at short sequences). Every run starts from the inputs' q (the
+// rotated tiers rotate it in place: a second run on the rotated q gave
+// rel-rms 1.09) and a fresh softmax state, so the outputs, and the error, are
+// those of one run; 0 is refused.
+TEST(Cli, KvbenchRepeatKeepsTheResult) {
+  const std::string cmd =
+      "kvbench --json --tokens 200 --heads 2 --kv-store kvi8s --inputs gaussian --no-baseline";
+  const Result once = run_cli(cmd, /*merge_stderr=*/false);
+  const Result twice = run_cli(cmd + " --repeat 2", /*merge_stderr=*/false);
+  ASSERT_EQ(once.code, 0) << once.out;
+  ASSERT_EQ(twice.code, 0) << twice.out;
+  EXPECT_EQ(nlohmann::json::parse(once.out).at("inputs").at(0).at("rel_rms").get<double>(),
+            nlohmann::json::parse(twice.out).at("inputs").at(0).at("rel_rms").get<double>());
+  const Result zero = run_cli(cmd + " --repeat 0");
+  EXPECT_EQ(zero.code, 2) << zero.out;
+  EXPECT_NE(zero.out.find("--repeat"), std::string::npos) << zero.out;
+}
+
 }  // namespace

@@ -24,6 +24,7 @@ struct KvBenchArgs {
   uint64_t seed = 1;
   int threads = 0;
   bool baseline = true;  // --no-baseline: skip the host baseline (O(tokens^2) on the CPU)
+  int repeat = 1;        // --repeat: attention runs timed per kernel (the median reported)
   bool json = false;
   std::vector<int> kv_mix_heads;  // kvmix: given heads on 8 bits (empty: calibrated per input)
   int64_t kv_mix_count = 0;       // kvmix: heads the calibration picks (0: half)
