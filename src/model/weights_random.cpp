@@ -65,7 +65,7 @@ std::vector<float> bias_bf16(uint64_t seed, int64_t n, float std) {
 }
 
 // island_bf16: an fp32 island of a model with quantised layers holds bf16
-// values, as ComfyUI's loader holds them (checkpoint_read.cpp), so the random
+// values, as ComfyUI's loader holds them (checkpoint_linear.cpp), so the random
 // model equals itself written to a file and read back.
 QuantLinear linear(uint64_t seed, int64_t out, int64_t in, WeightFormat f, float gain = 1.0f,
                    bool island_bf16 = false) {
