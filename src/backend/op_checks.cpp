@@ -165,6 +165,35 @@ void rms_norm_mod_args(const Tensor& x, const Tensor& gamma, const ModTable* mod
   expect_runs(runs, rows, mod->shift.rows(), op);
 }
 
+void qk_norm_rope_args(const Tensor& t, const Tensor& w, const Tensor& rope, int64_t rot_dim,
+                       Device d) {
+  const char* op = "qk_norm_rope";
+  expect_dtype(t, DType::bf16, d, op, "t");
+  expect_dtype(w, DType::bf16, d, op, "weight");
+  expect_unit_col_stride(t, op, "t");
+  constexpr int64_t kHead = 128;
+  if (w.numel() != kHead)
+    fail(ErrorKind::invalid_argument, "{}: weight has {} values, expected {}", op, w.numel(),
+         kHead);
+  // Every head reads the 128 weights as one run.
+  if (!w.is_contiguous()) fail(ErrorKind::invalid_argument, "{}: weight must be contiguous", op);
+  if (t.cols() % kHead != 0)
+    fail(ErrorKind::invalid_argument, "{}: {} columns is not a whole number of 128-wide heads", op,
+         t.cols());
+  if (rot_dim < 0 || rot_dim > kHead || rot_dim % 2 != 0)
+    fail(ErrorKind::invalid_argument, "{}: rot_dim {} must be even and <= 128", op, rot_dim);
+  if (rot_dim == 0) return;
+  expect_dtype(rope, DType::bf16, d, op, "rope");
+  expect_rows(rope, t.rows(), op, "rope");
+  // Each row's (cos, sin) pairs are read as one contiguous run.
+  if (rope.stride[size_t(rope.rank - 1)] != 1 || (rope.rank == 3 && rope.stride[1] != 2))
+    fail(ErrorKind::invalid_argument, "{}: rope rows must be contiguous (cos, sin) pairs", op);
+  const int64_t width = rope.cols() * (rope.rank == 3 ? rope.shape[2] : 1);
+  if (width != rot_dim)
+    fail(ErrorKind::invalid_argument, "{}: rope rows hold {} values, expected rot_dim {}", op,
+         width, rot_dim);
+}
+
 namespace {
 constexpr int64_t kKvi8rDim = 128;  // kvi8r::kDim: the rotation's length
 }  // namespace

@@ -46,6 +46,10 @@ void attention_args(const Tensor& q, const KvView& kv, RowRange keys, int64_t ro
                     int64_t head_dim, Device d, const char* op);
 void rms_norm_mod_args(const Tensor& x, const Tensor& gamma, const ModTable* mod,
                        std::span<const ModRun> runs, const Tensor& out, Device d);
+// qk_norm_rope: t [rows, heads * 128] bf16, weight 128 contiguous bf16; with
+// rot_dim > 0 (even, <= 128) rope [rows, rot_dim] bf16 as (cos, sin) pairs.
+void qk_norm_rope_args(const Tensor& t, const Tensor& w, const Tensor& rope, int64_t rot_dim,
+                       Device d);
 // kvi8r (kv/kvi8r.hpp): src [rows, heads * 128] bf16 -> code (i8, same
 // shape) and scale [rows, heads] f16, every row with adjacent columns.
 // Returns heads.

@@ -878,6 +878,15 @@ TEST(OpsErrors, QkNormRopeNamesTheOperand) {
                         1e-6f, 96);
       },
       "weight", "weight size");
+  // Every head reads the 128 weights as one run: a strided view would read others.
+  Mat w_wide(DType::bf16, 1, 256);
+  Tensor w_strided = Tensor::contiguous(w_wide.view().data, DType::bf16, {128});
+  w_strided.stride[0] = 2;
+  expect_error(
+      [&] {
+        be.qk_norm_rope(t, w_strided, c.rope_view({0, 4}), 1e-6f, 96);
+      },
+      "weight must be contiguous", "strided weight");
   Mat wide(DType::bf16, 4, 192);
   Tensor strided = c.rope_view({0, 4});
   strided.data = wide.view().data;

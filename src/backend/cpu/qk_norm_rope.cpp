@@ -4,6 +4,7 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/qk_norm_rope_row.hpp"
+#include "backend/op_checks.hpp"
 
 namespace h3s::cpu {
 
@@ -39,29 +40,8 @@ void rms_rope_head(const uint16_t* in, uint16_t* out, const uint16_t* w, const u
 
 void CpuBackend::qk_norm_rope(const Tensor& t, const Tensor& w, const Tensor& rope, float eps,
                               int64_t rot_dim) {
-  const char* op = "qk_norm_rope";
-  expect_dtype(t, DType::bf16, op, "t");
-  expect_dtype(w, DType::bf16, op, "weight");
-  expect_unit_col_stride(t, op, "t");
+  checks::qk_norm_rope_args(t, w, rope, rot_dim, Device::host);
   constexpr int64_t kHead = 128;
-  if (w.numel() != kHead)
-    fail(ErrorKind::invalid_argument, "{}: weight has {} values, expected {}", op, w.numel(),
-         kHead);
-  if (t.cols() % kHead != 0)
-    fail(ErrorKind::invalid_argument, "{}: {} columns is not a whole number of 128-wide heads", op,
-         t.cols());
-  if (rot_dim < 0 || rot_dim > kHead || rot_dim % 2 != 0)
-    fail(ErrorKind::invalid_argument, "{}: rot_dim {} must be even and <= 128", op, rot_dim);
-  if (rot_dim > 0) {
-    expect_dtype(rope, DType::bf16, op, "rope");
-    expect_rows(rope, t.rows(), op, "rope");
-    // Each row's (cos, sin) pairs are read as one contiguous run.
-    if (rope.stride[size_t(rope.rank - 1)] != 1 || (rope.rank == 3 && rope.stride[1] != 2))
-      fail(ErrorKind::invalid_argument, "{}: rope rows must be contiguous (cos, sin) pairs", op);
-    if (rope.cols() * (rope.rank == 3 ? rope.shape[2] : 1) != rot_dim)
-      fail(ErrorKind::invalid_argument, "{}: rope rows hold {} values, expected rot_dim {}", op,
-           rope.cols() * (rope.rank == 3 ? rope.shape[2] : 1), rot_dim);
-  }
   const int64_t heads = t.cols() / kHead;
   pool_.parallel_for(t.rows(), 16, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {

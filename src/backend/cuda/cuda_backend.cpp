@@ -168,33 +168,10 @@ void CudaBackend::rms_norm_mod(const Tensor& x, const Tensor& gamma, float eps, 
 
 void CudaBackend::qk_norm_rope(const Tensor& t, const Tensor& w, const Tensor& rope, float eps,
                                int64_t rot_dim) {
-  const char* op = "qk_norm_rope";
-  expect_dtype(t, DType::bf16, op, "t");
-  expect_dtype(w, DType::bf16, op, "weight");
-  expect_unit_col_stride(t, op, "t");
+  checks::qk_norm_rope_args(t, w, rope, rot_dim, Device::cuda);
   constexpr int64_t kHead = 128;
-  if (w.numel() != kHead)
-    fail(ErrorKind::invalid_argument, "{}: weight has {} values, expected {}", op, w.numel(),
-         kHead);
-  expect_contiguous(w, op, "weight");
-  if (t.cols() % kHead != 0)
-    fail(ErrorKind::invalid_argument, "{}: {} columns is not a whole number of 128-wide heads", op,
-         t.cols());
-  if (rot_dim < 0 || rot_dim > kHead || rot_dim % 2 != 0)
-    fail(ErrorKind::invalid_argument, "{}: rot_dim {} must be even and <= 128", op, rot_dim);
-  const uint16_t* rp = nullptr;
-  int64_t ld_rope = 0;
-  if (rot_dim > 0) {
-    expect_dtype(rope, DType::bf16, op, "rope");
-    expect_rows(rope, t.rows(), op, "rope");
-    if (rope.stride[size_t(rope.rank - 1)] != 1 || (rope.rank == 3 && rope.stride[1] != 2))
-      fail(ErrorKind::invalid_argument, "{}: rope rows must be contiguous (cos, sin) pairs", op);
-    if (rope.cols() * (rope.rank == 3 ? rope.shape[2] : 1) != rot_dim)
-      fail(ErrorKind::invalid_argument, "{}: rope rows hold {} values, expected rot_dim {}", op,
-           rope.cols() * (rope.rank == 3 ? rope.shape[2] : 1), rot_dim);
-    rp = rope.ptr<uint16_t>();
-    ld_rope = rope.stride[0];
-  }
+  const uint16_t* rp = rot_dim > 0 ? rope.ptr<uint16_t>() : nullptr;
+  const int64_t ld_rope = rot_dim > 0 ? rope.stride[0] : 0;
   cuda::qk_norm_rope(t.ptr<uint16_t>(), t.stride[0], t.rows(), t.cols() / kHead, w.ptr<uint16_t>(),
                      rp, ld_rope, eps, rot_dim, stream_);
 }
