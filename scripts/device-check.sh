@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs ON the GPU machine, from the repo root, over .devbin/ (scripts/device-build.sh),
+# Runs ON the GPU machine, from the repo root, over .devbin/ or .devbin.tgz (carry the
+# latter: scripts/device-build.sh makes both),
 # .whl/ (the CUDA h3stream wheel for the device's Python, `scripts/device-build.sh --wheel`)
 # and .ext/torch_h3_block.py (the PyTorch anchor, carried). One call: GPU tests,
 # compute-sanitizer, the Python tests on the CUDA wheel, block benchmark and the PyTorch
@@ -52,6 +53,9 @@ OUT=${OUT:-/tmp/h3s-out}
 mkdir -p "$OUT"
 export H3S_REQUIRE_GPU=1
 bin=.devbin
+# The binaries come packed (scripts/device-build.sh): carried unpacked with the tree they
+# pass the device call's 64 MiB. Unpacked every call: a warm machine keeps the last call's.
+if [ -f .devbin.tgz ]; then rm -rf $bin && mkdir -p $bin && tar -xzf .devbin.tgz -C $bin; fi
 failed=()
 step() {  # step NAME SECONDS CMD...: run with a limit, tee to $OUT/NAME.txt
   local name=$1 limit=$2
