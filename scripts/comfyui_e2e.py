@@ -332,8 +332,11 @@ def run_format(fmt, args, nodes, torch, log_lines):
     inputs = make_inputs(torch, cfg, dev, base.get_dtype_inference(), args.dims)
     S = inputs["tokens"]
     res["tokens"] = S
-    defaults = {c: v for c, v in node_cls.INPUT_TYPES()["required"].items() if c != "model"}
-    defaults = {c: v[1]["default"] for c, v in defaults.items()}
+    # Every control but the model is optional (a saved workflow keeps loading as controls
+    # are added): the defaults are the optional inputs' defaults.
+    spec = node_cls.INPUT_TYPES()
+    inputs = {**spec["required"], **spec.get("optional", {})}
+    defaults = {c: v[1]["default"] for c, v in inputs.items() if c != "model"}
     base_ctl = dict(defaults)
     if args.min_tokens is not None:
         base_ctl["min_tokens"] = args.min_tokens

@@ -3,8 +3,9 @@
 # latter: scripts/device-build.sh makes both),
 # .whl/ (the CUDA h3stream wheel for the device's Python, `scripts/device-build.sh --wheel`)
 # and .ext/torch_h3_block.py (the PyTorch anchor, carried). One call: GPU tests,
-# compute-sanitizer, the Python tests on the CUDA wheel, block benchmark and the PyTorch
-# reference; JSON and logs under $OUT.
+# compute-sanitizer, the Python tests on the CUDA wheel, the node pack in a real ComfyUI
+# (scripts/comfyui-e2e.sh, carry .ext), block benchmark and the PyTorch reference; JSON and
+# logs under $OUT.
 #   usage: bash scripts/device-check.sh [tests|bench|placement|attention|tiers|ptx80|decode|mma|all] [token list] [formats]
 # mma: kvi8s' mma.sync kernel (RTX 40/50-series): tests on Hopper and on its PTX, sanitizers,
 # kvbench beside the Hopper kernel, then on the PTX path kvbench and the int8 block for
@@ -295,6 +296,19 @@ if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] && [
   else
     echo "no .whl/h3stream-*.whl: build it with scripts/device-build.sh --wheel"
     failed+=("pytest_cuda (no CUDA wheel carried)")
+  fi
+  # The node pack in a real ComfyUI on the GPU (scripts/comfyui-e2e.sh: every streamed run
+  # bit-equal to h3stream's stock block, the int8 quantiser bit-equal to comfy-kitchen's);
+  # carry .ext (scripts/comfyui-e2e-prepare.sh) and .whl. Its reports come back as one file.
+  if [ -d .ext/ComfyUI ]; then
+    e2e_out=/tmp/h3s-comfyui-e2e
+    rm -rf "$e2e_out"
+    step comfyui_e2e 400 env OUT="$e2e_out" H3S_E2E_SITE=/tmp/h3s-e2e-site \
+      bash scripts/comfyui-e2e.sh .ext/ComfyUI int8,bf16
+    tar -czf "$OUT/comfyui-e2e.tgz" -C "$e2e_out" . 2>/dev/null
+  else
+    echo "no .ext/ComfyUI: make it with scripts/comfyui-e2e-prepare.sh (here, with PyPI)"
+    failed+=("comfyui_e2e (no ComfyUI carried)")
   fi
 fi
 if [ "$mode" = placement ] || [ "$mode" = all ]; then
