@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <fstream>
 #include <sstream>
 #include <vector>
 
@@ -480,16 +479,6 @@ std::string Placement::describe() const {
     << format_bytes(final_peak) << ")";
   if (host_bytes) s << ", host " << format_bytes(host_bytes);
   return s.str();
-}
-
-size_t available_host_memory() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  size_t kb = 0;
-  std::string unit;
-  while (f >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
 }
 
 }  // namespace h3s

@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/host_memory.hpp"  // available_host_memory: the host budget's default
 #include "h3s/options.hpp"
 #include "model/config.hpp"
 #include "model/packed_layout.hpp"
@@ -135,7 +136,5 @@ Placement smallest_placement(const ModelConfig& config, const PackedLayout& layo
 size_t estimate_activation_peak(const ModelConfig& config, const PackedLayout& layout,
                                 const ExecOptions& options, ScratchModel scratch = {});
 
-// Host memory the machine can give now (Linux MemAvailable; 0 when unknown).
-size_t available_host_memory();
 
 }  // namespace h3s
