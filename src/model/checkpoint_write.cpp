@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "model/checkpoint.hpp"
 #include "model/checkpoint_keys.hpp"
+#include "model/checkpoint_tensors.hpp"
 
 namespace h3s {
 
@@ -66,48 +67,58 @@ void write_linear(Writer& wr, const LinearSlot& s) {
   if (q.out != s.out || q.in != s.in)
     fail(ErrorKind::invalid_argument, "write_checkpoint: layer '{}' is [{}, {}], expected [{}, {}]",
          s.name, q.out, q.in, s.out, s.in);
-  const std::string w = s.name + ".weight";
-  switch (q.format) {
-    case WeightFormat::f32:
-      wr.add(w, "F32", {q.out, q.in}, q.w_f32);
-      break;
-    case WeightFormat::bf16:
-      wr.add(w, "BF16", {q.out, q.in}, q.w_bf16);
-      break;
-    case WeightFormat::int8:
-      wr.add(w, "I8", {q.out, q.in}, q.w_i8);
-      wr.add(s.name + ".weight_scale", "F32", {q.out, 1}, q.w_scale);
-      break;
-    case WeightFormat::w4a8:
-      wr.add(w, "I8", {q.out, q.in / 2}, q.w4_codes);
-      wr.add(s.name + ".weight_s_rel", "F8_E4M3", {q.out, q.in / kW4Group}, q.w4_s_rel);
-      wr.add(s.name + ".weight_s_channel", "F32", {q.out}, q.w_scale);
-      if (!q.w4_codebook.empty()) wr.add(s.name + ".weight_codebook", "F32", {16}, q.w4_codebook);
-      break;
-    case WeightFormat::nvfp4: {
-      const int64_t np = round_up(q.out, 16), kp = round_up(q.in, 16);
-      wr.add(w, "U8", {np, kp / 2}, q.fp4_codes);
-      wr.add(s.name + ".weight_scale", "F8_E4M3", {round_up(np, 128), round_up(kp / 16, 4)},
-             q.fp4_scales);
-      wr.add_owned(s.name + ".weight_scale_2", "F32", {}, std::vector<float>{q.fp4_global});
-      break;
+  if (s.bias && int64_t(q.bias.size()) != q.out)
+    fail(ErrorKind::invalid_argument, "write_checkpoint: layer '{}' needs a bias of {} values",
+         s.name, q.out);
+  LinearStorage st;
+  st.format = q.format;
+  st.codebook = q.format == WeightFormat::w4a8 && !q.w4_codebook.empty();
+  // Biases of bf16 layers are stored bf16 like ComfyUI's files (exact here).
+  st.bias_bf16 = s.bias && s.role != LinearRole::island && bf16_exact(q.bias);
+  for (LinearTensor& t : linear_tensors(s, st)) {
+    switch (t.part) {
+      case LinearPart::weight:
+        if (q.format == WeightFormat::f32)
+          wr.add(std::move(t.name), std::move(t.dtype), std::move(t.shape), q.w_f32);
+        else if (q.format == WeightFormat::bf16)
+          wr.add(std::move(t.name), std::move(t.dtype), std::move(t.shape), q.w_bf16);
+        else if (q.format == WeightFormat::int8)
+          wr.add(std::move(t.name), std::move(t.dtype), std::move(t.shape), q.w_i8);
+        else if (q.format == WeightFormat::w4a8)
+          wr.add(std::move(t.name), std::move(t.dtype), std::move(t.shape), q.w4_codes);
+        else
+          wr.add(std::move(t.name), std::move(t.dtype), std::move(t.shape), q.fp4_codes);
+        break;
+      case LinearPart::scale:
+      case LinearPart::s_channel:
+        wr.add(std::move(t.name), std::move(t.dtype), std::move(t.shape), q.w_scale);
+        break;
+      case LinearPart::s_rel:
+        wr.add(std::move(t.name), std::move(t.dtype), std::move(t.shape), q.w4_s_rel);
+        break;
+      case LinearPart::codebook:
+        wr.add(std::move(t.name), std::move(t.dtype), std::move(t.shape), q.w4_codebook);
+        break;
+      case LinearPart::block_scale:
+        wr.add(std::move(t.name), std::move(t.dtype), std::move(t.shape), q.fp4_scales);
+        break;
+      case LinearPart::global:
+        wr.add_owned(std::move(t.name), std::move(t.dtype), std::move(t.shape),
+                     std::vector<float>{q.fp4_global});
+        break;
+      case LinearPart::comfy_quant: {
+        const std::string json = comfy_quant_json(q.format);
+        wr.add_owned(std::move(t.name), std::move(t.dtype), std::move(t.shape),
+                     std::vector<char>(json.begin(), json.end()));
+        break;
+      }
+      case LinearPart::bias:
+        if (st.bias_bf16)
+          wr.add_owned(std::move(t.name), std::move(t.dtype), std::move(t.shape), to_bf16(q.bias));
+        else
+          wr.add(std::move(t.name), std::move(t.dtype), std::move(t.shape), q.bias);
+        break;
     }
-  }
-  if (q.format == WeightFormat::int8 || q.format == WeightFormat::w4a8 ||
-      q.format == WeightFormat::nvfp4) {
-    const std::string json = comfy_quant_json(q.format);
-    wr.add_owned(s.name + ".comfy_quant", "U8", {int64_t(json.size())},
-                 std::vector<char>(json.begin(), json.end()));
-  }
-  if (s.bias) {
-    if (int64_t(q.bias.size()) != q.out)
-      fail(ErrorKind::invalid_argument, "write_checkpoint: layer '{}' needs a bias of {} values",
-           s.name, q.out);
-    // Biases of bf16 layers are stored bf16 like ComfyUI's files (exact here).
-    if (s.role != LinearRole::island && bf16_exact(q.bias))
-      wr.add_owned(s.name + ".bias", "BF16", {q.out}, to_bf16(q.bias));
-    else
-      wr.add(s.name + ".bias", "F32", {q.out}, q.bias);
   }
 }
 

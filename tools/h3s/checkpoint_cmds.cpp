@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -12,7 +13,9 @@
 #include "cli_checks.hpp"
 #include "core/arena.hpp"
 #include "core/error.hpp"
+#include "core/thread_pool.hpp"
 #include "model/checkpoint.hpp"
+#include "model/checkpoint_drawn.hpp"
 #include "model/output_file.hpp"
 
 namespace h3s::cli {
@@ -30,8 +33,56 @@ void add_make_checkpoint_flags(CLI::App& cmd, MakeCheckpointArgs& a) {
   cmd.add_option("--blocks", a.blocks, "number of DiT blocks (default: the preset's)")
       ->check(whole_at_least(1));
   cmd.add_option("--seed", a.seed, "seed of the synthetic weights")->capture_default_str();
+  cmd.add_option("--weights", a.weights,
+                 "seeded (bf16 weights made and quantised, whole model in memory) or drawn "
+                 "(codes and scales drawn directly, streamed to disk: full-size files in minutes, "
+                 "for timing runs)")
+      ->check(CLI::IsMember({"seeded", "drawn"}))
+      ->capture_default_str();
+  cmd.add_option("--threads", a.threads,
+                 "threads drawing --weights drawn (default: every hardware thread; the bytes "
+                 "are the same for any count)")
+      ->check(thread_count());
   cmd.add_option("out", a.out, "output .safetensors path")->required();
 }
+
+namespace {
+
+// --weights drawn: streamed to disk block by block as it is drawn.
+int make_drawn_checkpoint(const MakeCheckpointArgs& a, const ModelConfig& cfg,
+                          const std::string& out) {
+  DrawnCheckpointOptions o;
+  o.threads = std::max(a.threads, 0);
+  const int threads = o.threads > 0 ? o.threads : ThreadPool::hardware_threads();
+  fmt::print(stderr, "h3s: drawing {} {} weights ({} blocks, seed {}, {} threads) into {}...\n",
+             a.preset, a.format, cfg.blocks, a.seed, threads, out);
+  const auto start = std::chrono::steady_clock::now();
+  const auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  // The file holds each block's tensors in runs by element size (fp32, then
+  // bf16, then 1-byte codes): progress is per block and run.
+  o.on_progress = [&](const DrawnProgress& p) {
+    if (p.tensors.empty())
+      fmt::print(stderr, "h3s: wrote all {} blocks ({:.2f} GB, {:.0f} s)\n", p.blocks,
+                 double(p.bytes_done) * 1e-9, seconds());
+    else
+      fmt::print(stderr, "h3s: wrote block {}/{} {} ({:.2f} of {:.2f} GB, {:.0f} s)\n",
+                 p.section_blocks_done, p.blocks, p.tensors, double(p.bytes_done) * 1e-9,
+                 double(p.bytes) * 1e-9, seconds());
+  };
+  write_drawn_checkpoint(out, cfg, parse_format(a.format), a.seed,
+                         {{"h3stream_preset", a.preset},
+                          {"h3stream_format", a.format},
+                          {"h3stream_seed", std::to_string(a.seed)},
+                          {"h3stream_weights", "drawn"}},
+                         o);
+  fmt::print("wrote {} ({} preset, {} blocks, format {}, drawn weights) in {:.0f} s\n", a.out,
+             a.preset, cfg.blocks, a.format, seconds());
+  return 0;
+}
+
+}  // namespace
 
 int run_make_checkpoint(const MakeCheckpointArgs& a) {
   RunArgs r;
@@ -40,6 +91,11 @@ int run_make_checkpoint(const MakeCheckpointArgs& a) {
   r.blocks = a.blocks;
   const ModelConfig cfg = config_from(r);
   const std::string out = checked_output_path(a.out, "out");  // before building the weights
+  if (a.weights == "drawn") return make_drawn_checkpoint(a, cfg, out);
+  if (a.threads >= 0)
+    fail(ErrorKind::invalid_argument,
+         "--threads sets the threads of --weights drawn; seeded weights are built on their own "
+         "threads: drop --threads or add --weights drawn");
   fmt::print(stderr, "h3s: building {} {} weights ({} blocks, seed {})...\n", a.preset, a.format,
              cfg.blocks, a.seed);
   const auto start = std::chrono::steady_clock::now();

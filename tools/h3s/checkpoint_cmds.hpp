@@ -8,9 +8,10 @@
 namespace h3s::cli {
 
 struct MakeCheckpointArgs {
-  std::string preset = "tiny", format = "bf16", time_form = "full", out;
+  std::string preset = "tiny", format = "bf16", time_form = "full", weights = "seeded", out;
   int64_t blocks = -1;
   uint64_t seed = 1;
+  int threads = -1;  // --weights drawn's threads; -1: not given (every hardware thread)
 };
 void add_make_checkpoint_flags(CLI::App& cmd, MakeCheckpointArgs& a);
 int run_make_checkpoint(const MakeCheckpointArgs& a);
