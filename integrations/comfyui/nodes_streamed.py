@@ -12,12 +12,14 @@ h3stream holds no copy of the model. The engine (one per model and device, share
 every node instance) keeps the config only.
 """
 
+import copy
 import logging
 import numbers
 import threading
+import time
 import weakref
 
-from . import comfy_weights, h3_controls, h3_native, trim_forward
+from . import comfy_budget, comfy_weights, h3_controls, h3_native, trim_forward
 from .nodes_memory import PROBE_KEY
 
 log = logging.getLogger("h3stream.comfyui")
@@ -28,6 +30,18 @@ def say_once(key, line):
     if key not in _said:
         _said.add(key)
         log.warning(f"[h3stream] {line}")
+
+
+def _interrupted():
+    """Raises ComfyUI's InterruptProcessingException when the user interrupted the queue
+    (ComfyUI itself checks only between sampler steps)."""
+    try:
+        import comfy.model_management as mm
+    except ImportError:
+        return
+    check = getattr(mm, "throw_exception_if_processing_interrupted", None)
+    if check is not None:
+        check()
 
 
 # -- engines: one per (diffusion model, device); they hold the config only ----
@@ -60,6 +74,37 @@ class _Run:
         self._rope = None
         self._segs_src = None  # the mod_segments list the cached runs came from
         self._runs = None
+        # vram_budget 0 inside ComfyUI: each call's budget is what ComfyUI can give then
+        # (comfy_budget.py), not the engine's free-memory rule.
+        self.budget_auto = values["vram_budget"] == 0
+        self.last_budget = None
+        self._block_bytes = {}
+        self.progress = _Progress()
+
+    def call_options(self, index, block, x):
+        """The engine options of one block call: with vram_budget 0 on a GPU, the budget is
+        what ComfyUI can give h3stream at this call, less the block's own weights."""
+        if not (self.budget_auto and x.is_cuda):
+            return self.options
+        held = self._block_bytes.get(index)
+        if held is None:
+            held = self._block_bytes[index] = comfy_budget.module_bytes(block)
+        budget, parts = comfy_budget.device_budget(x.device, held)
+        self.last_budget = parts
+        opts = copy.copy(self.options)
+        opts.vram_budget = max(budget, 1)  # 0 would mean "the engine's own rule"
+        return opts
+
+    def refusal(self, index, x, err):
+        """The message of a block call h3stream cannot fit: the engine's reason, what ComfyUI
+        could give, and the controls that change it."""
+        given = (f" ComfyUI can give h3stream {comfy_budget.describe(self.last_budget)}."
+                 if self.last_budget else "")
+        return (f"H3 Streamed Blocks cannot run block {index} at {x.shape[0]} tokens on {x.device}: "
+                f"{err}.{given} To fit: close other GPU work, give vram_budget (MiB) explicitly, "
+                "choose kv_store kvi8s (about half the K/V memory, approximate), lower q_chunk / "
+                "kv_chunk / mlp_chunk, or set kv_placement host (exact: the K/V in pinned host "
+                "memory, slower by the bus traffic).")
 
     @property
     def base(self):
@@ -118,6 +163,34 @@ class _Run:
         return self._runs
 
 
+class _Progress:
+    """The block 0 line of each forward (tokens, blocks, placement, budget), then one line per
+    block on long steps (a block of LONG_BLOCK_S or more) and the last block's line: a 50-block
+    step of minutes is never silent, a short one does not flood the console."""
+
+    LONG_BLOCK_S = 1.0
+
+    def __init__(self):
+        self.t_prev = None
+
+    def block_start(self, index):
+        if index == 0 or self.t_prev is None:
+            self.t_prev = time.perf_counter()
+
+    def block_done(self, index, blocks, tokens, what=None):
+        """Returns the line logged, or None."""
+        now = time.perf_counter()
+        elapsed, self.t_prev = now - self.t_prev, now
+        line = None
+        if index == 0:
+            line = f"[h3stream] {tokens} tokens, {blocks} blocks: block 1 in {elapsed:.1f} s; {what}"
+        elif elapsed >= self.LONG_BLOCK_S or index == blocks - 1:
+            line = f"[h3stream] block {index + 1}/{blocks} done in {elapsed:.1f} s"
+        if line:
+            log.info(line)
+        return line
+
+
 def _config_state_dict(dm):
     """The model's tensors as the engine's config reads them. A PDD head bank (upstream
     ComfyUI: several output heads per stream, rows [n * features, hidden]) gives its first
@@ -168,7 +241,10 @@ class StreamedBlock:
         return extra["original_block"](args)
 
     def __call__(self, args, extra):
+        _interrupted()  # ComfyUI's interrupt, honoured between blocks (a step can be minutes)
         x = args["img"]
+        if x.dim() == 3:
+            return self._rows(args, extra)
         run = self.run
         if self.index == 0 and run.trim is not None:
             run.trim.release()  # h holds the packed rows: the patch embeds are dead
@@ -211,13 +287,40 @@ class StreamedBlock:
         probe = to.get(PROBE_KEY) if isinstance(to, dict) else None
         if probe is not None:
             engine.reset_ledger()
+        run.progress.block_start(self.index)
         x = self._run(engine, block, x, t_emb, segs, runs, rope)
         if x is None:
             return self._stock(args, extra)
+        blocks = len(run.base.diffusion_model.blocks)
+        if self.index == 0:
+            placement = getattr(engine, "last_placement", None) or "?"  # the planner's line
+            budget = (f"; budget {comfy_budget.describe(run.last_budget)}"
+                      if run.last_budget else "")
+            run.progress.block_done(0, blocks, x.shape[0], f"{placement}{budget}")
+        else:
+            run.progress.block_done(self.index, blocks, x.shape[0], None)
         if probe is not None:
             probe.engine_phases(self.index, engine.ledger(),
                                 getattr(engine, "last_placement_info", None))
         self.last_path = "h3stream"
+        return {"img": x}
+
+    def _rows(self, args, extra):
+        """A batch [B, S, hidden] (cond and uncond batched, cfg > 1): each row through the
+        engine in place, as the same call with that row (t_emb per row when it has a batch
+        dimension, the segments and RoPE shared); a row h3stream cannot take runs ComfyUI's
+        block on that row alone."""
+        x = args["img"]
+        t_emb = args["t_emb"]
+        per_row_t = t_emb.dim() == 3 and t_emb.shape[0] == x.shape[0]
+        paths = []
+        for b in range(x.shape[0]):
+            row_args = dict(args, img=x[b], t_emb=t_emb[b] if per_row_t else t_emb)
+            y = self(row_args, extra)["img"]
+            if y.data_ptr() != x[b].data_ptr():
+                x[b].copy_(y)
+            paths.append(self.last_path)
+        self.last_path = "h3stream" if all(p == "h3stream" for p in paths) else "comfy"
         return {"img": x}
 
     def _run(self, engine, block, x, t_emb, segs, runs, rope):
@@ -225,18 +328,23 @@ class StreamedBlock:
         with mlp_chunk 0, h3stream's attention half and ComfyUI's MLP half with `segs`."""
         run = self.run
         attn_only = run.values["mlp_chunk"] == 0
+        options = run.call_options(self.index, block, x)
         with comfy_weights.block_weights(block, self.index, x, mlp=not attn_only) as weights:
-            if attn_only:
-                try:
+            try:
+                if attn_only:
+                    try:
+                        engine.run_block(self.index, x, t_emb, runs, rope, mode=run.mode,
+                                         options=options, phases="attn", weights=weights)
+                    except NotImplementedError as e:
+                        say_once(("attn-only",), f"mlp_chunk 0 needs the attention-only phase: "
+                                 f"{e}; ComfyUI's own blocks run instead")
+                        return None
+                else:
                     engine.run_block(self.index, x, t_emb, runs, rope, mode=run.mode,
-                                     options=run.options, phases="attn", weights=weights)
-                except NotImplementedError as e:
-                    say_once(("attn-only",), f"mlp_chunk 0 needs the attention-only phase: "
-                             f"{e}; ComfyUI's own blocks run instead")
-                    return None
-            else:
-                engine.run_block(self.index, x, t_emb, runs, rope, mode=run.mode,
-                                 options=run.options, weights=weights)
+                                     options=options, weights=weights)
+            except MemoryError as e:
+                # The engine plans before any work of the block: nothing ran, nothing changed.
+                raise MemoryError(run.refusal(self.index, x, e)) from None
         return comfy_mlp_half(block, x, t_emb, segs) if attn_only else x
 
     def _self_check(self, engine, args, extra, runs, rope):

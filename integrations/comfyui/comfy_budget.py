@@ -1,0 +1,76 @@
+"""How much device memory h3stream's own buffers (the K/V store, the chunk buffers) may take
+at one block call inside ComfyUI, when the node's vram_budget is 0.
+
+The engine's own rule (the free device memory less a tenth) is wrong inside ComfyUI's dynamic
+VRAM: comfy-aimdo fills whatever is free with the model's weight pages and gives them back
+when an allocation needs the room (it hooks the driver's allocator, so h3stream's allocations
+evict weights like PyTorch's do). Free memory then reads near zero at every call and the
+planner would stage the K/V in host memory, at several seconds of bus traffic per block, while
+the weights it leaves on the card stream cheaply anyway (a block is ~0.9 GB against ~2.7 s of
+attention at 217k tokens). So the budget counts what ComfyUI would give: the free memory plus
+the weight pages aimdo can evict (ModelPatcher.get_free_memory counts the same), less the
+block's own weights (the call's casts hold them), ComfyUI's reserve (--reserve-vram) and a
+margin for the caching allocators.
+"""
+
+MIB = 2**20
+GIB = 2**30
+MARGIN_MIN = 512 * MIB  # context growth, cuBLAS workspaces, the allocators' rounding
+
+
+def aimdo_resident(device):
+    """Bytes of model weight pages comfy-aimdo holds on `device` and can evict (0 without
+    dynamic VRAM)."""
+    try:
+        import comfy.memory_management as cmm
+    except ImportError:
+        return 0
+    if not getattr(cmm, "aimdo_enabled", False):
+        return 0
+    try:
+        import comfy_aimdo.model_vbar as vbar
+
+        return int(vbar.vbars_analyze(device.index if device.index is not None else 0))
+    except Exception:  # an aimdo without the call: count nothing rather than fail a block
+        return 0
+
+
+def comfy_reserve():
+    """ComfyUI's --reserve-vram (bytes), which it keeps free of its own work."""
+    try:
+        import comfy.model_management as mm
+
+        return int(mm.extra_reserved_memory())
+    except Exception:
+        return 0
+
+
+def device_budget(device, held_bytes=0):
+    """(budget bytes, parts dict) for h3stream's own allocations at a block call on a CUDA
+    `device`; held_bytes: what the call itself will hold beside them (its weight casts)."""
+    import torch
+
+    free, _total = torch.cuda.mem_get_info(device)
+    evictable = aimdo_resident(device)
+    reserve = comfy_reserve()
+    avail = free + evictable - reserve - int(held_bytes)
+    margin = max(avail // 20, MARGIN_MIN)
+    budget = max(avail - margin, 0)
+    return budget, {"free": free, "comfy_offloadable": evictable, "reserve": reserve,
+                    "held": int(held_bytes), "margin": margin, "budget": budget}
+
+
+def module_bytes(module):
+    """Bytes of a module's parameters and buffers (a block's weights as ComfyUI holds them)."""
+    n = 0
+    for t in list(module.parameters()) + list(module.buffers()):
+        n += t.numel() * t.element_size()
+    return n
+
+
+def describe(parts):
+    g = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
+    return (f"free {g(parts['free'])} + model weights ComfyUI can offload "
+            f"{g(parts['comfy_offloadable'])} - this block's weights {g(parts['held'])} - "
+            f"ComfyUI's reserve {g(parts['reserve'])} - margin {g(parts['margin'])} = "
+            f"{g(parts['budget'])}")
