@@ -335,8 +335,8 @@ def run_format(fmt, args, nodes, torch, log_lines):
     # Every control but the model is optional (a saved workflow keeps loading as controls
     # are added): the defaults are the optional inputs' defaults.
     spec = node_cls.INPUT_TYPES()
-    inputs = {**spec["required"], **spec.get("optional", {})}
-    defaults = {c: v[1]["default"] for c, v in inputs.items() if c != "model"}
+    node_inputs = {**spec["required"], **spec.get("optional", {})}
+    defaults = {c: v[1]["default"] for c, v in node_inputs.items() if c != "model"}
     base_ctl = dict(defaults)
     if args.min_tokens is not None:
         base_ctl["min_tokens"] = args.min_tokens
