@@ -1,6 +1,6 @@
 """The controls of "H3 Streamed Blocks": one table, the single source of names,
-defaults, ranges and tooltips (FEATURES.md "Controls"). Pure Python: the tests
-check it against FEATURES.md without ComfyUI, torch or the native module.
+defaults, ranges and tooltips (docs/FEATURES.md "Controls"). Pure Python: the tests
+check it against that table without ComfyUI, torch or the native module.
 
 What a control does *inside ComfyUI* is said in its tooltip, including where it
 has no effect here (the model's own _forward owns what the node cannot reach).
@@ -168,8 +168,8 @@ CONTROLS = (
         "error. Costs the exact K/V beside the store. No effect with kv_store bf16."),
 )
 
-# Placement (issue 13), beyond FEATURES.md's table: where h3stream's own memory
-# lives. ComfyUI owns the weights and the residual; the budget covers the rest.
+# Placement: where h3stream's own memory lives (docs/FEATURES.md "Controls"). ComfyUI
+# owns the weights and the residual; the budget covers the rest.
 ADDED = (
     Control(
         "vram_budget", "INT", 0, min=0, max=1048576,
@@ -184,7 +184,7 @@ ADDED = (
         "else host-staged. device: always on the device. host: always in pinned host "
         "memory (exact; costs bus traffic, saves ~28 KB of device memory per token)."),
 )
-# kvmix's head choice (issue 12), beyond FEATURES.md's table.
+# kvmix's head choice (docs/FEATURES.md "Controls").
 KVMIX = (
     Control(
         "kv_mix_heads", "STRING", "",
