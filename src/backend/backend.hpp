@@ -33,7 +33,7 @@ class ThreadPool;
 // and kvi8r off Hopper) decodes at once by default (Backend::kv_tier_decode_keys):
 // 4096 (2 x 4096 x 7168 x 2 B = 117 MB of scratch at H3's width, what a 16 GB
 // card can spare), and 16384 for kvfp4s on Hopper (470 MB; 5% faster there,
-// docs/PERFORMANCE.md session 32), the most a plan made without a device counts.
+// docs/PERFORMANCE.md "kvfp4s"), the most a plan made without a device counts.
 inline constexpr int64_t kKvDecodeKeys = 4096;
 inline constexpr int64_t kKvDecodeKeysHopper = 16384;
 

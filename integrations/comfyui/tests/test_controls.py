@@ -117,6 +117,14 @@ def test_tooltips_are_there_and_say_where_a_control_does_nothing_here():
     assert "Exact" in ctl.BY_NAME["q_chunk"].tooltip
 
 
+def test_tooltips_say_what_and_the_trade_off_never_a_speed_figure():
+    # Speeds go stale with every kernel; they live in docs/PERFORMANCE.md with their files.
+    ctl = _controls()
+    speed = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:x|ms|s)\b|TFLOP|TOPS|PyTorch-")
+    for c in ctl.CONTROLS:
+        assert not speed.search(c.tooltip), f"{c.name}'s tooltip quotes a speed: {speed.search(c.tooltip)[0]!r}"
+
+
 def test_comfy_inputs_and_checks():
     ctl = _controls()
     t, o = ctl.BY_NAME["q_chunk"].comfy_input()
