@@ -10,7 +10,7 @@ random latents:
 
   comfy      ComfyUI's own blocks (stock PyTorch / comfy-kitchen path)
   ours       h3stream's stock block through the node (whole sequence everywhere)
-  default    "H3 Streamed Blocks" with the FEATURES.md defaults + self_check
+  default    "H3 Streamed Blocks" with the default controls + self_check
   awkward    q_chunk 1024, kv_chunk 3072, mlp_chunk 2048 + self_check
   kv_block   kv_block 1024, final_layer_gemm streamed
   mlp0       mlp_chunk 0 (the model's own MLP module runs the second half)

@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
 # Gone before the build, so a failed build leaves nothing stale for a device call to carry
-# (session 36 lost a call to old binaries after a build had failed on spills).
+# (on 2026-12-05 a device call ran old binaries after a build had failed on spills).
 rm -rf .devbin
 cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DH3S_CUDA=ON \
   -DH3S_PORTABLE_BINARIES=ON -DH3S_BUILD_BENCH=OFF >/dev/null

@@ -3,9 +3,9 @@
 # GPU tests are compiled when nvcc is present; without a GPU they skip): the release suite,
 # `cmake --install` and the example consumer (examples/embed) built against it, the
 # same suite under AddressSanitizer + UndefinedBehaviorSanitizer, the style
-# check, a smoke run of the micro-benchmarks, a 30 s libFuzzer smoke run of
-# the checkpoint parsers (scripts/fuzz.sh) and the Python package: `pip install .`
-# then pytest (scripts/python-test.sh). Used by CI (.ci/run).
+# check, the docs check (tests/docs), a smoke run of the micro-benchmarks, a 30 s
+# libFuzzer smoke run of the checkpoint parsers (scripts/fuzz.sh) and the Python
+# package: `pip install .` then pytest (scripts/python-test.sh). Used by CI (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
@@ -14,8 +14,16 @@ jobs=$(nproc)
 phase() { echo "== $1 (at ${SECONDS} s) =="; }
 
 phase "style: clang-format"
-files=$(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh' 2>/dev/null || find src tools tests bench -name '*.[ch]pp')
+# bench/results/experiments holds one-off experiment sources kept as records (never built):
+# not checked.
+files=$(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh' ':(exclude)bench/results/experiments/*' 2>/dev/null ||
+  find src tools tests bench -name '*.[ch]pp' -not -path 'bench/results/*')
 clang-format --dry-run --Werror $files
+
+phase "docs: the architecture map and what the docs cite (tests/docs)"
+# Plain Python, no build needed: the map's folders exist and name every src/ folder, cited
+# result files exist, no internal run numbers outside bench/results.
+python3 tests/docs/test_docs.py
 
 phase "release build + tests"
 # Test-only Python deps for the safetensors interop test (ctest python_safetensors_interop).

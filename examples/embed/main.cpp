@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
 
     h3s::Options stock;
     stock.mode = h3s::ExecMode::stock;
-    h3s::Options streamed;  // the FEATURES.md defaults, streaming every block here
+    h3s::Options streamed;  // docs/FEATURES.md "Controls" defaults, all blocks streamed
     streamed.min_tokens = 0;
     streamed.q_chunk = streamed.kv_chunk = streamed.mlp_chunk = 64;
     const h3s::LatentOutputs a = engine.forward(inputs, stock);

@@ -1,4 +1,4 @@
-// h3s::Options: every control of FEATURES.md, with the reference node's
+// h3s::Options: every control of docs/FEATURES.md "Controls", with its
 // defaults. Exactness never depends on any of them: a streamed run equals
 // the stock run bit for bit whatever they are.
 #pragma once

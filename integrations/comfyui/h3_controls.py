@@ -1,6 +1,6 @@
 """The controls of "H3 Streamed Blocks": one table, the single source of names,
-defaults, ranges and tooltips (FEATURES.md "Controls"). Pure Python: the tests
-check it against FEATURES.md without ComfyUI, torch or the native module.
+defaults, ranges and tooltips (docs/FEATURES.md "Controls"). Pure Python: the tests
+check it against that table without ComfyUI, torch or the native module.
 
 What a control does *inside ComfyUI* is said in its tooltip, including where it
 has no effect here (the model's own _forward owns what the node cannot reach).
@@ -126,26 +126,20 @@ CONTROLS = (
         tooltip="K/V storage tier. bf16 = the exact resident store (2 bytes per element). "
         "The others are APPROXIMATE (never equal to the exact store; streamed == their own "
         "stock block bit for bit): kvi8r = int8 per row after a Hadamard rotation (1.02 "
-        "bytes/element, attention rel-rms ~1e-2; on an H100/H200 it halves the K/V memory "
-        "but takes ~1.1x the exact attention's time); kvi8s = SageAttention-2 layout, int8 "
-        "Q/K and fp8 V/P (1.04 bytes/element, attention rel-rms ~4e-2; on an H100/H200 "
-        "~1.4x faster than the exact attention, the 217k-token int8 block in ~0.7x "
-        "PyTorch-cuDNN's time (~0.48x PyTorch-flash's) at 0.58x the exact store's memory; "
-        "on RTX 40/50-series and other sm_89+ GPUs an mma.sync kernel with the same "
-        "arithmetic, whose speed there is not measured yet: on an H100 running that code "
-        "the 217k block took 0.94x the exact store's time); "
-        "kvfp4s = NVFP4 K (rotated, "
-        "centred per 256-token block) and V (0.57 bytes/element, attention rel-rms ~0.14: "
-        "the cheapest in memory, the least accurate; about the exact attention's time: "
-        "no GPU here has fp4 tensor cores, so it decodes blocks of keys to bf16 for the "
-        "exact kernel); kvmix = per head either kvi8s or kvfp4s (28 of 56 heads on 8 bits "
-        "by default, ~0.80 bytes/element; the heads picked per block on its first call by "
-        "their fp4 sensitivity, or given in kv_mix_heads; error and speed between the two "
-        "stores'). On a GPU without the tier's kernel the engine logs one line and runs "
-        "the exact store (kvi8s and kvmix need an RTX 40-series or newer GPU, compute "
-        "capability 8.9+; kvfp4s and kvi8r run on every GPU, "
-        "off Hopper by decoding blocks of keys to 16 bits for the exact kernel, at about "
-        "its speed)."),
+        "bytes/element, attention rel-rms ~1e-2): half the K/V memory for a little speed; "
+        "kvi8s = SageAttention-2 layout, int8 Q/K and fp8 V/P (1.04 bytes/element, attention "
+        "rel-rms ~4e-2): half the K/V memory and, on an H100/H200, faster attention than the "
+        "exact store; kvfp4s = NVFP4 K (rotated, centred per 256-token block) and V (0.57 "
+        "bytes/element, attention rel-rms ~0.14): the least memory and the least accurate; no "
+        "GPU here has fp4 tensor cores, so it decodes blocks of keys to bf16 for the exact "
+        "kernel; kvmix = per head either kvi8s or kvfp4s (28 of 56 heads on 8 bits by "
+        "default, ~0.80 bytes/element; the heads picked per block on its first call by their "
+        "fp4 sensitivity, or given in kv_mix_heads): error, memory and speed between the two "
+        "stores'. On a GPU without the tier's kernel the engine logs one line and runs the "
+        "exact store (kvi8s and kvmix need an RTX 40-series or newer GPU, compute capability "
+        "8.9+; kvfp4s and kvi8r run on every GPU, off Hopper by decoding blocks of keys to 16 "
+        "bits for the exact kernel). Measured speeds: docs/PERFORMANCE.md in the h3stream "
+        "repository."),
     Control(
         "trim_forward", "BOOLEAN", True,
         tooltip="Release the patch embeds once the packed sequence exists (the video embed "
@@ -168,8 +162,8 @@ CONTROLS = (
         "error. Costs the exact K/V beside the store. No effect with kv_store bf16."),
 )
 
-# Placement (issue 13), beyond FEATURES.md's table: where h3stream's own memory
-# lives. ComfyUI owns the weights and the residual; the budget covers the rest.
+# Placement: where h3stream's own memory lives (docs/FEATURES.md "Controls"). ComfyUI
+# owns the weights and the residual; the budget covers the rest.
 ADDED = (
     Control(
         "vram_budget", "INT", 0, min=0, max=1048576,
@@ -184,7 +178,7 @@ ADDED = (
         "else host-staged. device: always on the device. host: always in pinned host "
         "memory (exact; costs bus traffic, saves ~28 KB of device memory per token)."),
 )
-# kvmix's head choice (issue 12), beyond FEATURES.md's table.
+# kvmix's head choice (docs/FEATURES.md "Controls").
 KVMIX = (
     Control(
         "kv_mix_heads", "STRING", "",

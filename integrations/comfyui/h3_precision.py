@@ -46,7 +46,7 @@ E4M3_MAX = 448.0
 E2M1_MAX = 6.0
 FORMATS = ("int8", "int8_convrot", "fp8_e4m3", "nvfp4", "nvfp4_h16")
 TOP_OUTLIERS = 8
-# Modality tag of a mod row (H3_MODEL.md section 3: mod row = t_index * 3 + modality,
+# Modality tag of a mod row (docs/H3_MODEL.md section 3: mod row = t_index * 3 + modality,
 # modality 0 video, 1 text, 2 audio; ComfyUI's AdalnProj views [M, 3 * 6 * hidden] as
 # [3 M, 6 * hidden], and _forward's seg_tag gives text 1, video / cond / ref_img 0,
 # audio / cond_audio / ref_audio 2).

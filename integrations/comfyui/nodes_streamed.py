@@ -409,7 +409,8 @@ class ChunkedFinalLayer:
 
     def row_chunks(self, n):
         """[lo, hi) chunks of `chunk` rows over n; a tail shorter than merge_tail_below
-        joins the previous chunk (FEATURES.md's rule, as h3stream's ChunkPlan)."""
+        joins the previous chunk (docs/FEATURES.md "Chunk planning", as h3stream's
+        ChunkPlan)."""
         bounds = list(range(0, n, self.chunk)) + [n]
         if len(bounds) > 2 and bounds[-1] - bounds[-2] < self.merge_tail_below:
             del bounds[-2]
@@ -569,8 +570,9 @@ def apply_streamed(model, values, mode="streamed", h3=None):
 class H3StreamedBlocks:
     @classmethod
     def INPUT_TYPES(cls):
-        # The model is the only required input (FEATURES.md): a control a workflow does
-        # not give takes its default, so saved workflows keep loading as controls are added.
+        # The model is the only required input (docs/FEATURES.md "Controls"): a control a
+        # workflow does not give takes its default, so saved workflows keep loading as
+        # controls are added.
         req = {"model": ("MODEL", {"tooltip": "A MiniMax-H3 model (bf16, int8 ConvRot or W4A8 "
                                               "checkpoint). The node returns a patched clone."})}
         return {"required": req,

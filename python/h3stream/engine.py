@@ -322,9 +322,9 @@ class Engine:
 
     def self_check(self, index, x, t_emb, mod_runs, rope, *, options=None, stream=None,
                    weights=None, metadata=None):
-        """FEATURES.md self_check on one block: stock vs streamed variants (full, q_only,
-        kv_only, mlp_only, none) on copies of x, at any length (min_tokens does not
-        apply: the check always runs both). weights: as in run_block. Returns {"line",
+        """self_check (docs/FEATURES.md "Controls") on one block: stock vs streamed variants
+        (full, q_only, kv_only, mlp_only, none) on copies of x, at any length (min_tokens
+        does not apply: the check always runs both). weights: as in run_block. Returns {"line",
         "all_equal", "variants"}, plus with an approximate kv_store "tier" ({"kv_store",
         "approximate": True, "rel_rms", "max_abs"}: its stock block against the exact
         store's) or, when the backend has no kernel for it, "tier_fallback" (its name:

@@ -4,7 +4,8 @@
 // K/V blocks start on multiples of this many keys. Every backend consumes
 // keys in tiles counted from key 0 whose size divides it (CPU 128, CUDA wgmma
 // 128, CUDA mma.sync 64), so a block boundary is a tile boundary and blocked
-// consumption repeats the single-pass arithmetic exactly (DESIGN.md invariant 2).
+// consumption repeats the single-pass arithmetic exactly (docs/DESIGN.md,
+// invariant 2).
 #pragma once
 
 #include <cstdint>

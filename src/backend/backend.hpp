@@ -1,4 +1,5 @@
-// Backend: the op interface every executor runs on (DESIGN.md "op interface").
+// Backend: the op interface every executor runs on (docs/DESIGN.md "The op
+// interface").
 //
 // Contract for every op: row invariance. Output row r depends only on input
 // row r (plus weights, modulation rows and K/V), never on how many rows share
@@ -32,7 +33,7 @@ class ThreadPool;
 // and kvi8r off Hopper) decodes at once by default (Backend::kv_tier_decode_keys):
 // 4096 (2 x 4096 x 7168 x 2 B = 117 MB of scratch at H3's width, what a 16 GB
 // card can spare), and 16384 for kvfp4s on Hopper (470 MB; 5% faster there,
-// docs/PERFORMANCE.md session 32), the most a plan made without a device counts.
+// docs/PERFORMANCE.md "kvfp4s"), the most a plan made without a device counts.
 inline constexpr int64_t kKvDecodeKeys = 4096;
 inline constexpr int64_t kKvDecodeKeysHopper = 16384;
 
@@ -148,7 +149,8 @@ class Backend {
     if (ends.out != nullptr) attn_state_finish(s, *ends.out);
   }
 
-  // ---- approximate K/V tiers (FEATURES.md); the defaults refuse -----------
+  // ---- approximate K/V tiers (docs/FEATURES.md "K/V storage tiers") -------
+  // The defaults refuse.
   // Whether this backend runs K/V tier `tier` ("bf16", the exact store, always).
   virtual bool has_kv_tier(std::string_view tier) const { return tier == "bf16"; }
   // Keys (of every head) this backend decodes at once from `tier`'s store
@@ -212,7 +214,7 @@ class Backend {
   virtual void copy(const Tensor& x, const Tensor& y) = 0;
   virtual void scale(const Tensor& x, float alpha) = 0;
 
-  // ---- weights (DESIGN.md "Weights: the backend owns them") -----------------
+  // ---- weights (docs/DESIGN.md "Weights: the backend owns them") ------------
   // Every op reads weights prepared for this backend: a QuantLinear or norm
   // vector whose arrays are on its device in the form its kernels read.
   // prepare() makes that form from any source (a mapped file, a host

@@ -1,5 +1,5 @@
 // Argument checks shared by every backend: one line naming the op, the
-// operand and expected vs found (DESIGN.md invariant 5).
+// operand and expected vs found (docs/DESIGN.md, invariant 5).
 #pragma once
 
 #include <span>

@@ -1,5 +1,5 @@
-// WeightStore: memory a backend holds prepared weights in (DESIGN.md "Weights:
-// the backend owns them"), with a byte count the residency planner budgets.
+// WeightStore: memory a backend holds prepared weights in (docs/DESIGN.md
+// "Weights: the backend owns them"), with a byte count the residency planner budgets.
 //
 // A store is filled by Backend::prepare() (possibly on a prefetch thread: it
 // touches only the store), sealed once a unit (a block) is complete, and may

@@ -30,7 +30,7 @@ inline bf16 f32_to_bf16(float f) {
   return bf16{uint16_t(u >> 16)};
 }
 
-// Round an fp32 value to the nearest bf16 and back: the "bf16(...)" of H3_MODEL.md.
+// Round an fp32 value to the nearest bf16 and back: the "bf16(...)" of docs/H3_MODEL.md.
 inline float round_bf16(float f) {
   return bf16_to_f32(f32_to_bf16(f));
 }

@@ -1,6 +1,6 @@
 // Communicator: how the ranks of a sequence-parallel block move bytes between
-// their buffers, with NCCL's semantics (DESIGN.md "Multi-GPU": NCCL is the
-// transport). The executor (dist/sp_block.hpp) is written against this
+// their buffers, with NCCL's semantics (docs/DESIGN.md "Multi-GPU": NCCL is
+// the transport). The executor (dist/sp_block.hpp) is written against this
 // interface only; LocalCommunicator (dist/local_communicator.hpp) runs N
 // ranks as N threads for the CPU tests, an NCCL implementation runs one rank
 // per GPU.

@@ -5,7 +5,8 @@
 //
 // Exactness never depends on a split: the row ops are row-invariant, a head's
 // attention is computed the same way whatever heads share the call, and key
-// shards start on attention tiles (DESIGN.md invariants 1 and 2).
+// shards start on attention tiles (docs/DESIGN.md,
+// invariants 1 and 2).
 #pragma once
 
 #include <cstdint>

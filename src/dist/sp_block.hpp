@@ -4,7 +4,7 @@
 // row chunks like the streamed block's phases (SpOptions); attention is split
 // across ranks in one of three ways (SpAttention). Every rank calls the same
 // backend ops on its share as the stock and streamed blocks call on the whole
-// sequence, so the result is the one-rank block's bit for bit (DESIGN.md
+// sequence, so the result is the one-rank block's bit for bit (docs/DESIGN.md
 // "Multi-GPU"), for any number of ranks and any chunk sizes.
 //
 // Exact bf16 K/V only (the approximate tiers have no sharded store yet).

@@ -1,7 +1,7 @@
 // Block executors: one DiT (or refiner) block over the residual x [seq, hidden]
 // bf16, in place, either whole ("stock", ComfyUI's shape of computation) or in
-// three chunked phases ("streamed", FEATURES.md). Both are compositions of the
-// same row-invariant backend ops, so their outputs are equal bit for bit.
+// three chunked phases ("streamed", docs/FEATURES.md "The streamed block"). Both are compositions
+// of the same row-invariant backend ops, so their outputs are equal bit for bit.
 #pragma once
 
 #include <functional>

@@ -1,6 +1,6 @@
 // Steps shared by the stock and streamed executors, each over a row range of
 // the residual. Sharing them is what makes "stock is the same ops over one
-// chunk" (DESIGN.md invariant 3) true by construction. Each takes the rows'
+// chunk" (docs/DESIGN.md, invariant 3) true by construction. Each takes the rows'
 // tensor `xr` ([rows.size(), hidden] on the backend: a view of x, or a
 // chunk staged in from host memory) and their absolute range `rows` (for the
 // modulation runs).

@@ -1,4 +1,4 @@
-// exact_av_rows (FEATURES.md): beside an approximate K/V store, the text and
+// exact_av_rows (docs/FEATURES.md "Controls"): beside an approximate K/V store, the text and
 // audio query rows attend the exact bf16 K/V. Attention is row-invariant, so
 // those rows' outputs are the exact store's bit for bit, whatever the chunk
 // they sit in: audio is ~1% of the rows and audibly sensitive to the cheap

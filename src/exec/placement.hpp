@@ -1,6 +1,6 @@
 // Placement: where a forward's O(N) activation buffers live and how big its
 // chunks are, decided before any work from the device and host budgets, with
-// the device peak it predicts per phase (DESIGN.md invariant 4).
+// the device peak it predicts per phase (docs/DESIGN.md, invariant 4).
 //
 // Decisions, cheapest first until the budget holds:
 //  - patch embeds: in kv_chunk-row chunks straight into x on the streamed

@@ -1,4 +1,5 @@
-// The streamed block (FEATURES.md): three phases over row chunks.
+// The streamed block (docs/FEATURES.md "The streamed block"): three phases
+// over row chunks.
 //  1. K/V build (kv_chunk rows): norm1 -> mod -> K,V projection -> k norm +
 //     RoPE -> K/V store. Q is not computed here.
 //  2. Attention (q_chunk rows, balanced, q_group chunks at a time): recompute

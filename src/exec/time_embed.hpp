@@ -1,4 +1,4 @@
-// Timestep -> adaLN input (H3_MODEL.md section 3): the full form's sinusoid +
+// Timestep -> adaLN input (docs/H3_MODEL.md section 3): the full form's sinusoid +
 // time-embedder MLP, or the curve form's table lerp.
 #pragma once
 

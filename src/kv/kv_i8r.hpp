@@ -4,7 +4,7 @@
 // rounded up to kScaleRowAlign]), so a 128-key tile of one head is 256
 // contiguous bytes: a warp of the Hopper kernel's converters loads its 32
 // keys' scales from 2 sectors, where the [seq, heads] layout cost each key a
-// 32-byte sector of its own (session 27: 1.09-1.11x the exact kernel's time
+// 32-byte sector of its own (H200: 1.09-1.11x the exact kernel's time
 // against 1.13-1.15x). Approximate: its error against the exact
 // store is measured (tests/exec/test_kv_tiers.cpp, docs/PERFORMANCE.md),
 // and its streamed block equals its own stock block bit for bit.

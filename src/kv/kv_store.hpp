@@ -55,8 +55,8 @@ class KvStore {
 
 // The store for options' kv_store tier on `backend` (resident; kv_block as
 // KvBf16Store). A tier the backend has no kernels for falls back to the
-// exact store and says so once on stderr (FEATURES.md: approximate tiers
-// never fail a run for a missing kernel). mix_heads: kvmix's heads on 8 bits
+// exact store and says so once on stderr (docs/FEATURES.md "K/V storage
+// tiers": a missing kernel never fails a run). mix_heads: kvmix's heads on 8 bits
 // (kv/kvmix.hpp; the others on 4).
 std::unique_ptr<KvStore> make_resident_kv_store(Backend& backend, Arena& arena,
                                                 std::string_view tier, int64_t seq, int64_t heads,

@@ -1,4 +1,4 @@
-// kvfp4s, the NVFP4 K/V tier (FEATURES.md "K/V storage tiers"): K and V as
+// kvfp4s, the NVFP4 K/V tier (docs/FEATURES.md "K/V storage tiers"): K and V as
 // e2m1 codes with an e4m3 scale per 16 elements. This header is its
 // definition of record: the CPU backend runs exactly this, and the Hopper
 // kernel (attn_fwd_fp4s_sm90.cu: Hopper has no fp4 tensor cores) decodes the

@@ -1,4 +1,4 @@
-// kvi8r, the first approximate K/V tier (FEATURES.md "K/V storage tiers"):
+// kvi8r, the first approximate K/V tier (docs/FEATURES.md "K/V storage tiers"):
 // K and V rows int8 with one fp16 scale per (token, head), in a fixed
 // orthonormal Hadamard-128 basis. This header is its definition of record:
 // the exact arithmetic every backend's kvi8r path performs (the CPU backend

@@ -1,5 +1,5 @@
-// kvi8s, the SageAttention-2-style K/V tier (FEATURES.md "K/V storage
-// tiers"): int8 Q and K, fp8 e4m3 V and P. This header is its definition of
+// kvi8s, the SageAttention-2-style K/V tier (docs/FEATURES.md "K/V
+// storage tiers"): int8 Q and K, fp8 e4m3 V and P. This header is its definition of
 // record: the arithmetic every backend's kvi8s path performs (the CPU
 // backend runs exactly this; the Hopper kernel, attn_fwd_i8s_sm90.cu, runs it
 // on int8 and fp8 tensor cores and differs only in the order of its fp32

@@ -1,4 +1,4 @@
-// kvmix, the mixed K/V tier (FEATURES.md "K/V storage tiers"): per head, K and
+// kvmix, the mixed K/V tier (docs/FEATURES.md "K/V storage tiers"): per head, K and
 // V either on kvi8s' 8-bit store or on kvfp4s' 4-bit one, by a head set
 // chosen per block. This header is the tier's definition of record besides
 // its two stores': a head's attention is exactly its store's, bit for bit.

@@ -40,7 +40,7 @@ struct CheckpointSummary {
     WeightFormat format;
     size_t bytes;  // bytes of the layer's tensors in the file
     // An fp32 island of a file with quantised layers: its values are rounded
-    // to bf16 at load, as ComfyUI's loader holds them (H3_MODEL.md section 2).
+    // to bf16 at load, as ComfyUI's loader holds them (docs/H3_MODEL.md section 2).
     bool held_bf16 = false;
     // Stored in `format` but flagged full_precision_matrix_mult: dequantised
     // to bf16 at load, multiplied in bf16 (quant_linear.hpp).

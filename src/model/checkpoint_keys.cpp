@@ -1,4 +1,4 @@
-// Key names of ComfyUI's MiniMax-H3 state dict (H3_MODEL.md section 2).
+// Key names of ComfyUI's MiniMax-H3 state dict (docs/H3_MODEL.md section 2).
 #include "model/checkpoint_keys.hpp"
 
 #include <fmt/format.h>

@@ -38,7 +38,7 @@ class CheckpointReader {
   // ComfyUI loads a file with any quantised layer through its mixed-precision
   // ops, whose Linear holds every unquantised weight and bias in the compute
   // dtype (bf16), fp32 islands included, and upcasts them at run time
-  // (H3_MODEL.md section 2). Such a file's islands are rounded to bf16 here.
+  // (docs/H3_MODEL.md section 2). Such a file's islands are rounded to bf16 here.
   bool islands_held_bf16() const { return any_quantised_; }
 
   template <typename... A>

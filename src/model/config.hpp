@@ -1,5 +1,5 @@
 // ModelConfig: the shape of an H3 DiT, with the presets `h3` (the released
-// model, H3_MODEL.md section 1) and `tiny` (same head layout, small width).
+// model, docs/H3_MODEL.md section 1) and `tiny` (same head layout, small width).
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 namespace h3s {
 
-// How timesteps become the adaLN input (H3_MODEL.md section 3).
+// How timesteps become the adaLN input (docs/H3_MODEL.md section 3).
 enum class TimeForm : uint8_t {
   full,   // time_embedder MLP (fp32), adaln linear on SiLU(t_emb) in bf16
   curve,  // adaln_t_table lerp (fp32), adaln linear in fp32, no SiLU

@@ -1,6 +1,6 @@
 // The int8 ConvRot activation quantiser of `int8_tensorwise` checkpoints,
 // bit-exactly as comfy-kitchen's quantize_int8_rowwise_convrot64 computes it
-// (H3_MODEL.md section 4, golden vectors in tests/data/golden). It belongs to
+// (docs/H3_MODEL.md section 4, golden vectors in tests/data/golden). It belongs to
 // the weight format, so every backend reproduces this definition.
 #pragma once
 

@@ -82,7 +82,7 @@ struct PackedLayout {
 
 // RoPE rotation table [seq_len, rope_dim/2, 2] bf16 bits as (cos, sin) pairs:
 // angle = fp32(pos) * inv_freq (pairs 0-15 t, 16-31 h, 32-47 w), cos and sin in
-// fp32, rounded to bf16 (H3_MODEL.md section 3).
+// fp32, rounded to bf16 (docs/H3_MODEL.md section 3).
 std::vector<uint16_t> rope_table(const PackedLayout& layout, std::span<const float> inv_freq,
                                  int64_t rope_dim);
 

@@ -1,6 +1,6 @@
 // QuantLinear: one linear layer's weight in the format it is stored in.
 //
-// Layouts are row-major [out, in] as in the checkpoints (H3_MODEL.md 2, 4, 5):
+// Layouts are row-major [out, in] as in the checkpoints (docs/H3_MODEL.md 2, 4, 5):
 //  - bf16 / f32: plain weights;
 //  - int8 (`int8_tensorwise` with ConvRot): int8 [out, in] already rotated per
 //    256-wide input group, one fp32 scale per output row;
@@ -73,7 +73,7 @@ struct QuantLinear {
 };
 
 // Decode w4a8 codes (host arrays) to int8: w8 = clamp(rne(level * float(s_rel)),
-// -127, 127), level = codebook[code] or code - 8 (H3_MODEL.md 5). The first
+// -127, 127), level = codebook[code] or code - 8 (docs/H3_MODEL.md 5). The first
 // returns the int8 array, the second stores it in q.w_i8.
 std::vector<int8_t> decode_w4a8_values(const QuantLinear& q);
 void decode_w4a8(QuantLinear& q);

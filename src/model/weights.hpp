@@ -1,5 +1,5 @@
 // ModelWeights: one H3 model's weights, named after the checkpoint keys
-// (H3_MODEL.md section 2), as views (weight_array.hpp) into a mapped file,
+// (docs/H3_MODEL.md section 2), as views (weight_array.hpp) into a mapped file,
 // arrays a loader or builder owns, or a host framework's tensors. Norm weights
 // are bf16 bits; fp32 islands (patch projections, time embedder, output heads,
 // curve-form adaLN) are f32. The same structs hold a backend's prepared copy

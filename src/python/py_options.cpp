@@ -1,4 +1,4 @@
-// Options: every control of FEATURES.md (ExecOptions), validated whenever it
+// Options: every control of docs/FEATURES.md "Controls" (ExecOptions), validated whenever it
 // is built or changed, so a bad value fails where it is set, naming the
 // control, the value and the range.
 #include <fmt/format.h>
@@ -119,9 +119,10 @@ nb::dict to_dict(const ExecOptions& o) {
 
 void bind_options(nb::module_& m) {
   const ExecOptions d;  // the reference node's defaults
-  nb::class_<ExecOptions> c(m, "Options",
-                            "Every control of the 'H3 Streamed Blocks' node (FEATURES.md). Bad "
-                            "values raise ValueError naming the control.");
+  nb::class_<ExecOptions> c(
+      m, "Options",
+      "Every control of the 'H3 Streamed Blocks' node (docs/FEATURES.md, Controls). Bad "
+      "values raise ValueError naming the control.");
   c.def(
       "__init__",
       [](ExecOptions* self, int64_t q_chunk, int64_t kv_chunk, int64_t mlp_chunk,

@@ -81,7 +81,7 @@ class BlockEngine {
     StageTraffic staging;
   };
   PlacementReport last_placement() const;
-  // The FEATURES.md self_check on this block and input: stock vs streamed
+  // self_check (docs/FEATURES.md "Controls") on this block and input: stock vs streamed
   // variants side by side on copies; call.x is not modified.
   SelfCheckResult self_check(const TensorBlockCall& call);
 

@@ -331,8 +331,8 @@ TEST_F(GpuKvi8sVariants, MmaKernelIsChunkInvariantAndNearTheHopperKernel) {
     const double io_pr_err = deviation(p, io_pr, exact).rel_rms;
     std::printf("[ deviation ] kvi8s mma vs io-pr | %s | %s; vs exact %.5g (io-pr %.5g)\n",
                 p.label().c_str(), d.describe().c_str(), err, io_pr_err);
-    // The same e4m3 products summed by another MMA. Measured (session 38,
-    // H100): rel-rms 3.1e-4 to 5.2e-4, worst row 4.2e-3, max |d| / rms 0.116,
+    // The same e4m3 products summed by another MMA. Measured (H100,
+    // 2026-12-05): rel-rms 3.1e-4 to 5.2e-4, worst row 4.2e-3, max |d| / rms 0.116,
     // more than an order of fp32 sums alone gives: wgmma's fp8 accumulation
     // keeps fewer bits than mma.sync's (why kvi8s folds every tile into fp32),
     // and the mma.sync kernel is the nearer of the two to the exact attention.
@@ -403,7 +403,7 @@ TEST_F(GpuKvi8sVariants, TensorCoreRowSumVariantsAreChunkInvariantAndNearTheDefa
       std::printf("[ deviation ] kvi8s %s vs io-pr | %s | %s; vs exact %.5g (io-pr %.5g)\n",
                   variant, p.label().c_str(), d.describe().c_str(), err, io_pr_err);
       // Each e4m3 P is off its fp32 p by ~3.6% rms, so the two denominators
-      // differ by ~0.036 / sqrt(effective keys): measured (session 35) 6.9e-3
+      // differ by ~0.036 / sqrt(effective keys): measured (H200, 2026-12-05) 6.9e-3
       // rel-rms at 100 keys, 4.1e-3 at 1000, 0.31 max |d| / rms; the same
       // error against the exact attention to within 10%.
       expect_within(d, DeviationBound{1.5e-2, 6e-2, 0.6}, std::string(variant) + " vs io-pr");
@@ -446,7 +446,7 @@ TEST_F(GpuKvi8sVariants, ClusterPairsGiveTheDefaultsBits) {
 // rounding from the exact value) for the same consumers, whether one
 // producer warpgroup decodes both operands or one each does (dual), or a
 // decode kernel writes blocks of keys to global memory for the exact
-// kernel (decode: the default on every GPU since session 31): the same
+// kernel (decode: the default on every GPU): the same
 // bits over one key, a partial tile, tiles plus a tail, 9,001 keys (several
 // 4096-key decode blocks off Hopper, one 16384-key block on it; the chunk
 // test above forces 4096 everywhere), chunked queries and chained K/V blocks.

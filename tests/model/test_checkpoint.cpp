@@ -185,7 +185,7 @@ INSTANTIATE_TEST_SUITE_P(
 // ---- 1a. fp32 islands as ComfyUI's loader holds them ----------------------
 
 // A file with any quantised layer loads through ComfyUI's mixed-precision ops,
-// which hold every unquantised Linear parameter in bf16 (H3_MODEL.md section
+// which hold every unquantised Linear parameter in bf16 (docs/H3_MODEL.md section
 // 2): the loader rounds such a file's fp32 islands (and any F32 bias of a bf16
 // layer) to bf16; a bf16 file keeps its islands in fp32.
 TEST(CheckpointIslands, QuantisedFilesHoldIslandsAtBf16BfFilesKeepFp32) {

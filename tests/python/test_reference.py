@@ -1,5 +1,5 @@
 """run_block computes ComfyUI's DiTBlock.forward: checked against a plain fp32
-torch re-statement of the block (H3_MODEL.md section 3) on bf16 weights. The
+torch re-statement of the block (docs/H3_MODEL.md section 3) on bf16 weights. The
 engine rounds to bf16 between steps and the reference does not, so they agree
 to a tolerance, not bit for bit: measured 0.019 of the block update (bound
 0.05), while a wrong piece is far outside (no SiLU: 2.3; (sin, cos) read as

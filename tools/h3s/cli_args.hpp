@@ -1,5 +1,5 @@
 // Flags shared by `h3s demo` and `h3s run`: model, sequence shape, and every
-// control of FEATURES.md.
+// control of docs/FEATURES.md "Controls".
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -36,9 +36,10 @@ struct RunArgs {
 };
 
 // Registers every flag on `cmd`; `defaults` supplies the chunk defaults shown
-// in --help (demo scales them to the tiny model, run keeps FEATURES.md's).
+// in --help (demo scales them to the tiny model; run keeps the defaults of
+// docs/FEATURES.md "Controls").
 void add_run_flags(CLI::App& cmd, RunArgs& a);
-// The FEATURES.md controls alone (--q-chunk ... --self-check), for commands
+// The controls of docs/FEATURES.md "Controls" alone (--q-chunk ... --self-check), for commands
 // that take their model and shape from files (h3s forward).
 void add_control_flags(CLI::App& cmd, ExecOptions& o, std::string& final_gemm);
 

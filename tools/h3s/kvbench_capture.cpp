@@ -34,8 +34,8 @@ CapturedQkv capture_block_qkv(EngineBackend& eb, const std::string& path, int64_
   c.head_dim = cfg.head_dim;
   c.blocks = cfg.blocks;
   c.format = std::string(format_name(w.format));
-  // The FEATURES.md defaults and the exact store: blocks before `block` give
-  // the bits of any exact run (streamed == stock), and x stays on the backend.
+  // The default controls (docs/FEATURES.md "Controls") and the exact store: blocks before `block`
+  // give the bits of any exact run (streamed == stock), and x stays on the backend.
   ExecOptions opt;
   const BlockTap tap = [&](size_t i, const BlockView& view, const Tensor& x) {
     if (int64_t(i) != block) return true;

@@ -287,7 +287,7 @@ int main(int argc, char** argv) {
   RunArgs run;
   bool run_stock = false;
   CLI::App* run_cmd =
-      app.add_subcommand("run", "one forward with the FEATURES.md defaults; prints the ledger");
+      app.add_subcommand("run", "one forward with the default controls; prints the ledger");
   add_run_flags(*run_cmd, run);
   run_cmd->add_flag("--stock", run_stock, "run every block stock (ComfyUI's shape)");
 

@@ -42,9 +42,5 @@ def load_pack(name="h3s_comfyui_pack"):
 
 
 def features_md():
-    for p in (os.path.join(REPO, "shared", "FEATURES.md"),
-              os.path.join(os.path.dirname(REPO), "shared", "FEATURES.md"),
-              "/work/shared/FEATURES.md"):
-        if os.path.exists(p):
-            return p
-    return None
+    """docs/FEATURES.md, the repository's own statement of the controls."""
+    return os.path.join(REPO, "docs", "FEATURES.md")

@@ -1,7 +1,7 @@
 """A stand-in for ComfyUI's `comfy.ldm.minimax.model`, reduced to what the node touches:
 a DiT block's modules under ComfyUI's names (whose weights the node casts and hands to
 h3stream each call; the MLP half also runs, for mlp_chunk = 0) and the segment-wise
-`_mod_scale_shift` / `_mod_gate`. Written here from H3_MODEL.md section 3
+`_mod_scale_shift` / `_mod_gate`. Written here from docs/H3_MODEL.md section 3
 (the arithmetic ComfyUI's block performs, bf16 with the roundings it lists) and
 tests/python/test_reference.py's torch re-statement; no ComfyUI code. The weights come
 from an H3 checkpoint's tensors under their file keys."""

@@ -1,4 +1,6 @@
-"""The node's controls are FEATURES.md's: same names, defaults, ranges; honest tooltips."""
+"""The node's controls are docs/FEATURES.md's: same names, types, defaults, ranges; honest
+tooltips. The table is the repository's own, so these tests run (and fail, never skip) on
+every checkout."""
 
 import importlib.util
 import os
@@ -19,42 +21,56 @@ def _controls():
 
 
 def _features_rows():
+    """{name: (type cell, meaning cell)} of the first table under "## Controls"."""
     path = features_md()
-    if path is None:
-        pytest.skip("FEATURES.md (shared/) not found beside the repository")
-    text = open(path).read()
-    section = text.split("## Controls", 1)[1].split("\n## ", 1)[0]
-    rows = {}
+    assert os.path.exists(path), f"{path} is missing: it states the node's controls"
+    text = open(path, encoding="utf-8").read()
+    assert "\n## Controls\n" in text, f"{path} has no '## Controls' section"
+    section = text.split("\n## Controls\n", 1)[1].split("\n## ", 1)[0]
+    rows, in_table = {}, False
     for line in section.splitlines():
+        if not line.startswith("|"):
+            if in_table:
+                break  # the first table only
+            continue
+        in_table = True
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) >= 3 and cells[0] not in ("name", "") and not set(cells[0]) <= set("-"):
-            rows[cells[0]] = cells[1]
+            assert cells[0] not in rows, f"docs/FEATURES.md lists {cells[0]} twice"
+            rows[cells[0]] = (cells[1], cells[2])
+    assert rows, f"no control table under '## Controls' in {path}"
     return rows
 
 
-def test_every_features_control_is_a_node_control_with_its_default_and_range():
+def test_features_md_table_is_the_nodes_controls():
     ctl = _controls()
     rows = _features_rows()
-    added = {c.name for c in ctl.ADDED + ctl.KVMIX}  # placement (issue 13), kvmix (issue 12)
-    assert set(rows) - {"model"} == set(ctl.BY_NAME) - added, "node controls differ from FEATURES.md"
-    assert not added & set(rows), "a control FEATURES.md lists is marked as added"
-    for name, spec in rows.items():
-        if name == "model":
-            continue
+    assert rows.pop("model")[0] == "MODEL"
+    assert set(rows) == set(ctl.BY_NAME), (
+        f"docs/FEATURES.md lists {sorted(set(rows) - set(ctl.BY_NAME))} that the node lacks; "
+        f"the node has {sorted(set(ctl.BY_NAME) - set(rows))} that docs/FEATURES.md lacks")
+    for name, (spec, meaning) in rows.items():
         c = ctl.BY_NAME[name]
-        m = re.match(r"int (\d+), (\d+)\.\.(\d+)", spec)
+        assert len(meaning) > 20, f"{name}: docs/FEATURES.md gives no meaning"
+        m = re.fullmatch(r"int (\d+), (\d+)\.\.(\d+)(?:, step (\d+))?(?: \(\w+\))?", spec)
         if m:
-            assert c.kind == "INT"
-            assert (c.default, c.min, c.max) == tuple(int(v) for v in m.groups()), name
+            assert c.kind == "INT", name
+            assert (c.default, c.min, c.max) == tuple(int(v) for v in m.groups()[:3]), name
+            assert c.step == int(m.group(4) or 1), name
             continue
-        m = re.match(r"bool (true|false)", spec)
+        m = re.fullmatch(r"bool (true|false)", spec)
         if m:
             assert c.kind == "BOOLEAN" and c.default == (m.group(1) == "true"), name
             continue
-        # a choice: "exact / streamed", "bf16 (exact) / kvi8r / ..."
-        choices = [re.sub(r"\s*\(.*\)", "", s).strip() for s in spec.split("/")]
+        m = re.fullmatch(r'string "(.*)"', spec)
+        if m:
+            assert c.kind == "STRING" and c.default == m.group(1), name
+            continue
+        # a choice, the default first: "exact / streamed", "bf16 (exact) / kvi8r / ..."
+        choices = tuple(re.sub(r"\s*\(.*\)", "", s).strip() for s in spec.split("/"))
+        assert len(choices) > 1, f"{name}: unreadable type cell {spec!r}"
         assert c.kind == "COMBO" and c.default == choices[0], name
-        assert set(c.choices) <= set(choices), name
+        assert tuple(c.choices) == choices, name
 
 
 def test_placement_controls_become_engine_options():
@@ -99,6 +115,14 @@ def test_tooltips_are_there_and_say_where_a_control_does_nothing_here():
     assert "frees them when block 0 starts" in ctl.BY_NAME["trim_forward"].tooltip
     assert "bit for bit" in ctl.BY_NAME["exact_av_rows"].tooltip
     assert "Exact" in ctl.BY_NAME["q_chunk"].tooltip
+
+
+def test_tooltips_say_what_and_the_trade_off_never_a_speed_figure():
+    # Speeds go stale with every kernel; they live in docs/PERFORMANCE.md with their files.
+    ctl = _controls()
+    speed = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:x|ms|s)\b|TFLOP|TOPS|PyTorch-")
+    for c in ctl.CONTROLS:
+        assert not speed.search(c.tooltip), f"{c.name}'s tooltip quotes a speed: {speed.search(c.tooltip)[0]!r}"
 
 
 def test_comfy_inputs_and_checks():

@@ -428,7 +428,7 @@ def test_probe_stays_outermost_and_writes_the_ledger(pack, tmp_path, order):
     assert ("block", 0) in phases and ("kv", 1) in phases and ("final", None) in phases
     assert {r.get("path") for r in recs if r["phase"] == "block"} == {"h3stream"}
     assert all(r["host_rss"] for r in recs if r["phase"] == "block")
-    # FEATURES.md: per phase allocated, peak, reserved and host RSS.
+    # docs/FEATURES.md "Companions": per phase allocated, peak, reserved and host RSS.
     for r in (r for r in recs if r["phase"] in ("kv", "attn", "mlp")):
         assert r["arena_peak"] == 1000 + r["block"] and r["arena_reserved"] == 0, r
         assert r["arena_allocated"] == 0 and r["host_rss"], r
@@ -663,7 +663,7 @@ def test_node_inputs_are_the_controls(pack):
     ns = streamed(pack)
     spec = ns.H3StreamedBlocks.INPUT_TYPES()
     ctl = sys.modules["h3s_comfyui_pack.h3_controls"]
-    assert list(spec["required"]) == ["model"]  # FEATURES.md: the only required input
+    assert list(spec["required"]) == ["model"]  # the only required input (docs/FEATURES.md)
     assert list(spec["optional"]) == [c.name for c in ctl.CONTROLS]
     with pytest.raises(ValueError, match="MiniMax-H3"):
         p = FakePatcher()

@@ -36,7 +36,7 @@ void linear_rows(ThreadPool& pool, int64_t rows, const RowLoader& load, const Qu
     return;
   }
   // int8 / w4a8: ConvRot-quantise each activation row, exact int32 GEMM,
-  // epilogue bf16((acc * xs) * ws) in exactly that order (H3_MODEL.md 4).
+  // epilogue bf16((acc * xs) * ws) in exactly that order (docs/H3_MODEL.md 4).
   const int64_t block = std::min(rows, kGemmRowBlock);
   std::vector<int8_t> xq(static_cast<size_t>(block * k));
   std::vector<float> xs(static_cast<size_t>(block));
@@ -95,7 +95,7 @@ void CpuBackend::swiglu_linear(const Tensor& f, const QuantLinear& w, const Tens
   expect_rows(y, f.rows(), op, "y");
   const int64_t ffn = w.in;
   // int8 files fuse SwiGLU into fc2's quantiser in fp32; everything else runs
-  // the eager bf16 SwiGLU first (H3_MODEL.md 3.10, 4, 5).
+  // the eager bf16 SwiGLU first (docs/H3_MODEL.md 3.10, 4, 5).
   const bool fused = w.format == WeightFormat::int8;
   RowLoader load = [&, fused](int64_t r, float* dst) {
     const uint16_t* gate = f.row<uint16_t>(r);

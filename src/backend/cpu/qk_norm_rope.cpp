@@ -1,5 +1,5 @@
 // Per-head q/k RMSNorm + split-half RoPE, bit-exact with comfy-kitchen's fused
-// rms_rope kernel (H3_MODEL.md 3.5, golden ck_rms_rope).
+// rms_rope kernel (docs/H3_MODEL.md 3.5, golden ck_rms_rope).
 #include <cmath>
 
 #include "backend/cpu/cpu_backend.hpp"

@@ -165,12 +165,13 @@ Choice<attn::AttnI8rVariant> i8r_choice() {
 }
 
 constexpr Choice<attn::AttnI8sVariant> kI8sChoices[] = {
-    // +5.3% over io-pr (session 35), its own bits: the row sums from the tensor cores.
+    // +5.3% over io-pr (H200, 2026-12-05), its own bits: the row sums from the tensor cores.
     {attn::AttnI8sVariant::io_pr_ts, "io-pr-ts"},
-    {attn::AttnI8sVariant::io_pr, "io-pr"},  // +1.7% over io, the same bits (session 34)
+    {attn::AttnI8sVariant::io_pr, "io-pr"},  // +1.7% over io, the same bits (H200, 2026-12-05)
     {attn::AttnI8sVariant::io_pr_ts_p8, "io-pr-ts-p8"},
     // io-pr-ts in cluster pairs (K/V multicast), its bits: 0.965x io-pr-ts, no clock gained
-    // (session 40; docs/PERFORMANCE.md). Kept selectable as that measurement's subject.
+    // (H100, 2026-12-06; docs/PERFORMANCE.md "kvi8s"). Kept selectable as that measurement's
+    // subject.
     {attn::AttnI8sVariant::io_pr_ts_mc2, "io-pr-ts-mc2"},
     {attn::AttnI8sVariant::io_pr_p8, "io-pr-p8"},
     {attn::AttnI8sVariant::io, "io"},
@@ -203,7 +204,7 @@ constexpr Choice<attn::AttnFp4sVariant> kFp4sChoices[] = {
 // kvfp4s' decode path (kvfp4s_decode, then the exact kernel) is its default
 // on every GPU: on the H200 at 217,088 tokens it took 1.03x the exact
 // kernel's time against the Hopper kernel's 1.34x, with the same bits
-// (docs/PERFORMANCE.md, session 31). H3S_KVFP4S_KERNEL names a Hopper
+// (docs/PERFORMANCE.md "kvfp4s"). H3S_KVFP4S_KERNEL names a Hopper
 // variant for comparison.
 constexpr const char* kFp4sEnv = "H3S_KVFP4S_KERNEL";
 Choice<attn::AttnFp4sVariant> fp4s_choice() {
@@ -261,7 +262,7 @@ bool attention_kvi8r_supported() {
 
 bool attention_kvi8r_decodes() {
   // On Hopper its own kernel: 1.11x the exact kernel's time against the
-  // decode path's 1.91x (the mma.sync kernel; session 31).
+  // decode path's 1.91x (the mma.sync kernel; H200, 2026-12-05).
   return tier_decodes(kI8rEnv, "kvi8r", attention_kvi8r_supported(), false, [] { i8r_choice(); });
 }
 

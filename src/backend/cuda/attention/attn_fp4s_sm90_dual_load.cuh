@@ -1,7 +1,7 @@
 // The kvfp4s producer as two warpgroups ("dual"): warpgroup 0 decodes every
 // K tile, warpgroup 1 every V tile, each as AttnFp4sLoad decodes one (the
-// same items, arithmetic and layout: the same bits). Session 17's profile of
-// the one-warpgroup producer found the consumers waiting for K full more than
+// same items, arithmetic and layout: the same bits). A profile of the
+// one-warpgroup producer (H200, 2026-12-03) found the consumers waiting for K full more than
 // on anything else and the decode issue-bound: one warp a scheduler decoding
 // K then V. Two warpgroups give each scheduler two independent decode chains,
 // and K's decode of tile t + 1 no longer waits for V's of tile t (kvi8r's

@@ -17,7 +17,7 @@
 // kDualProducer_: two producer warpgroups, one decoding the K tiles and one
 // the V tiles (attn_fp4s_sm90_dual_load.cuh), each with its own TMA issuer,
 // scale loads and named barrier: the one-warpgroup producer is the kernel's
-// bottleneck (session 17: the consumers' K-full wait the largest stall), one
+// bottleneck (profiled: the consumers' K-full wait the largest stall), one
 // warp a scheduler whose decode is issue- and latency-bound.
 //
 // The member names are AttnI8rTraits' (AttnI8rSmem and convert_plan read

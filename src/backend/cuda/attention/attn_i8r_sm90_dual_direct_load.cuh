@@ -3,13 +3,13 @@
 // global memory (L2) into registers, a tile ahead, so no code byte crosses
 // shared memory (the ring's TMA write and code loads: 64 KiB a tile). The
 // ring's 64 KiB can hold a third 16-bit K/V stage; two stages measured
-// faster (session 26: 1.13-1.15x the exact kernel against 1.13-1.17x), and
+// faster (1.13-1.15x the exact kernel against 1.13-1.17x on an H200), and
 // both beat the code ring (1.18-1.21x) by clock, not cycles: without the
 // ring's shared traffic the kernel draws less power under the H200's cap.
-// Since session 27 the store's scales are head-major (a warp's 32 scale
+// Since then the store's scales are head-major (a warp's 32 scale
 // loads read 2 sectors, not 32) and its codes biased (no xor): 1.09-1.10x.
 // Scales by TMA instead (no load, slot store or named barrier) lost 10%, by
-// clock (bench/results/kvi8r_tma_scales_s27_2026-12-04.patch).
+// clock (bench/results/experiments/kvi8r_tma_scales_s27_2026-12-04.patch).
 //
 // Per operand X, its warpgroup's 128 threads, per key tile t, with tile t's
 // X codes and scale already in registers:
@@ -19,7 +19,7 @@
 //   and layout: the same bits); fence; arrive X full; then load tile t + 1's
 //   codes and scale.
 //
-// The loads follow the arrive: session 25's profile found a converter's
+// The loads follow the arrive: a profile of the code-ring producer found a converter's
 // fence and arrive waiting for its global loads in flight, and the one-
 // warpgroup direct producer losing to exactly that. Here the loads land
 // while the warpgroup waits for the next stage's release, which the dual
@@ -56,8 +56,8 @@ __device__ __forceinline__ uint2 ldg_codes8(const uint8_t* p) {
 template <class T>
 struct AttnI8rDualDirectLoad {
   static_assert(T::kDualProducer && T::kI8Stages == 0, "two producer warpgroups, no code ring");
-  // 8-code items (16-code items measured slower, session 26, and spilled in
-  // session 27: bench/results/README.md).
+  // 8-code items (16-code items measured slower, then spilled with the biased
+  // codes: bench/results/LOG.md, 2026-12-04).
   static_assert(T::kItemCodes == 8, "one 8-byte load an item");
   using Word = uint2;
 

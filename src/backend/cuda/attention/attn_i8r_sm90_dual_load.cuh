@@ -1,7 +1,7 @@
 // The kvi8r producer as two warpgroups ("dual"): warpgroup 0 converts every
 // K tile, warpgroup 1 every V tile, each as AttnI8rLoad converts one (the
-// same items, arithmetic and layout: the same bits). Session 25's profile of
-// the one-warpgroup producer found it the bottleneck and latency-bound: one
+// same items, arithmetic and layout: the same bits). A profile of the
+// one-warpgroup producer (H200, 2026-12-04) found it the bottleneck and latency-bound: one
 // warp per scheduler, its chain of code loads, conversions, stores, fences
 // and barrier waits exposed. Two warpgroups give each scheduler two
 // independent chains, and K's conversion of tile t + 1 no longer waits for

@@ -77,7 +77,7 @@ struct AttnI8rTraits : AttnWsTraits<kStages_, true> {
   // A code tile: kBlockN keys x 128 one-byte codes, unswizzled (TMA box
   // 128 x 1 x kBlockN); the converter reads it in items of 8 codes, one
   // 16-byte chunk of fp16 (16-code items, two chunks from one load, measured
-  // slower: sessions 15-26).
+  // slower: docs/PERFORMANCE.md "kvi8r").
   static constexpr int kCodeRowBytes = Base::kHeadDim;
   static constexpr uint32_t kI8TileBytes = uint32_t(Base::kBlockN) * kCodeRowBytes;  // 16 KiB
   static constexpr int kItemCodes = 8;

@@ -95,8 +95,8 @@ struct KvI8rFwdParams {
 // all): one producer warpgroup over a 2-stage code ring, or two (one per
 // operand) over the ring or loading their codes from L2 into registers. The
 // variants these dominated (1-stage rings, 16-code items, 8-code items 4
-// ahead, dual direct with 3 fp16 stages) were removed in session 28; their
-// measurements are in docs/PERFORMANCE.md (sessions 15-27).
+// ahead, dual direct with 3 fp16 stages) were removed on 2026-12-04; their
+// measurements are in docs/PERFORMANCE.md "kvi8r" and bench/results/LOG.md.
 enum class AttnI8rVariant {
   codes2_item8_b8,  // one producer warpgroup, 8 items loaded ahead (consumers at 216)
   dual_item8,       // two producer warpgroups over the code ring (consumers at 216)

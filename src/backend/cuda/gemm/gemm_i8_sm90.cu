@@ -151,8 +151,8 @@ __global__ void __launch_bounds__(T::kThreads, P::kCtasPerSm)
 }
 
 // The pipelines one binary carries (H3S_GEMM_I8_KERNEL names one). The default,
-// n256s4p2w1, was the fastest in the int8 block on the H200 (docs/PERFORMANCE.md,
-// session 21): 128 x 256 tiles, four 48 KiB stages, tiles copied two K-tiles ahead
+// n256s4p2w1, was the fastest in the int8 block on the H200 (docs/PERFORMANCE.md
+// "The GEMMs"): 128 x 256 tiles, four 48 KiB stages, tiles copied two K-tiles ahead
 // and one MMA group across the barrier.
 using PipeN256S4P2W1 = I8Sm90Pipe<256, 4, 2, 1, 1>;
 using PipeN256S4P3 = I8Sm90Pipe<256, 4, 3, 0, 1>;

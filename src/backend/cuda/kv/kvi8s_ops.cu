@@ -11,7 +11,7 @@
 //   3. V, thread (half, channel d): the channel's amax over its half of the
 //      tile, the two halves' max, then the e4m3 codes of its half in
 //      v_position order.
-// (Session 20's kernel made three passes over global memory per K block, each
+// (The first kernel made three passes over global memory per K block, each
 // rotating every row again, in two warps: ~1 ms per 16k-row chunk, 6x its
 // memory time; docs/PERFORMANCE.md.)
 #include <cuda_runtime.h>
