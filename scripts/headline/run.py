@@ -26,10 +26,10 @@ report.py makes). An out-of-memory is a result: recorded with where it happened.
 """
 
 import argparse
-import contextlib
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import platform
 import sys
@@ -179,6 +179,9 @@ def is_oom(exc):
 
 # -- one run -----------------------------------------------------------------------------
 def run(args):
+    # ComfyUI's own INFO lines and the node's per-block lines go to the run's log, as
+    # main.py's logger shows them on a console
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     watch = MemWatch(use_nvml=not args.cpu).start()  # before CUDA: the context counts
     rec = {"node": args.node, "when": time.strftime("%Y-%m-%d %H:%M:%S"),
            "fence_free_gib": args.fence_free_gib, "steps_asked": args.steps}
