@@ -169,7 +169,9 @@ ADDED = (
         "vram_budget", "INT", 0, min=0, max=1048576,
         tooltip="MiB of device memory h3stream's own allocations may take per block call "
         "(the K/V store and the chunk buffers; ComfyUI holds the weights and the sequence). "
-        "0 = what the device has free at each call, less a tenth (at least 512 MiB). When "
+        "0 = what ComfyUI can give at each call: the free memory plus the weight pages its "
+        "dynamic VRAM can offload, less the block's own weights, --reserve-vram and a margin "
+        "(a twentieth, at least 512 MiB). When "
         "the K/V store does not fit, it is staged in pinned host memory and streamed back in "
         "kv_block tiles: exact (bit-identical), slower by the bus traffic."),
     Control(
