@@ -92,7 +92,8 @@ TEST(CliTiers, KvbenchCheckpointErrorsNameTheFileOrTheFlag) {
 // against the exact store's stock block. Measured at this size (kvi8r, bf16
 // weights): rel-rms 7.8e-4 over the output residual, 1.4e-2 of the block's update.
 // bf16 has no such fields (its error against itself is 0 by construction, and
-// measuring it would cost a stock block); --skip-stock leaves them null.
+// measuring it would cost a stock block); --skip-stock leaves them null, and
+// bit_equal null too (no stock block ran: not compared).
 TEST(CliTiers, BenchReportsAnApproximateTiersBlockErrorAgainstTheExactStore) {
   const std::string bench =
       "bench --preset tiny --token-list 300 --threads 2 --q-chunk 97 --kv-chunk 131 "
@@ -123,6 +124,7 @@ TEST(CliTiers, BenchReportsAnApproximateTiersBlockErrorAgainstTheExactStore) {
   j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j.at("approximate").get<bool>());
   EXPECT_TRUE(j.at("rel_rms_vs_exact").is_null());
+  EXPECT_TRUE(j.at("bit_equal").is_null());
 
   r = run_cli(bench + "kvi8r", /*merge_stderr=*/false);  // the printed line
   ASSERT_EQ(r.code, 0) << r.out;
