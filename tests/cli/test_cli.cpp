@@ -49,6 +49,20 @@ const std::string kTierArgs =
 // suite's longest under ASan, ~330 s, and started last).
 class CliTier : public ::testing::TestWithParam<std::string> {};
 
+// The error bounds: 1.5x the values measured with kTierArgs on 2026-12-06, CPU
+// backend (the CPU's arithmetic is fixed whatever the thread count, so these
+// are the values every run here gets; a tier that got 1.5x worse fails).
+struct DemoTierError {
+  const char* tier;
+  double video, audio;  // measured rel-rms against the exact store
+};
+constexpr DemoTierError kDemoTierErrors[] = {
+    {"kvi8r", 2.69e-3, 2.59e-3},   // measured 2.688e-3 / 2.593e-3 on 2026-12-06, CPU; bound 1.5x
+    {"kvi8s", 2.89e-3, 2.59e-3},   // measured 2.888e-3 / 2.594e-3 on 2026-12-06, CPU; bound 1.5x
+    {"kvfp4s", 3.58e-3, 3.53e-3},  // measured 3.581e-3 / 3.533e-3 on 2026-12-06, CPU; bound 1.5x
+    {"kvmix", 3.29e-3, 3.14e-3},   // measured 3.294e-3 / 3.136e-3 on 2026-12-06, CPU; bound 1.5x
+};
+
 TEST_P(CliTier, DemoIsBitEqualWithinTheTierAndLabelledApproximate) {
   const std::string tier = GetParam();
   const Result demo = run_cli("demo" + kTierArgs + tier, /*merge_stderr=*/false);
@@ -56,10 +70,15 @@ TEST_P(CliTier, DemoIsBitEqualWithinTheTierAndLabelledApproximate) {
   const nlohmann::json d = nlohmann::json::parse(demo.out);
   EXPECT_TRUE(d.at("bit_equal").get<bool>());
   EXPECT_TRUE(d.at("approximate").get<bool>());
-  for (const char* key : {"video_rel_rms", "audio_rel_rms"}) {
+  const DemoTierError* measured = nullptr;
+  for (const DemoTierError& m : kDemoTierErrors)
+    if (tier == m.tier) measured = &m;
+  ASSERT_NE(measured, nullptr) << tier;
+  for (const auto& [key, was] : {std::pair<const char*, double>{"video_rel_rms", measured->video},
+                                 {"audio_rel_rms", measured->audio}}) {
     const double e = d.at("error_vs_exact").at(key).get<double>();
     EXPECT_GT(e, 0.0) << key;
-    EXPECT_LT(e, tier == "kvfp4s" || tier == "kvmix" ? 0.2 : 5e-2) << key;  // 4 bits vs 8
+    EXPECT_LT(e, 1.5 * was) << key << ": measured " << was << " on 2026-12-06";
   }
   if (tier == "kvmix") {  // each block's calibrated heads, the same in both runs
     EXPECT_TRUE(d.at("kv_mix_same_in_both_runs").get<bool>());
