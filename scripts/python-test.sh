@@ -49,6 +49,12 @@ PY
   fi
 fi
 step "torch ready"
+# comfy-kitchen at the version ComfyUI pins: the node pack's precision probe claims its
+# quantisers are bit-equal to comfy-kitchen's eager ones, and that test must run (it fails,
+# never skips, under H3S_REQUIRE_MODULE=1). 0.2.31 has a cp311 wheel and a cp312 abi3
+# wheel for x86-64 Linux, so python3 3.11 and 3.12+ both install it; no dependencies
+# beyond torch, which is already there.
+"${pip[@]}" comfy-kitchen==0.2.31
 
 # The package itself: scikit-build-core + nanobind from PyPI (build isolation),
 # CMake + Ninja + the Debian packages of scripts/setup-deps.sh.

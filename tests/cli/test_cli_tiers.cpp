@@ -90,9 +90,12 @@ TEST(CliTiers, KvbenchCheckpointErrorsNameTheFileOrTheFlag) {
 // h3s bench --kv-store TIER: bit_equal stays the tier's streamed block against
 // its own stock block; an approximate tier also reports its output's error
 // against the exact store's stock block. Measured at this size (kvi8r, bf16
-// weights): rel-rms 7.8e-4 over the output residual, 1.4e-2 of the block's update.
+// weights) on 2026-12-06, CPU backend: rel-rms 7.83e-4 over the output
+// residual, 1.42e-2 of the block's update, max abs 0.03125; each bound is 1.5x
+// its measurement (the CPU's arithmetic is fixed, so every run here gets these).
 // bf16 has no such fields (its error against itself is 0 by construction, and
-// measuring it would cost a stock block); --skip-stock leaves them null.
+// measuring it would cost a stock block); --skip-stock leaves them null, and
+// bit_equal null too (no stock block ran: not compared).
 TEST(CliTiers, BenchReportsAnApproximateTiersBlockErrorAgainstTheExactStore) {
   const std::string bench =
       "bench --preset tiny --token-list 300 --threads 2 --q-chunk 97 --kv-chunk 131 "
@@ -105,10 +108,13 @@ TEST(CliTiers, BenchReportsAnApproximateTiersBlockErrorAgainstTheExactStore) {
   EXPECT_EQ(j.at("kv_store"), "kvi8r");
   const double e = j.at("rel_rms_vs_exact").get<double>();
   EXPECT_GT(e, 0.0);
-  EXPECT_LT(e, 0.05);
+  EXPECT_LT(e, 1.5 * 7.83e-4);  // measured 7.83e-4 on 2026-12-06, CPU backend; bound 1.5x
   EXPECT_GT(j.at("max_abs_vs_exact").get<double>(), 0.0);
+  // measured 0.03125 on 2026-12-06, CPU backend; bound 1.5x
+  EXPECT_LT(j.at("max_abs_vs_exact").get<double>(), 1.5 * 0.03125);
   EXPECT_GT(j.at("update_rel_rms_vs_exact").get<double>(), e);
-  EXPECT_LT(j.at("update_rel_rms_vs_exact").get<double>(), 0.05);
+  // measured 1.42e-2 on 2026-12-06, CPU backend; bound 1.5x
+  EXPECT_LT(j.at("update_rel_rms_vs_exact").get<double>(), 1.5 * 1.42e-2);
 
   r = run_cli(bench + "bf16 --json", /*merge_stderr=*/false);
   ASSERT_EQ(r.code, 0) << r.out;
@@ -123,6 +129,7 @@ TEST(CliTiers, BenchReportsAnApproximateTiersBlockErrorAgainstTheExactStore) {
   j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j.at("approximate").get<bool>());
   EXPECT_TRUE(j.at("rel_rms_vs_exact").is_null());
+  EXPECT_TRUE(j.at("bit_equal").is_null());
 
   r = run_cli(bench + "kvi8r", /*merge_stderr=*/false);  // the printed line
   ASSERT_EQ(r.code, 0) << r.out;

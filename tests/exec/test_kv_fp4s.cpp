@@ -37,7 +37,8 @@ std::vector<uint16_t> random_rows(Rng& r, int64_t n, float spread) {
 // Every decoded V element is its input to within one e2m1 step of its group
 // (the widest gap of the e2m1 grid, between 4 and 6, is 2 steps), or, where
 // the group's e4m3 scale rounded down, to within its saturation (< 2^-3 of
-// the group's largest magnitude).
+// the group's largest magnitude). The global and each group's scale are
+// bounded from both sides by their definitions (a too-coarse scale fails).
 TEST(KvFp4s, QuantiserDecodesWithinAStep) {
   Rng r(21);
   for (const int64_t n : {int64_t(1), int64_t(37), kBlock}) {
@@ -59,7 +60,14 @@ TEST(KvFp4s, QuantiserDecodesWithinAStep) {
         float gmax = 0.0f;
         for (int d = g * kGroup; d < (g + 1) * kGroup; ++d)
           gmax = std::fmax(gmax, std::fabs(bf16_to_f32(bf16{rows[size_t(t * kDim + d)]})));
-        const float step = e4m3_to_f32(scale[size_t(t * kGroups + g)]) * global;
+        // The group's scale is e4m3(v), v = min(gmax / 6 / global, 448) rounded to
+        // nearest: within half an e4m3 step of v (2^-4 of v where normal, 2^-10
+        // where subnormal, below 2^-6), from above as from below.
+        const float v = std::min(gmax / kE2m1Max / global, kE4m3Max),
+                    s = e4m3_to_f32(scale[size_t(t * kGroups + g)]);
+        EXPECT_LE(s, v * (1.0f + 0x1p-4f) + 0x1p-10f) << "token " << t << " group " << g;
+        EXPECT_GE(s, v * (1.0f - 0x1p-4f) - 0x1p-10f) << "token " << t << " group " << g;
+        const float step = s * global;
         for (int d = g * kGroup; d < (g + 1) * kGroup; ++d) {
           const float x = bf16_to_f32(bf16{rows[size_t(t * kDim + d)]});
           ASSERT_LE(std::fabs(out[d] * global - x), std::max(step, 0.125f * gmax) * 1.0001f)
@@ -73,7 +81,8 @@ TEST(KvFp4s, QuantiserDecodesWithinAStep) {
 // Centring: the K mean is the block's rotated mean in bf16 and the codes are
 // the NVFP4 of the centred rows, so a constant offset added to every key
 // leaves the block's scale where it was (up to the mean's bf16 rounding),
-// while without centring the offset sets it.
+// while without centring the offset sets it; K's mean and global are the
+// definition's (the global bounded from both sides).
 TEST(KvFp4s, CentringRemovesAConstantOffset) {
   Rng r(22);
   const int64_t n = 200;
@@ -90,6 +99,29 @@ TEST(KvFp4s, CentringRemovesAConstantOffset) {
   quantise_k_block(rows.data(), kDim, n, c0.data(), kDim / 2, s0.data(), kGroups, &g0, m0);
   quantise_k_block(shifted.data(), kDim, n, c1.data(), kDim / 2, s1.data(), kGroups, &g1, m1);
   EXPECT_NEAR(g1, g0, 0.1f * g0);
+  // K's global from its definition, both ways: the max |k' - mean| of the block
+  // (k' rotated, mean = bf16 of the fp32 token-order average) / (448 * 6),
+  // rounded up to bf16 (below 2^-7 above it: one bf16 step at most).
+  {
+    std::vector<float> x(size_t(n * kDim));
+    float sum[kDim] = {}, amax = 0.0f;
+    for (int64_t t = 0; t < n; ++t) {
+      for (int d = 0; d < kDim; ++d)
+        x[size_t(t * kDim + d)] = bf16_to_f32(bf16{rows[size_t(t * kDim + d)]});
+      kvi8r::rotate(x.data() + t * kDim);
+      for (int d = 0; d < kDim; ++d) sum[d] += x[size_t(t * kDim + d)];
+    }
+    for (int d = 0; d < kDim; ++d) {
+      const float mu = round_bf16(sum[d] / float(n));
+      EXPECT_EQ(bf16_to_f32(bf16{m0[d]}), mu) << d;
+      for (int64_t t = 0; t < n; ++t)
+        amax = std::fmax(amax, std::fabs(x[size_t(t * kDim + d)] - mu));
+    }
+    const float k0 = amax / (kE4m3Max * kE2m1Max);
+    EXPECT_EQ(round_bf16(g0), g0);
+    EXPECT_GE(g0, k0);
+    EXPECT_LT(g0, k0 * (1.0f + 0x1p-7f));
+  }
   // Without centring, the offset dominates the rotated rows' first element.
   uint16_t zero[kDim];
   quantise_k_block(shifted.data(), kDim, n, c1.data(), kDim / 2, s1.data(), kGroups, &g1, zero,

@@ -68,13 +68,25 @@ TEST(KvI8r, QuantiserNeverSaturatesAndRoundsToNearest) {
     kvi8r::rotate(x);
     for (int i = 0; i < kDim; ++i) amax = std::fmax(amax, std::fabs(x[i]));
     const float scale = f16_to_f32(scale_bits);
+    // The definition: scale = the smallest fp16 >= t = amax / 127 * (1 + 2^-7)
+    // (fp32). From below it covers amax; from above it exceeds t by at most one
+    // fp16 step (2^-10 of t where normal, 2^-24 where subnormal), and the fp32 t
+    // exceeds the real one by at most its two roundings (2^-24 each < 2^-22 in
+    // all). A coarser scale would fail here, so the largest code is at least
+    // rne(127 / ((1 + 2^-7)(1 + 2^-10)(1 + 2^-22))) = rne(125.9) = 126.
     EXPECT_GE(scale * 127.0f, amax);
+    const double t = double(amax) / 127.0 * (1.0 + 0x1p-7);
+    EXPECT_LE(double(scale), t * (1.0 + 0x1p-10) * (1.0 + 0x1p-22) + 0x1p-24)
+        << "amax " << amax << " scale " << scale;
+    int max_code = 0;
     for (int i = 0; i < kDim; ++i) {
       const int c = int(code[i]) - kvi8r::kCodeBias;  // stored biased
+      max_code = std::max(max_code, std::abs(c));
       EXPECT_LE(std::abs(c), 127);
       EXPECT_LE(std::fabs(x[i] - float(c) * scale), 0.5f * scale * (1.0f + 1e-6f)) << i;
       EXPECT_EQ(kvi8r::dequantise(code[i], scale_bits), f16_to_f32(f32_to_f16(float(c) * scale)));
     }
+    EXPECT_GE(max_code, 126) << "scale " << scale << " too coarse for amax " << amax;
   }
   uint16_t zeros[kDim] = {};
   uint8_t code[kDim];
@@ -329,7 +341,8 @@ TEST(KvI8s, VPositionsPermuteEachGroup) {
 // from the fixed-point mean (256 hi + lo) * m_scale + code * scale, the mean
 // within half its step of the rows' average; V: e4m3 codes at v_position,
 // within their 3-bit mantissa of the value, none past 448, zero past n; the
-// header's scales as quantise_tile wrote them.
+// header's scales as quantise_tile wrote them, each bounded from both sides by
+// its definition (so a too-coarse scale fails).
 TEST(KvI8s, QuantisersKeepTheirBounds) {
   Rng r(21);
   constexpr int64_t kT = kvi8s::kTile;
@@ -354,23 +367,45 @@ TEST(KvI8s, QuantisersKeepTheirBounds) {
         kvi8r::rotate(rot.data() + t * kDim);
         for (int d = 0; d < kDim; ++d) avg[d] += rot[size_t(t * kDim + d)];
       }
+      float mean_amax = 0.0f, r_amax = 0.0f;  // max |mu|, max |k' - mean| (the definition's)
       for (int d = 0; d < kDim; ++d) {
         const float mean = float(256 * int(hi[d]) + int(lo[d])) * ms;
+        mean_amax = std::fmax(mean_amax, std::fabs(avg[d] / float(nb)));
         EXPECT_LE(std::fabs(mean - avg[d] / float(nb)), 0.5f * ms * (1.0f + 1e-5f)) << d;
         for (int64_t t = 0; t < nb; ++t) {
           const int c = code[size_t((t0 + t) * kDim + d)];
           EXPECT_LE(std::abs(c), 127);
+          r_amax = std::fmax(r_amax, std::fabs(rot[size_t(t * kDim + d)] - mean));
           const float back = mean + float(c) * scale;
           EXPECT_LE(std::fabs(back - rot[size_t(t * kDim + d)]), 0.5f * scale * 1.0001f + 1e-5f)
               << n << " " << t << " " << d;
         }
       }
+      // Both scales are amax / limit * (1 + 2^-7) in fp32 (kvi8s.hpp): at least
+      // amax / limit, and above the real value by at most the fp32 roundings of
+      // the quotient and the product (2^-24 each, < 2^-22 together); a coarser
+      // scale would pass the reconstruction bounds above, not these.
+      auto expect_scale = [&](float got, float amax, double limit, const char* what) {
+        EXPECT_GE(double(got), double(amax) / limit) << what << " block " << b;
+        EXPECT_LE(double(got), double(amax) / limit * (1.0 + 0x1p-7) * (1.0 + 0x1p-22))
+            << what << " block " << b;
+      };
+      expect_scale(scale, r_amax, kvi8s::kMaxCode, "k_scale");
+      expect_scale(ms, mean_amax, kvi8s::kMeanMax, "m_scale");
     }
     if (n <= kvi8s::kBlock) {
       EXPECT_EQ(kvi8s::k_scale(header.data(), 1), 0.0f);
     }
     for (int d = 0; d < kDim; ++d) {
       const float sv = kvi8s::v_scale(header.data(), d) * kvi8s::kPScale;
+      // s_v = max_t |v_t[d]| / 448 * (1 + 2^-7) in fp32 (kvi8s.hpp), both ways
+      // as K's scales above (the 2^-8 of P folded in is exact).
+      float v_amax = 0.0f;
+      for (int64_t t = 0; t < n; ++t)
+        v_amax = std::fmax(v_amax, std::fabs(bf16_to_f32(bf16{rows[size_t(t * kDim + d)]})));
+      EXPECT_GE(double(sv), double(v_amax) / kvi8s::kE4m3Max) << "v_scale " << d;
+      EXPECT_LE(double(sv), double(v_amax) / kvi8s::kE4m3Max * (1.0 + 0x1p-7) * (1.0 + 0x1p-22))
+          << "v_scale " << d;
       for (int64_t t = 0; t < kT; ++t) {
         const uint8_t vc = vcode[size_t(d * kT + kvi8s::v_position(t))];
         if (t >= n) {

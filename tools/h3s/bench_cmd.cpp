@@ -49,6 +49,15 @@ void add_bench_flags(CLI::App& cmd, BenchArgs& a) {
                  "also time these attention kernels (names of H3S_ATTN_KERNEL: ws-s2, ws-s3, "
                  "ws-s2-nopp, ws-s3-nopp, wgmma, sm80; CUDA only)")
       ->delimiter(',');
+  // TEST ONLY: hidden (no group), for tests/cli's forced mismatch (bench_cmd.hpp).
+  cmd.add_flag("--test-flip-streamed-bit", a.test_flip_streamed_bit,
+               "test only: flip one bit of the streamed output before the comparison")
+      ->group("");
+  cmd.footer(
+      "Exit codes: 0 when every stock vs streamed comparison found the same bits, or none "
+      "was made (--skip-stock, --only-attention: bit_equal null, \"not compared\"); 3 when a "
+      "comparison found different bits (every length still runs and prints); 2 for bad "
+      "input; 1 for any other error.");
 }
 
 namespace {
@@ -120,6 +129,7 @@ int run_bench(BenchArgs& a) {
   const size_t budget = parse_bytes(r.vram_budget, "--vram-budget");
   ExecOptions plan_opts = r.exec;
   plan_opts.min_tokens = 0;  // the bench always measures the streamed block
+  bool bits_differ = false;  // some length's comparison found different bits
   for (int64_t tokens : a.token_list) {
     RunArgs shape = r;
     shape.tokens = tokens;
@@ -262,7 +272,14 @@ int run_bench(BenchArgs& a) {
       stock = measure(false, out_stock, r.exec.kv_store, a.reps);
     std::pair<double, size_t> streamed{0.0, 0};
     if (!a.only_attention) streamed = measure(true, out_streamed, r.exec.kv_store, a.reps);
-    const bool equal = !a.skip_stock && !a.only_attention && out_stock == out_streamed;
+    // Compared only when both blocks ran: otherwise bit_equal is null ("not
+    // compared"), never a false that reads like a mismatch.
+    std::optional<bool> equal;
+    if (!a.skip_stock && !a.only_attention) {
+      if (a.test_flip_streamed_bit && !out_streamed.empty()) out_streamed[0] ^= 1u;  // TEST ONLY
+      equal = out_stock == out_streamed;
+      if (!*equal) bits_differ = true;
+    }
     // An approximate tier (one this backend runs: otherwise the exact store
     // ran): its streamed output (its stock output's bits when bit_equal)
     // against the exact store's stock block on the same x0, run once. The
@@ -354,7 +371,7 @@ int run_bench(BenchArgs& a) {
         {"streamed_s", streamed.first},
         {"stock_peak_gib", double(stock.second) / (1u << 30)},
         {"streamed_peak_gib", double(streamed.second) / (1u << 30)},
-        {"bit_equal", equal},
+        {"bit_equal", equal ? nlohmann::json(*equal) : nlohmann::json(nullptr)},
         {"kv_store", r.exec.kv_store},
         {"approximate", approximate},
         {"kv_mix_heads", chunks.kv_mix_heads},
@@ -414,11 +431,19 @@ int run_bench(BenchArgs& a) {
           "(predicted {:.2f}, K/V {}) | bit-equal {} | attention {:6.1f} TFLOP/s{}\n",
           s, stock.first, j["stock_peak_gib"].get<double>(), streamed.first,
           j["streamed_peak_gib"].get<double>(), j["predicted_streamed_peak_gib"].get<double>(),
-          place.kv_on_host ? "host-staged" : "on the device", equal ? "yes" : "no",
+          place.kv_on_host ? "host-staged" : "on the device",
+          !equal   ? "not compared"
+          : *equal ? "yes"
+                   : "NO (bits differ)",
           j["attn_tflops"].get<double>(), vs_exact_text);
     std::fflush(stdout);
+    if (equal == false)
+      fmt::print(stderr,
+                 "h3s bench: the streamed block's bits differ from the stock block's at {} "
+                 "tokens\n",
+                 s);
   }
-  return 0;
+  return bits_differ ? kExitBitsDiffer : 0;
 }
 
 }  // namespace h3s::cli

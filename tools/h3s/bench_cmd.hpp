@@ -1,6 +1,11 @@
 // `h3s bench`: one DiT block of a preset, stock vs streamed, at several
 // sequence lengths: seconds, attention TFLOP/s, arena peak above the inputs,
 // bit-equality. One JSON line per length with --json.
+//
+// Exit codes: 0 when every comparison made found the same bits (or none was
+// made: --skip-stock, --only-attention; bit_equal is null then), 3 when a
+// comparison found different bits (every length still runs and prints),
+// 2 for bad input, 1 for any other error.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -11,6 +16,9 @@
 
 namespace h3s::cli {
 
+// run_bench's exit code when the streamed block's bits differ from the stock block's.
+inline constexpr int kExitBitsDiffer = 3;
+
 struct BenchArgs {
   RunArgs run;  // model, format, backend, controls
   std::vector<int64_t> token_list{32768};
@@ -20,6 +28,11 @@ struct BenchArgs {
   bool only_attention = false;
   bool phase_times = false;  // synchronise at the streamed block's phase starts, report each
   std::vector<std::string> attn_kernels;  // extra attention kernels to time (H3S_ATTN_KERNEL names)
+  // TEST ONLY (tests/cli, the hidden flag --test-flip-streamed-bit): flips the
+  // lowest bit of the streamed block's first output value before the
+  // comparison, so that a test sees a real mismatch reported and exit 3. No
+  // user run sets it.
+  bool test_flip_streamed_bit = false;
 };
 void add_bench_flags(CLI::App& cmd, BenchArgs& a);
 int run_bench(BenchArgs& a);

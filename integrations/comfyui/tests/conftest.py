@@ -1,8 +1,8 @@
 """Tests of the node pack's pure-Python parts: no ComfyUI needed (a few fakes stand
 in for the ComfyUI objects the nodes touch), torch only where tensors are needed.
 
-A test that needs torch, safetensors or the h3stream module gets it through need():
-skipped where the module is not installed, but failed (never skipped) when
+A test that needs torch, safetensors, comfy-kitchen or the h3stream module gets it through
+need(): skipped where the module is not installed, but failed (never skipped) when
 H3S_REQUIRE_MODULE=1, which scripts/python-test.sh sets after installing them all."""
 
 import importlib
