@@ -38,6 +38,8 @@ STEPS=${STEPS:-setup,checkpoint,smoke,ours,stock}
 FORMAT=${FORMAT:-int8}
 FENCE_GIB=${FENCE_GIB:-15.4}
 HOST_LIMIT=${HOST_LIMIT:-32G}
+# ComfyUI sizes its pinned memory from the machine's RAM: run.py makes it see this much
+MACHINE_RAM_GIB=${MACHINE_RAM_GIB:-32}
 FRAMES=${FRAMES:-702} WIDTH=${WIDTH:-1376} HEIGHT=${HEIGHT:-768} SAMPLER_STEPS=${SAMPLER_STEPS:-2}
 work=$PWD/.headline
 ckpt=$work/h3_$FORMAT.safetensors
@@ -137,7 +139,7 @@ run_node() {  # run_node NAME NODE FENCE_GIB|none [run.py args]
   local fence_arg=()
   [ "$fence" != none ] && fence_arg=(--fence-free-gib "$fence")
   in_cgroup "$PY" scripts/headline/run.py "$comfy" --node "$node" --name "$name" --checkpoint "$ckpt" \
-    --format "$FORMAT" \
+    --format "$FORMAT" --machine-ram-gib "$MACHINE_RAM_GIB" \
     --frames "$FRAMES" --width "$WIDTH" --height "$HEIGHT" --steps "$SAMPLER_STEPS" \
     --latent-dir "$work/latents" --out "$OUT" --history "$work/headline-all.jsonl" \
     "${fence_arg[@]}" "$@"
@@ -151,7 +153,7 @@ run_node() {  # run_node NAME NODE FENCE_GIB|none [run.py args]
 }
 
 export -f setup checkpoint in_cgroup run_node
-export comfy OUT FORMAT FENCE_GIB HOST_LIMIT FRAMES WIDTH HEIGHT SAMPLER_STEPS work ckpt PY log site
+export comfy OUT FORMAT FENCE_GIB HOST_LIMIT MACHINE_RAM_GIB FRAMES WIDTH HEIGHT SAMPLER_STEPS work ckpt PY log site
 want setup && part setup 120 setup
 want checkpoint && part checkpoint 560 checkpoint
 [ -f "$ckpt" ] || { echo "headline: no checkpoint $ckpt (STEPS needs checkpoint first)" | tee -a "$log"; }

@@ -49,10 +49,42 @@ FPS, AUDIO_FPS = 24, 40  # H3's video frame rate and audio latent rate
 
 
 # -- ComfyUI started as main.py starts it ----------------------------------------------
-def start_comfy(comfy_dir, cpu):
+def emulate_machine_ram(gib_total):
+    """Makes psutil report a machine of `gib_total` GiB (total; available = that less what
+    this process's cgroup holds, page cache apart). ComfyUI sizes its pinned host memory from
+    psutil's total (comfy.model_management, up to ~90% of RAM): inside a 32 GiB cgroup on a
+    128 GiB machine it pinned 38 GiB of weights (measured on the H100 machine), where a 32 GB
+    machine's ComfyUI pins about 16. Installed before ComfyUI's imports."""
+    import psutil
+    from memwatch import cgroup_dir
+
+    real = psutil.virtual_memory
+    limit = int(gib_total * 2**30)
+    cg = cgroup_dir()
+
+    def charged():
+        try:
+            cur = int(open(os.path.join(cg, "memory.current")).read())
+            stat = dict(l.split() for l in open(os.path.join(cg, "memory.stat")))
+            return cur - int(stat.get("file", 0))
+        except (OSError, TypeError, ValueError):
+            import resource
+            return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    def virtual_memory():
+        v = real()
+        avail = max(0, min(v.available, limit - charged()))
+        return v._replace(total=limit, available=avail, free=min(v.free, avail))
+
+    psutil.virtual_memory = virtual_memory
+
+
+def start_comfy(comfy_dir, cpu, machine_ram_gib=None):
     import comfyui_e2e
     import comfyui_weights_bench as wb
 
+    if machine_ram_gib:
+        emulate_machine_ram(machine_ram_gib)
     dynamic = not cpu
     if dynamic:
         wb.dynamic_vram_before_comfy()
@@ -185,7 +217,8 @@ def run(args):
     watch = MemWatch(use_nvml=not args.cpu).start()  # before CUDA: the context counts
     rec = {"node": args.node, "when": time.strftime("%Y-%m-%d %H:%M:%S"),
            "fence_free_gib": args.fence_free_gib, "steps_asked": args.steps}
-    nodes, env = start_comfy(os.path.abspath(args.comfy), args.cpu)
+    nodes, env = start_comfy(os.path.abspath(args.comfy), args.cpu, args.machine_ram_gib)
+    env["machine_ram_gib"] = args.machine_ram_gib
     import comfy.model_management as mm
     import folder_paths
     import torch
@@ -328,6 +361,8 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", os.path.join(REPO, "out", "headline")))
     ap.add_argument("--history", default=None,
                     help="a second JSON-lines file the record is appended to (kept across calls)")
+    ap.add_argument("--machine-ram-gib", type=float, default=None,
+                    help="emulate a machine of this much RAM for ComfyUI's sizing (psutil)")
     ap.add_argument("--cpu", action="store_true", help="ComfyUI on the CPU (a smoke run)")
     ap.add_argument("--quick", action="store_true",
                     help="a tiny checkpoint and a short clip (with --cpu: the CPU smoke run)")

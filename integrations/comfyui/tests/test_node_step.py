@@ -168,6 +168,8 @@ def _fake_aimdo(monkeypatch, enabled, resident):
 def test_budget_counts_the_weights_dynamic_vram_can_give_back(pack, monkeypatch):
     budget_mod = sys.modules["h3s_comfyui_pack.comfy_budget"]
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (1 * GIB, 16 * GIB))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 0)
     dev = torch.device("cuda", 0)
     _fake_aimdo(monkeypatch, enabled=True, resident=9 * GIB)
     budget, parts = budget_mod.device_budget(dev, held_bytes=GIB)
@@ -203,3 +205,28 @@ def test_each_gpu_call_gets_the_budget_of_that_moment(pack, monkeypatch):
     given = ns.apply_streamed(FakePatcher(), {"min_tokens": 0, "vram_budget": 3000}, h3=h3)
     run2 = given.model_options["transformer_options"]["patches_replace"]["dit"][("double_block", 0)].run
     assert run2.call_options(0, block, gpu_x).vram_budget == 3000 << 20  # a given budget stands
+
+
+def test_pytorch_cache_goes_back_to_the_driver_before_the_budget(pack, monkeypatch):
+    """ComfyUI's final layer leaves its fp32 span in PyTorch's cache between steps: the
+    budget hands it back first (h3stream allocates from the driver) and counts it free."""
+    budget_mod = sys.modules["h3s_comfyui_pack.comfy_budget"]
+    state = {"reserved": 12 * GIB, "free": GIB // 2}
+    allocated = 3 * GIB
+
+    def empty_cache():
+        state["free"] += state["reserved"] - allocated
+        state["reserved"] = allocated
+
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: state["reserved"])
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: allocated)
+    monkeypatch.setattr(torch.cuda, "empty_cache", empty_cache)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (state["free"], 80 * GIB))
+    _fake_aimdo(monkeypatch, enabled=False, resident=0)
+    budget, parts = budget_mod.device_budget(torch.device("cuda", 0))
+    assert parts["torch_cache_released"] == 9 * GIB and parts["free"] == int(9.5 * GIB)
+    assert "of PyTorch's cache released" in budget_mod.describe(parts)
+    # a small cache stays: emptying it on every call would cost the allocator its reuse
+    state.update(reserved=allocated + 100 * 2**20, free=GIB)
+    _budget, parts = budget_mod.device_budget(torch.device("cuda", 0))
+    assert parts["torch_cache_released"] == 0 and parts["free"] == GIB
