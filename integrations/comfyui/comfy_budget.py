@@ -19,8 +19,12 @@ MARGIN_MIN = 512 * MIB  # context growth, cuBLAS workspaces, the allocators' rou
 
 
 def aimdo_resident(device):
-    """Bytes of model weight pages comfy-aimdo holds on `device` and can evict (0 without
-    dynamic VRAM)."""
+    """Bytes of model weight pages comfy-aimdo holds on `device` for the models ComfyUI has
+    loaded, which it evicts when an allocation needs the room (0 without dynamic VRAM). Read
+    from each model's VBAR (ModelPatcherDynamic.loaded_size's source), not from
+    comfy_aimdo.model_vbar.vbars_analyze, which logs a WARNING line for every page pinned at
+    that moment: ~150 console lines in a step's first blocks when the node called it per
+    block (H100, 2026-12-06)."""
     try:
         import comfy.memory_management as cmm
     except ImportError:
@@ -28,9 +32,17 @@ def aimdo_resident(device):
     if not getattr(cmm, "aimdo_enabled", False):
         return 0
     try:
-        import comfy_aimdo.model_vbar as vbar
+        import comfy.model_management as mm
 
-        return int(vbar.vbars_analyze(device.index if device.index is not None else 0))
+        total, seen = 0, set()
+        for loaded in list(getattr(mm, "current_loaded_models", [])):
+            model = getattr(getattr(loaded, "model", None), "model", None)
+            for dev, vbar in (getattr(model, "dynamic_vbars", None) or {}).items():
+                if id(vbar) in seen or str(dev) != str(device):
+                    continue
+                seen.add(id(vbar))
+                total += int(vbar.loaded_size())
+        return total
     except Exception:  # an aimdo without the call: count nothing rather than fail a block
         return 0
 

@@ -152,17 +152,26 @@ def test_a_row_below_min_tokens_runs_comfyui_block_on_that_row(pack):
 
 # -- the budget inside ComfyUI ------------------------------------------------------------
 def _fake_aimdo(monkeypatch, enabled, resident):
+    """ComfyUI's dynamic VRAM as the budget reads it: one loaded model whose VBAR on cuda:0
+    holds `resident` bytes (listed twice, as a patcher and its clone share the model, and a
+    VBAR on another device beside it, neither of which may count)."""
     cmm = types.ModuleType("comfy.memory_management")
     cmm.aimdo_enabled = enabled
-    vbar = types.ModuleType("comfy_aimdo.model_vbar")
-    vbar.vbars_analyze = lambda device=None: resident
-    pkg = types.ModuleType("comfy_aimdo")
-    pkg.model_vbar = vbar
+
+    class Vbar:
+        def __init__(self, n):
+            self.n = n
+
+        def loaded_size(self):
+            return self.n
+
+    model = types.SimpleNamespace(dynamic_vbars={torch.device("cuda", 0): Vbar(resident),
+                                                 torch.device("cuda", 1): Vbar(7 * GIB)})
+    loaded = [types.SimpleNamespace(model=types.SimpleNamespace(model=model))] * 2
+    mm = sys.modules["comfy.model_management"]
     monkeypatch.setitem(sys.modules, "comfy.memory_management", cmm)
-    monkeypatch.setitem(sys.modules, "comfy_aimdo", pkg)
-    monkeypatch.setitem(sys.modules, "comfy_aimdo.model_vbar", vbar)
-    monkeypatch.setattr(sys.modules["comfy.model_management"], "extra_reserved_memory",
-                        lambda: GIB // 2, raising=False)
+    monkeypatch.setattr(mm, "current_loaded_models", loaded, raising=False)
+    monkeypatch.setattr(mm, "extra_reserved_memory", lambda: GIB // 2, raising=False)
 
 
 def test_budget_counts_the_weights_dynamic_vram_can_give_back(pack, monkeypatch):
