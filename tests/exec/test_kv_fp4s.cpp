@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "backend/cpu/math.hpp"
+#include "core/dot_f32.hpp"
 #include "core/dtype.hpp"
 #include "core/rng.hpp"
 #include "kv/kv_fp4s.hpp"
@@ -234,7 +234,7 @@ TEST(KvFp4s, AttentionErrorAgainstExactIsMeasured) {
       for (int64_t j = 0; j < n; ++j) {
         float kf[kDim];
         for (int d = 0; d < kDim; ++d) kf[d] = bf16_to_f32(bf16{k[size_t(j * kDim + d)]});
-        s[size_t(j)] = cpu::dot_f32(qf, kf, kDim) / std::sqrt(float(kDim));
+        s[size_t(j)] = dot_f32(qf, kf, kDim) / std::sqrt(float(kDim));
         mx = std::max(mx, s[size_t(j)]);
       }
       for (int64_t j = 0; j < n; ++j) {

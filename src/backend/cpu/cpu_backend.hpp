@@ -1,8 +1,8 @@
 // CpuBackend: the reference implementation of every op (plain C++20 and a
 // thread pool). Each op lives in its own file in this folder; the arithmetic
-// of one output row is a fixed sequence of fp32 operations (see math.hpp), so
-// results do not depend on the chunking, the thread count or the row's
-// position in a call.
+// of one output row is a fixed sequence of fp32 operations (see math.hpp and
+// core/dot_f32.hpp), so results do not depend on the chunking, the thread
+// count or the row's position in a call.
 #pragma once
 
 #include "backend/backend.hpp"

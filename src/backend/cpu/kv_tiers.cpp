@@ -9,7 +9,6 @@
 #include <memory>
 
 #include "backend/cpu/cpu_backend.hpp"
-#include "backend/cpu/math.hpp"
 #include "backend/op_checks.hpp"
 #include "kv/kvi8r.hpp"
 
