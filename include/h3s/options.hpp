@@ -42,7 +42,7 @@ struct ExecOptions {
   std::string kv_store = "bf16";  // bf16 (exact), kvi8r, kvi8s, kvfp4s, kvmix (approximate)
   // kvmix: the heads kept on 8 bits (kvi8s), the others on 4 (kvfp4s), the
   // same for every block; empty: calibrated per block on its first call
-  // (kv/kvmix.hpp), kv_mix_count heads (0: half of them, 28 of H3's 56).
+  // (kvfmt/kvmix.hpp), kv_mix_count heads (0: half of them, 28 of H3's 56).
   std::vector<int> kv_mix_heads;
   int64_t kv_mix_count = 0;
   // With an approximate kv_store: text and audio query rows attend a retained

@@ -51,7 +51,7 @@ struct KvView {
   int64_t rows() const { return k.shape[0]; }
 };
 
-// The kvi8r tier's K/V (kv/kvi8r.hpp): codes [seq, heads * 128] u8 (stored
+// The kvi8r tier's K/V (kvfmt/kvi8r.hpp): codes [seq, heads * 128] u8 (stored
 // biased, code + 128) and fp16
 // scales [seq, heads] per (token, head), for K and V. The scales may have any
 // strides: KvI8rStore lays them head-major (stride {1, padded seq}).
@@ -60,7 +60,7 @@ struct KvI8View {
   int64_t rows() const { return k_code.shape[0]; }
 };
 
-// The kvi8s tier's K/V (kv/kvi8s.hpp): K codes [seq, heads * 128] i8 (token
+// The kvi8s tier's K/V (kvfmt/kvi8s.hpp): K codes [seq, heads * 128] i8 (token
 // rows); V codes [heads * 128, padded_seq] e4m3 (each channel's keys, in the
 // tile order kvi8s::v_position gives); per (128-token tile, head) one header
 // record of kvi8s::kHeaderRows rows, [tiles * heads * kHeaderRows, 128] u8
@@ -70,7 +70,7 @@ struct KvI8sView {
   int64_t rows() const { return k_code.shape[0]; }
 };
 
-// The kvfp4s tier's K/V (kv/kvfp4s.hpp), per token and per 256-token stat
+// The kvfp4s tier's K/V (kvfmt/kvfp4s.hpp), per token and per 256-token stat
 // block b: K and V codes [seq, heads * 64] u8 (two e2m1 a byte), K and V
 // scales [seq, heads * 8] e4m3 (one per 16 elements), K and V globals
 // [blocks, heads] f32, K means [blocks, heads * 128] bf16 (rotated basis).
@@ -162,7 +162,7 @@ class Backend {
   // How to make `tier` run here when has_kv_tier says no (empty: no way);
   // the exact-store fallback's note prints it.
   virtual std::string_view kv_tier_hint(std::string_view /*tier*/) const { return {}; }
-  // kvi8r (kv/kvi8r.hpp is the arithmetic): src [rows, heads * 128] bf16 ->
+  // kvi8r (kvfmt/kvi8r.hpp is the arithmetic): src [rows, heads * 128] bf16 ->
   // code [rows, heads * 128] u8 (code + 128) and scale [rows, heads] f16 (any strides).
   virtual void kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale);
   // In place per 128-dim head: t = bf16(rotate(t)) (the tier's queries).
@@ -172,12 +172,12 @@ class Backend {
                                AttnState& s);
   // out = bf16(rotate(acc / l)): the tier's output, un-rotated once.
   virtual void attn_state_finish_rotated(const AttnState& s, const Tensor& out);
-  // kvi8r's dequantisation (kv/kvi8r.hpp): keys [keys.begin, keys.end) of
+  // kvi8r's dequantisation (kvfmt/kvi8r.hpp): keys [keys.begin, keys.end) of
   // every head as the fp16 K~ = fp16(code x scale) and V~ its attention uses,
   // into k and v ([keys.size(), heads, 128] f16 views). Its decode path
   // (backend/kv_tier_decode.hpp) attends them with attention().
   virtual void kvi8r_decode(const KvI8View& kv, RowRange keys, const Tensor& k, const Tensor& v);
-  // kvi8s (kv/kvi8s.hpp): the K and V rows [first_row, first_row + n), given
+  // kvi8s (kvfmt/kvi8s.hpp): the K and V rows [first_row, first_row + n), given
   // as row-wise parts (e.g. a kept tail and the next chunk), quantised into
   // `out`. first_row is a multiple of 128 (a tile) and n is too unless the rows end the
   // sequence (out.rows()).
@@ -187,7 +187,7 @@ class Backend {
   // not rotated: attn_state_finish gives the output).
   virtual void attention_kvi8s(const Tensor& q_rot, const KvI8sView& kv, RowRange keys,
                                AttnState& s);
-  // kvfp4s (kv/kvfp4s.hpp): as kvi8s_quantize, in 256-token stat blocks
+  // kvfp4s (kvfmt/kvfp4s.hpp): as kvi8s_quantize, in 256-token stat blocks
   // (first_row a multiple of 256; n too unless the rows end the sequence).
   virtual void kvfp4s_quantize(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
                                int64_t first_row, const KvFp4sView& out);
@@ -195,7 +195,7 @@ class Backend {
   // not rotated: attn_state_finish gives the output).
   virtual void attention_kvfp4s(const Tensor& q_rot, const KvFp4sView& kv, RowRange keys,
                                 AttnState& s);
-  // kvfp4s' decode (kv/kvfp4s.hpp): keys [keys.begin, keys.end) of every
+  // kvfp4s' decode (kvfmt/kvfp4s.hpp): keys [keys.begin, keys.end) of every
   // head as the bf16 K~ and V~ its attention uses, into k and v ([keys.size(),
   // heads, 128] views). Its decode path (backend/kv_tier_decode.hpp) attends
   // them with attention().

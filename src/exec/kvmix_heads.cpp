@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "exec/block_steps.hpp"
-#include "kv/kvmix.hpp"
+#include "kvfmt/kvmix.hpp"
 
 namespace h3s {
 

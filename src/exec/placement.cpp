@@ -18,7 +18,7 @@
 #include "kv/kv_i8r.hpp"
 #include "kv/kv_i8s.hpp"
 #include "kv/kv_mix.hpp"
-#include "kv/kvmix.hpp"
+#include "kvfmt/kvmix.hpp"
 #include "model/weights.hpp"
 
 namespace h3s {

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "kv/kvfp4s.hpp"
+#include "kvfmt/kvfp4s.hpp"
 
 namespace h3s {
 

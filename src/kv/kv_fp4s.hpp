@@ -1,4 +1,4 @@
-// KvFp4sStore: the kvfp4s tier (kv/kvfp4s.hpp), resident: K rotated and
+// KvFp4sStore: the kvfp4s tier (kvfmt/kvfp4s.hpp), resident: K rotated and
 // centred per 256-token stat block, K and V as NVFP4 (e2m1 codes, an e4m3
 // scale per 16 elements, an fp32 global per block and head), ~0.57 bytes an
 // element instead of 2. Approximate: its error against the exact store is

@@ -1,4 +1,4 @@
-// KvI8rStore: the kvi8r tier (kv/kvi8r.hpp), resident. K and V rows int8
+// KvI8rStore: the kvi8r tier (kvfmt/kvi8r.hpp), resident. K and V rows int8
 // with one fp16 scale per (token, head) in the Hadamard basis: 130 bytes per
 // 128 elements instead of 256. The scales lie head-major ([heads, seq
 // rounded up to kScaleRowAlign]), so a 128-key tile of one head is 256

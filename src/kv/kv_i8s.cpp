@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 namespace h3s {
 

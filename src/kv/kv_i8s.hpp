@@ -1,4 +1,4 @@
-// KvI8sStore: the kvi8s tier (kv/kvi8s.hpp), resident: int8 K smoothed by a
+// KvI8sStore: the kvi8s tier (kvfmt/kvi8s.hpp), resident: int8 K smoothed by a
 // per-64-token-block mean, fp8 e4m3 V (transposed) with per-tile channel
 // scales, about 1.04 bytes an element instead of 2. Approximate: its error against the
 // exact store is measured (tests/exec/test_kv_tiers.cpp, docs/PERFORMANCE.md),

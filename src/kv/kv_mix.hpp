@@ -1,4 +1,4 @@
-// KvMixStore: the kvmix tier (kv/kvmix.hpp), resident: the heads of a given
+// KvMixStore: the kvmix tier (kvfmt/kvmix.hpp), resident: the heads of a given
 // set on a kvi8s store, the others on a kvfp4s store (28 of H3's 56 on 8
 // bits: ~0.80 bytes an element). Each sub-store holds its heads contiguously:
 // phase 1's K/V columns and phase 2's queries and online-softmax states are

@@ -57,7 +57,7 @@ class KvStore {
 // KvBf16Store). A tier the backend has no kernels for falls back to the
 // exact store and says so once on stderr (docs/FEATURES.md "K/V storage
 // tiers": a missing kernel never fails a run). mix_heads: kvmix's heads on 8 bits
-// (kv/kvmix.hpp; the others on 4).
+// (kvfmt/kvmix.hpp; the others on 4).
 std::unique_ptr<KvStore> make_resident_kv_store(Backend& backend, Arena& arena,
                                                 std::string_view tier, int64_t seq, int64_t heads,
                                                 int64_t head_dim, int64_t kv_block,

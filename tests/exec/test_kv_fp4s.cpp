@@ -1,4 +1,4 @@
-// kvfp4s' definition of record (kv/kvfp4s.hpp): the NVFP4 quantiser's bounds
+// kvfp4s' definition of record (kvfmt/kvfp4s.hpp): the NVFP4 quantiser's bounds
 // and layout, the state carry across key ranges (bit for bit), the bytes per
 // element, and its attention error against exact attention, measured (and
 // bounded only loosely) beside the rotated-NVFP4-without-centring baseline
@@ -16,8 +16,8 @@
 #include "core/dtype.hpp"
 #include "core/rng.hpp"
 #include "kv/kv_fp4s.hpp"
-#include "kv/kvfp4s.hpp"
-#include "kv/kvi8r.hpp"
+#include "kvfmt/kvfp4s.hpp"
+#include "kvfmt/kvi8r.hpp"
 
 namespace h3s::test {
 namespace {

@@ -1,4 +1,4 @@
-// kvmix on the CPU backend (kv/kvmix.hpp, kv/kv_mix.hpp): each head's
+// kvmix on the CPU backend (kvfmt/kvmix.hpp, kv/kv_mix.hpp): each head's
 // attention is its sub-store's bit for bit, chunked writes and any head set
 // included; the calibration puts the fp4-sensitive heads on 8 bits and its
 // sample depends on the sequence length alone; the per-block head sets are
@@ -18,7 +18,7 @@
 #include "kv/kv_fp4s.hpp"
 #include "kv/kv_i8s.hpp"
 #include "kv/kv_mix.hpp"
-#include "kv/kvmix.hpp"
+#include "kvfmt/kvmix.hpp"
 
 namespace h3s::test {
 namespace {

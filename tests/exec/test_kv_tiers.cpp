@@ -1,5 +1,5 @@
 // The approximate K/V tiers on the CPU backend, their definition of record
-// (kv/kvi8r.hpp): the Hadamard rotation, the quantiser's rounding, streamed
+// (kvfmt/kvi8r.hpp): the Hadamard rotation, the quantiser's rounding, streamed
 // == stock bit for bit inside the tier for every weight format and awkward
 // chunks, and the tier's error against the exact store, measured and printed
 // (bounded only loosely: approximate tiers are labelled, not asserted exact).
@@ -15,8 +15,8 @@
 #include "kv/kv_fp4s.hpp"
 #include "kv/kv_i8r.hpp"
 #include "kv/kv_i8s.hpp"
-#include "kv/kvi8r.hpp"
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvi8r.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 namespace h3s::test {
 namespace {

@@ -2,7 +2,7 @@
 // blocks in 128-token tiles; kvfp4s: 256-token stat blocks) on the GPU
 // (kvi8s on sm_89+: wgmma on Hopper, mma.sync elsewhere; kvfp4s on any GPU through its decode path,
 // the default; H3S_KVFP4S_KERNEL selects the Hopper kernel's variants). Their quantisers are
-// bit-equal to the definitions of record the CPU backend runs (kv/kvi8s.hpp, kv/kvfp4s.hpp),
+// bit-equal to the definitions of record the CPU backend runs (kvfmt/kvi8s.hpp, kvfmt/kvfp4s.hpp),
 // through the store's open group (chunks of any size). kvi8s' attention (int8 Q K^T and fp8 P V on
 // wgmma) gives the definition's scores bit for bit and differs from it only in ex2.approx, P's 2^8
 // folded into the exponent and the order of the fp8 products' sums; kvfp4s' decodes the
@@ -30,7 +30,7 @@
 #include "gpu_fixture.hpp"
 #include "kv/kv_fp4s.hpp"
 #include "kv/kv_i8s.hpp"
-#include "kv/kvfp4s.hpp"
+#include "kvfmt/kvfp4s.hpp"
 
 namespace h3s::test {
 namespace {

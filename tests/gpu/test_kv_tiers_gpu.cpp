@@ -1,13 +1,12 @@
 // The kvi8r K/V tier on the GPU (Hopper's kernel; any GPU by its decode
 // path, the default off Hopper, H3S_KVI8R_KERNEL=decode on Hopper). Its row ops (the quantiser, the
 // queries' rotation, the un-rotating finish, the decode) are bit-equal to the definition of record
-// the CPU backend runs (kv/kvi8r.hpp). Its attention (int8 codes converted to fp16 in shared memory
-// and wgmma on Hopper; or blocks decoded to fp16 in global memory and the mma.sync kernel's fp16
-// instance) differs from the definition only in the order of the q.k dot
-// and in rounding P to fp16: bounded against the CPU, and its error against
-// the exact attention measured beside the CPU's. Inside the tier, query-row
-// chunks and chained K/V blocks give the single pass's bits; the streamed
-// block equals the tier's stock block bit for bit.
+// the CPU backend runs (kvfmt/kvi8r.hpp). Its attention (int8 codes converted to fp16 in shared
+// memory and wgmma on Hopper; or blocks decoded to fp16 in global memory and the mma.sync kernel's
+// fp16 instance) differs from the definition only in the order of the q.k dot and in rounding P to
+// fp16: bounded against the CPU, and its error against the exact attention measured beside the
+// CPU's. Inside the tier, query-row chunks and chained K/V blocks give the single pass's bits; the
+// streamed block equals the tier's stock block bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,7 +25,7 @@
 #include "deviation.hpp"
 #include "gpu_fixture.hpp"
 #include "kv/kv_i8r.hpp"
-#include "kv/kvi8r.hpp"
+#include "kvfmt/kvi8r.hpp"
 
 namespace h3s::test {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "cli_checks.hpp"
 #include "core/error.hpp"
-#include "kv/kvmix.hpp"
+#include "kvfmt/kvmix.hpp"
 
 namespace h3s::cli {
 

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "core/dtype.hpp"
-#include "kv/kvfp4s.hpp"
-#include "kv/kvi8r.hpp"
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvfp4s.hpp"
+#include "kvfmt/kvi8r.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 namespace h3s::cli::kvbench {
 

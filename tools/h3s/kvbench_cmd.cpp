@@ -29,10 +29,10 @@
 #include "exec/placement.hpp"
 #include "kv/kv_mix.hpp"
 #include "kv/kv_store.hpp"
-#include "kv/kvmix.hpp"
 #include "kvbench_baseline.hpp"
 #include "kvbench_capture.hpp"
 #include "kvbench_inputs.hpp"
+#include "kvfmt/kvmix.hpp"
 #include "runtime/engine_backend.hpp"
 
 namespace h3s::cli {
@@ -87,7 +87,7 @@ Attended backend_attention(Backend& be, Arena& arena, const Inputs& in, const st
   return a;
 }
 
-// kvmix's calibration on these inputs (kv/kvmix.hpp): its sample windows'
+// kvmix's calibration on these inputs (kvfmt/kvmix.hpp): its sample windows'
 // rows, scored on the host.
 std::vector<int> calibrate_mix(const Inputs& in, int64_t count, ThreadPool& pool) {
   const int64_t inner = in.heads * kHd;

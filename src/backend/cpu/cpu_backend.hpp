@@ -29,9 +29,9 @@ class CpuBackend final : public Backend {
   void attn_state_reset(AttnState& s) override;
   void attention(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s) override;
   void attn_state_finish(const AttnState& s, const Tensor& out) override;
-  // The approximate tiers: kvi8r (kv_tiers.cpp; kv/kvi8r.hpp is the
-  // arithmetic), kvi8s (kv_tier_i8s.cpp; kv/kvi8s.hpp) and kvfp4s
-  // (kv_tier_fp4s.cpp; kv/kvfp4s.hpp); kvmix is the last two (kv/kv_mix.hpp).
+  // The approximate tiers: kvi8r (kv_tiers.cpp; kvfmt/kvi8r.hpp is the
+  // arithmetic), kvi8s (kv_tier_i8s.cpp; kvfmt/kvi8s.hpp) and kvfp4s
+  // (kv_tier_fp4s.cpp; kvfmt/kvfp4s.hpp); kvmix is the last two (kv/kv_mix.hpp).
   bool has_kv_tier(std::string_view tier) const override {
     return tier == "bf16" || tier == "kvi8r" || tier == "kvi8s" || tier == "kvfp4s" ||
            tier == "kvmix";

@@ -19,8 +19,8 @@
 #include "backend/kv_tier_decode.hpp"
 #include "backend/op_checks.hpp"
 #include "core/error.hpp"
-#include "kv/kvfp4s.hpp"
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvfp4s.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 namespace h3s::cuda {
 

@@ -1,5 +1,5 @@
 // The kvi8s definition of record (see kvi8s.hpp).
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 #include <algorithm>
 #include <array>
@@ -8,7 +8,7 @@
 
 #include "core/dtype.hpp"
 #include "core/online_softmax.hpp"
-#include "kv/kvi8r.hpp"
+#include "kvfmt/kvi8r.hpp"
 
 namespace h3s::kvi8s {
 

@@ -1,5 +1,5 @@
 // The kvfp4s definition of record (see kvfp4s.hpp).
-#include "kv/kvfp4s.hpp"
+#include "kvfmt/kvfp4s.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -8,7 +8,7 @@
 
 #include "core/dtype.hpp"
 #include "core/online_softmax.hpp"
-#include "kv/kvi8r.hpp"
+#include "kvfmt/kvi8r.hpp"
 
 namespace h3s::kvfp4s {
 

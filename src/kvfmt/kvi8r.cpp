@@ -1,5 +1,5 @@
 // The kvi8r definition of record (see kvi8r.hpp).
-#include "kv/kvi8r.hpp"
+#include "kvfmt/kvi8r.hpp"
 
 #include <algorithm>
 #include <bit>
