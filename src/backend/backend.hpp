@@ -22,6 +22,7 @@
 #include "core/arena.hpp"
 #include "core/chunk_plan.hpp"
 #include "core/tensor.hpp"
+#include "h3s/kv_tier.hpp"
 #include "model/packed_layout.hpp"
 #include "model/quant_linear.hpp"
 
@@ -36,6 +37,20 @@ class ThreadPool;
 // docs/PERFORMANCE.md "kvfp4s"), the most a plan made without a device counts.
 inline constexpr int64_t kKvDecodeKeys = 4096;
 inline constexpr int64_t kKvDecodeKeysHopper = 16384;
+// The most keys any backend decodes at once for `tier` (the figure a plan
+// made without a device counts): kvfp4s and kvmix Hopper's, kvi8r the
+// default; 0 for a tier no backend decodes.
+constexpr int64_t most_kv_decode_keys(KvTier tier) {
+  switch (tier) {
+    case KvTier::kvfp4s:
+    case KvTier::kvmix:
+      return kKvDecodeKeysHopper;
+    case KvTier::kvi8r:
+      return kKvDecodeKeys;
+    default:
+      return 0;
+  }
+}
 
 // One block's modulation rows: bf16 views [mod_rows, hidden] (row stride may
 // be wider: they are slices of the adaLN projection output).
@@ -151,17 +166,17 @@ class Backend {
 
   // ---- approximate K/V tiers (docs/FEATURES.md "K/V storage tiers") -------
   // The defaults refuse.
-  // Whether this backend runs K/V tier `tier` ("bf16", the exact store, always).
-  virtual bool has_kv_tier(std::string_view tier) const { return tier == "bf16"; }
+  // Whether this backend runs K/V tier `tier` (bf16, the exact store, always).
+  virtual bool has_kv_tier(KvTier tier) const { return tier == KvTier::bf16; }
   // Keys (of every head) this backend decodes at once from `tier`'s store
   // into 16-bit scratch on the arena, K and V, when it attends that tier
   // with the exact kernel (the CUDA backend's kvfp4s and kvi8r off Hopper);
   // 0 when it takes no such scratch. The planner counts it (exec/placement.hpp).
-  virtual int64_t kv_tier_decode_keys(std::string_view /*tier*/) const { return 0; }
+  virtual int64_t kv_tier_decode_keys(KvTier /*tier*/) const { return 0; }
   // (kKvDecodeKeys, below, is the CUDA backend's default.)
   // How to make `tier` run here when has_kv_tier says no (empty: no way);
   // the exact-store fallback's note prints it.
-  virtual std::string_view kv_tier_hint(std::string_view /*tier*/) const { return {}; }
+  virtual std::string_view kv_tier_hint(KvTier /*tier*/) const { return {}; }
   // kvi8r (kvfmt/kvi8r.hpp is the arithmetic): src [rows, heads * 128] bf16 ->
   // code [rows, heads * 128] u8 (code + 128) and scale [rows, heads] f16 (any strides).
   virtual void kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale);
@@ -256,9 +271,9 @@ class Backend {
   virtual double device_seconds(const std::function<void()>& enqueue);
   // The attention kernel this backend runs (benchmarks record it), and the
   // one it runs for K/V tier `tier` (e.g. "decode" for a decode path; the
-  // exact store's kernel for "bf16" or a tier it lacks).
+  // exact store's kernel for bf16 or a tier it lacks).
   virtual std::string_view attention_kernel() const { return "reference"; }
-  virtual std::string kv_tier_kernel(std::string_view /*tier*/) const { return "reference"; }
+  virtual std::string kv_tier_kernel(KvTier /*tier*/) const { return "reference"; }
   // Queue later ops on a host framework's stream (CUDA: a cudaStream_t; null
   // is the legacy default stream), ordered after the work already queued.
   // Backends without streams ignore it.

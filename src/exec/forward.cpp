@@ -291,7 +291,7 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
       }
     }
     chunks.kv_mix_heads = kv_mix.for_block(be, arena, view, *x.rows, opt);
-    if (opt.kv_store == "kvmix") out.kv_mix_heads[int(i)] = chunks.kv_mix_heads;
+    if (opt.kv_store == KvTier::kvmix) out.kv_mix_heads[int(i)] = chunks.kv_mix_heads;
     if (i == 0 && opt.self_check)
       out.log.push_back(self_check_block(be, arena, view, x.rows->resident(), opt,
                                          chunks.exact_rows, chunks.kv_mix_heads)
@@ -300,9 +300,8 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
       run_block_streamed(be, arena, view, *x.rows, chunks);
       ++out.streamed_blocks;
     } else {
-      KvTier tier{opt.kv_store, chunks.exact_rows};
-      tier.mix_heads = chunks.kv_mix_heads;
-      run_block_stock(be, arena, view, x.rows->resident(), BlockPhases::all, tier);
+      const BlockKv kv{opt.kv_store, chunks.exact_rows, chunks.kv_mix_heads};
+      run_block_stock(be, arena, view, x.rows->resident(), BlockPhases::all, kv);
       ++out.stock_blocks;
     }
     feed.done_block(i);

@@ -63,11 +63,9 @@ size_t kv_store_bytes(const ExecOptions& options, int64_t seq, int64_t heads, in
 // The scratch `backend` takes for `weights` with K/V tier `kv_store`:
 // quantised rows only when a block linear is quantised (the fp32 islands and
 // bf16 layers take none), the tier's decode blocks where it decodes.
-ScratchModel scratch_model(const Backend& backend, const ModelWeights& weights,
-                           std::string_view kv_store);
+ScratchModel scratch_model(const Backend& backend, const ModelWeights& weights, KvTier kv_store);
 // The same for one block's weights (a block call's, e.g. ComfyUI's own arrays).
-ScratchModel scratch_model(const Backend& backend, const BlockWeights& block,
-                           std::string_view kv_store);
+ScratchModel scratch_model(const Backend& backend, const BlockWeights& block, KvTier kv_store);
 
 struct Placement {
   // Decisions.
@@ -135,6 +133,5 @@ Placement smallest_placement(const ModelConfig& config, const PackedLayout& layo
 // (the all-resident one): what the weights planner sets aside.
 size_t estimate_activation_peak(const ModelConfig& config, const PackedLayout& layout,
                                 const ExecOptions& options, ScratchModel scratch = {});
-
 
 }  // namespace h3s

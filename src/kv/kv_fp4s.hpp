@@ -20,7 +20,7 @@ class KvFp4sStore final : public KvStore {
  public:
   // kv_block must be 0 or a multiple of kAttnKvTile (throws naming the fix).
   KvFp4sStore(Arena& arena, int64_t seq, int64_t heads, int64_t head_dim, int64_t kv_block);
-  std::string_view name() const override { return "kvfp4s"; }
+  std::string_view name() const override { return kv_tier_name(KvTier::kvfp4s); }
   bool exact() const override { return false; }
   void write(Backend& backend, RowRange rows, const Tensor& k, const Tensor& v) override;
   // Rotates each chunk's queries in place, then attends block by block.

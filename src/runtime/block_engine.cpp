@@ -271,9 +271,7 @@ ExecMode BlockEngine::run_block(const TensorBlockCall& c) {
     // kvmix: the block's heads on 8 bits, calibrated on its first call.
     const std::vector<int> mix = kv_mix_.for_block(be, arena, view, c.x, c.options);
     if (mode == ExecMode::stock) {
-      KvTier tier{c.options.kv_store, exact};
-      tier.mix_heads = mix;
-      run_block_stock(be, arena, view, c.x, c.phases, tier);
+      run_block_stock(be, arena, view, c.x, c.phases, BlockKv{c.options.kv_store, exact, mix});
       last_placement_ = PlacementReport{};
       last_placement_.line = "stock";
       return;

@@ -206,7 +206,7 @@ TEST(KvMix, HeadListsAreParsedAndCheckedByName) {
 
 TEST(KvMix, OptionsRefuseBadHeadListsAndCounts) {
   ExecOptions o;
-  o.kv_store = "kvmix";
+  o.kv_store = KvTier::kvmix;
   EXPECT_NO_THROW(o.validate());
   o.kv_mix_heads = {0, 7};
   EXPECT_NO_THROW(o.validate());
@@ -239,7 +239,7 @@ TEST(KvMix, HeadSetsAreKeptFromEachBlocksFirstCall) {
   ExecOptions o;
   KvMixHeads sets;
   EXPECT_TRUE(sets.for_block(*h.be, h.arena, h.view(), t, o).empty()) << "not kvmix";
-  o.kv_store = "kvmix";
+  o.kv_store = KvTier::kvmix;
   o.kv_mix_heads = {1};
   EXPECT_EQ(sets.for_block(*h.be, h.arena, h.view(), t, o), std::vector<int>{1});
   EXPECT_TRUE(sets.kept().empty()) << "a given set is not a calibration";

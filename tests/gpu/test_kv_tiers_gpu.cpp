@@ -68,7 +68,7 @@ class GpuKvi8r : public GpuBackendTest {
   void SetUp() override {
     GpuBackendTest::SetUp();
     if (!gpu_) return;  // skipped
-    if (!gpu_->has_kv_tier("kvi8r"))
+    if (!gpu_->has_kv_tier(KvTier::kvi8r))
       GTEST_FAIL() << "this GPU has no kvi8r kernel (Hopper only); the device runs are on H200";
   }
 
@@ -310,7 +310,7 @@ class GpuKvi8rDecode : public GpuKvi8r {
 // V~ and P), another order of the sums (mma.sync's).
 TEST_F(GpuKvi8rDecode, AttentionMatchesTheDefinition) {
   ASSERT_TRUE(cuda::attention_kvi8r_decodes());
-  EXPECT_EQ(gpu_->kv_tier_kernel("kvi8r"), "decode");  // what kvbench records
+  EXPECT_EQ(gpu_->kv_tier_kernel(KvTier::kvi8r), "decode");  // what kvbench records
   expect_matches_definition(7400, "decode path");
 }
 
@@ -335,9 +335,9 @@ TEST_F(GpuKvi8rDecode, DecodeWritesTheDefinitionsFp16) {
   HostMemory memory;
   Arena cpu_arena(memory, 0);
   std::unique_ptr<KvStore> cpu_store =
-      make_resident_kv_store(*cpu_, cpu_arena, "kvi8r", p.seq, p.heads, kHd, 0, {});
+      make_resident_kv_store(*cpu_, cpu_arena, KvTier::kvi8r, p.seq, p.heads, kHd, 0, {});
   std::unique_ptr<KvStore> gpu_store =
-      make_resident_kv_store(*gpu_, *arena_, "kvi8r", p.seq, p.heads, kHd, 0, {});
+      make_resident_kv_store(*gpu_, *arena_, KvTier::kvi8r, p.seq, p.heads, kHd, 0, {});
   for (const auto& [be, arena, store] :
        {std::tuple<Backend*, Arena*, KvStore*>{cpu_.get(), &cpu_arena, cpu_store.get()},
         {gpu_.get(), arena_.get(), gpu_store.get()}}) {
