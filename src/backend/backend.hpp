@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/attn_tile.hpp"
+#include "backend/device_rates.hpp"
 #include "backend/stage_queue.hpp"
 #include "backend/weight_store.hpp"
 #include "core/arena.hpp"
@@ -259,6 +260,11 @@ class Backend {
   virtual MemoryResource& host_staging_memory() = 0;
   // Device bytes free now (0: not known, e.g. the CPU backend's heap).
   virtual size_t free_device_memory() const { return 0; }
+  // The throughput figures the planner orders staged placements by. Every
+  // backend plans with the H200's today: the CPU backend has none of its own
+  // (it makes the GPU's decisions, so CI tests them), and the CUDA backend's
+  // only measured device is that one.
+  virtual DeviceRates rates() const { return kH200Rates; }
   virtual std::unique_ptr<StageQueue> make_stage_queue() = 0;
 
   // Host <-> backend memory for the small host-side pieces (timesteps, tables).

@@ -50,25 +50,26 @@ bool kv_chunks_on_tiles(const ExecOptions& o) {
 }
 
 // The attention phase's time under a staged K/V placement, estimated with
-// an H200's rates (only the order of the candidates matters): the kernel's
-// work plus the online-softmax state's round trip through memory at every
-// K/V block (fp32 acc read and written per query row), against the bytes
-// the phase moves over the bus (K/V once per pass; a staged x in and out
-// once, and in once more for groups of several chunks), which hide under
-// the compute while they are shorter. Measured on the H200 at 217,088
-// tokens: attention ~650 TFLOP/s, HBM ~4 TB/s for the state, ~45 GB/s
-// through the copy stream.
-double staged_seconds(const ModelConfig& c, const PackedLayout& l, const Placement& p) {
-  constexpr double kAttnFlops = 650e12, kStateBytes = 4.0e12, kBusBytes = 45e9;
+// the device's rates (only the order of the candidates matters): the
+// kernel's work plus the online-softmax state's round trip through memory
+// at every K/V block (fp32 acc read and written per query row), against the
+// bytes the phase moves over the bus (K/V once per pass; a staged x in and
+// out once, and in once more for groups of several chunks), which hide
+// under the compute while they are shorter.
+double staged_seconds(const ModelConfig& c, const PackedLayout& l, const Placement& p,
+                      const DeviceRates& rates) {
   const double S = double(l.seq_len), I = double(c.inner());
   const double blocks = std::ceil(S / double(std::max<int64_t>(p.kv_block, 1)));
-  const double compute = 4 * S * S * I / kAttnFlops + S * 8 * I * blocks / kStateBytes;
+  const double compute =
+      4 * S * S * I / rates.attention_flops + S * 8 * I * blocks / rates.state_bytes_per_s;
   const double x_copies = p.x_on_host ? (p.q_group == 1 ? 2 : 3) : 0;
   const double bus = double(p.kv_to_device_per_block) + x_copies * S * double(c.hidden) * 2;
   // Without kv_first_pass, phase 2 waits for phase 1's copies out, which
-  // outlast its compute (~0.18 s against 0.08 s at 217k): count them whole.
-  const double phase1 = p.kv_first_pass ? 0 : double(p.kv_to_host_per_block) / kBusBytes;
-  return std::max(compute, bus / kBusBytes) + phase1;
+  // outlast its compute (~0.18 s against 0.08 s at 217k on the H200): count
+  // them whole.
+  const double phase1 =
+      p.kv_first_pass ? 0 : double(p.kv_to_host_per_block) / rates.bus_bytes_per_s;
+  return std::max(compute, bus / rates.bus_bytes_per_s) + phase1;
 }
 
 }  // namespace
@@ -304,7 +305,7 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
 
 Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const ExecOptions& o,
                          size_t device_budget, size_t host_budget, ScratchModel scratch,
-                         PlanScope scope) {
+                         PlanScope scope, const DeviceRates& rates) {
   Placement p;
   p.streamed = o.mode == ExecMode::streamed && l.seq_len >= o.min_tokens;
   p.embed_chunk = o.mode == ExecMode::streamed ? o.kv_chunk : 0;
@@ -386,7 +387,7 @@ Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const Exec
             q.kv_first_pass = first_pass;
             q = predict(c, l, o, q, scratch);
             if (need(q) > ceiling) continue;
-            const double t = staged_seconds(c, l, q);
+            const double t = staged_seconds(c, l, q, rates);
             if (!found || t < best_s) {
               best = q;
               best_s = t;
