@@ -8,4 +8,5 @@
 #include "h3s/engine.hpp"
 #include "h3s/error.hpp"
 #include "h3s/forward.hpp"
+#include "h3s/kv_tier.hpp"
 #include "h3s/options.hpp"

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "h3s/kv_tier.hpp"
+
 namespace h3s {
 
 enum class FinalLayerGemm : uint8_t {
@@ -39,10 +41,12 @@ struct ExecOptions {
   int64_t kv_block = 0;
   int64_t final_layer_chunk = 16384;  // rows per output-head chunk; 0 = stock
   FinalLayerGemm final_layer_gemm = FinalLayerGemm::exact;
-  std::string kv_store = "bf16";  // bf16 (exact), kvi8r, kvi8s, kvfp4s, kvmix (approximate)
+  // The K/V tier (h3s/kv_tier.hpp); the CLI, the C ABI and Python take its name
+  // (parse_kv_tier).
+  KvTier kv_store = KvTier::bf16;
   // kvmix: the heads kept on 8 bits (kvi8s), the others on 4 (kvfp4s), the
   // same for every block; empty: calibrated per block on its first call
-  // (kv/kvmix.hpp), kv_mix_count heads (0: half of them, 28 of H3's 56).
+  // (kvfmt/kvmix.hpp), kv_mix_count heads (0: half of them, 28 of H3's 56).
   std::vector<int> kv_mix_heads;
   int64_t kv_mix_count = 0;
   // With an approximate kv_store: text and audio query rows attend a retained

@@ -183,7 +183,8 @@ int h3s_forward(h3s_engine* engine, const h3s_forward_args* args, const h3s_opti
                              " is not valid: use 0 (auto), 1 (device) or 2 (host)");
       o.kv_placement = h3s::KvPlacement(options->kv_placement);
       o.host_budget = options->host_budget;
-      if (options->kv_store != nullptr) o.kv_store = options->kv_store;
+      // NULL: the exact store (the default); a name is parsed (the error names it).
+      if (options->kv_store != nullptr) o.kv_store = h3s::parse_kv_tier(options->kv_store);
       o.exact_av_rows = options->exact_av_rows != 0;
       if (options->kv_mix_heads_count < 0 ||
           (options->kv_mix_heads_count > 0 && options->kv_mix_heads == nullptr))

@@ -17,11 +17,13 @@
 #include <vector>
 
 #include "backend/attn_tile.hpp"
+#include "backend/device_rates.hpp"
 #include "backend/stage_queue.hpp"
 #include "backend/weight_store.hpp"
 #include "core/arena.hpp"
 #include "core/chunk_plan.hpp"
 #include "core/tensor.hpp"
+#include "h3s/kv_tier.hpp"
 #include "model/packed_layout.hpp"
 #include "model/quant_linear.hpp"
 
@@ -36,6 +38,20 @@ class ThreadPool;
 // docs/PERFORMANCE.md "kvfp4s"), the most a plan made without a device counts.
 inline constexpr int64_t kKvDecodeKeys = 4096;
 inline constexpr int64_t kKvDecodeKeysHopper = 16384;
+// The most keys any backend decodes at once for `tier` (the figure a plan
+// made without a device counts): kvfp4s and kvmix Hopper's, kvi8r the
+// default; 0 for a tier no backend decodes.
+constexpr int64_t most_kv_decode_keys(KvTier tier) {
+  switch (tier) {
+    case KvTier::kvfp4s:
+    case KvTier::kvmix:
+      return kKvDecodeKeysHopper;
+    case KvTier::kvi8r:
+      return kKvDecodeKeys;
+    default:
+      return 0;
+  }
+}
 
 // One block's modulation rows: bf16 views [mod_rows, hidden] (row stride may
 // be wider: they are slices of the adaLN projection output).
@@ -51,7 +67,7 @@ struct KvView {
   int64_t rows() const { return k.shape[0]; }
 };
 
-// The kvi8r tier's K/V (kv/kvi8r.hpp): codes [seq, heads * 128] u8 (stored
+// The kvi8r tier's K/V (kvfmt/kvi8r.hpp): codes [seq, heads * 128] u8 (stored
 // biased, code + 128) and fp16
 // scales [seq, heads] per (token, head), for K and V. The scales may have any
 // strides: KvI8rStore lays them head-major (stride {1, padded seq}).
@@ -60,7 +76,7 @@ struct KvI8View {
   int64_t rows() const { return k_code.shape[0]; }
 };
 
-// The kvi8s tier's K/V (kv/kvi8s.hpp): K codes [seq, heads * 128] i8 (token
+// The kvi8s tier's K/V (kvfmt/kvi8s.hpp): K codes [seq, heads * 128] i8 (token
 // rows); V codes [heads * 128, padded_seq] e4m3 (each channel's keys, in the
 // tile order kvi8s::v_position gives); per (128-token tile, head) one header
 // record of kvi8s::kHeaderRows rows, [tiles * heads * kHeaderRows, 128] u8
@@ -70,7 +86,7 @@ struct KvI8sView {
   int64_t rows() const { return k_code.shape[0]; }
 };
 
-// The kvfp4s tier's K/V (kv/kvfp4s.hpp), per token and per 256-token stat
+// The kvfp4s tier's K/V (kvfmt/kvfp4s.hpp), per token and per 256-token stat
 // block b: K and V codes [seq, heads * 64] u8 (two e2m1 a byte), K and V
 // scales [seq, heads * 8] e4m3 (one per 16 elements), K and V globals
 // [blocks, heads] f32, K means [blocks, heads * 128] bf16 (rotated basis).
@@ -151,18 +167,18 @@ class Backend {
 
   // ---- approximate K/V tiers (docs/FEATURES.md "K/V storage tiers") -------
   // The defaults refuse.
-  // Whether this backend runs K/V tier `tier` ("bf16", the exact store, always).
-  virtual bool has_kv_tier(std::string_view tier) const { return tier == "bf16"; }
+  // Whether this backend runs K/V tier `tier` (bf16, the exact store, always).
+  virtual bool has_kv_tier(KvTier tier) const { return tier == KvTier::bf16; }
   // Keys (of every head) this backend decodes at once from `tier`'s store
   // into 16-bit scratch on the arena, K and V, when it attends that tier
   // with the exact kernel (the CUDA backend's kvfp4s and kvi8r off Hopper);
   // 0 when it takes no such scratch. The planner counts it (exec/placement.hpp).
-  virtual int64_t kv_tier_decode_keys(std::string_view /*tier*/) const { return 0; }
+  virtual int64_t kv_tier_decode_keys(KvTier /*tier*/) const { return 0; }
   // (kKvDecodeKeys, below, is the CUDA backend's default.)
   // How to make `tier` run here when has_kv_tier says no (empty: no way);
   // the exact-store fallback's note prints it.
-  virtual std::string_view kv_tier_hint(std::string_view /*tier*/) const { return {}; }
-  // kvi8r (kv/kvi8r.hpp is the arithmetic): src [rows, heads * 128] bf16 ->
+  virtual std::string_view kv_tier_hint(KvTier /*tier*/) const { return {}; }
+  // kvi8r (kvfmt/kvi8r.hpp is the arithmetic): src [rows, heads * 128] bf16 ->
   // code [rows, heads * 128] u8 (code + 128) and scale [rows, heads] f16 (any strides).
   virtual void kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale);
   // In place per 128-dim head: t = bf16(rotate(t)) (the tier's queries).
@@ -172,12 +188,12 @@ class Backend {
                                AttnState& s);
   // out = bf16(rotate(acc / l)): the tier's output, un-rotated once.
   virtual void attn_state_finish_rotated(const AttnState& s, const Tensor& out);
-  // kvi8r's dequantisation (kv/kvi8r.hpp): keys [keys.begin, keys.end) of
+  // kvi8r's dequantisation (kvfmt/kvi8r.hpp): keys [keys.begin, keys.end) of
   // every head as the fp16 K~ = fp16(code x scale) and V~ its attention uses,
   // into k and v ([keys.size(), heads, 128] f16 views). Its decode path
   // (backend/kv_tier_decode.hpp) attends them with attention().
   virtual void kvi8r_decode(const KvI8View& kv, RowRange keys, const Tensor& k, const Tensor& v);
-  // kvi8s (kv/kvi8s.hpp): the K and V rows [first_row, first_row + n), given
+  // kvi8s (kvfmt/kvi8s.hpp): the K and V rows [first_row, first_row + n), given
   // as row-wise parts (e.g. a kept tail and the next chunk), quantised into
   // `out`. first_row is a multiple of 128 (a tile) and n is too unless the rows end the
   // sequence (out.rows()).
@@ -187,7 +203,7 @@ class Backend {
   // not rotated: attn_state_finish gives the output).
   virtual void attention_kvi8s(const Tensor& q_rot, const KvI8sView& kv, RowRange keys,
                                AttnState& s);
-  // kvfp4s (kv/kvfp4s.hpp): as kvi8s_quantize, in 256-token stat blocks
+  // kvfp4s (kvfmt/kvfp4s.hpp): as kvi8s_quantize, in 256-token stat blocks
   // (first_row a multiple of 256; n too unless the rows end the sequence).
   virtual void kvfp4s_quantize(std::span<const Tensor> k_parts, std::span<const Tensor> v_parts,
                                int64_t first_row, const KvFp4sView& out);
@@ -195,7 +211,7 @@ class Backend {
   // not rotated: attn_state_finish gives the output).
   virtual void attention_kvfp4s(const Tensor& q_rot, const KvFp4sView& kv, RowRange keys,
                                 AttnState& s);
-  // kvfp4s' decode (kv/kvfp4s.hpp): keys [keys.begin, keys.end) of every
+  // kvfp4s' decode (kvfmt/kvfp4s.hpp): keys [keys.begin, keys.end) of every
   // head as the bf16 K~ and V~ its attention uses, into k and v ([keys.size(),
   // heads, 128] views). Its decode path (backend/kv_tier_decode.hpp) attends
   // them with attention().
@@ -244,6 +260,11 @@ class Backend {
   virtual MemoryResource& host_staging_memory() = 0;
   // Device bytes free now (0: not known, e.g. the CPU backend's heap).
   virtual size_t free_device_memory() const { return 0; }
+  // The throughput figures the planner orders staged placements by. Every
+  // backend plans with the H200's today: the CPU backend has none of its own
+  // (it makes the GPU's decisions, so CI tests them), and the CUDA backend's
+  // only measured device is that one.
+  virtual DeviceRates rates() const { return kH200Rates; }
   virtual std::unique_ptr<StageQueue> make_stage_queue() = 0;
 
   // Host <-> backend memory for the small host-side pieces (timesteps, tables).
@@ -256,9 +277,9 @@ class Backend {
   virtual double device_seconds(const std::function<void()>& enqueue);
   // The attention kernel this backend runs (benchmarks record it), and the
   // one it runs for K/V tier `tier` (e.g. "decode" for a decode path; the
-  // exact store's kernel for "bf16" or a tier it lacks).
+  // exact store's kernel for bf16 or a tier it lacks).
   virtual std::string_view attention_kernel() const { return "reference"; }
-  virtual std::string kv_tier_kernel(std::string_view /*tier*/) const { return "reference"; }
+  virtual std::string kv_tier_kernel(KvTier /*tier*/) const { return "reference"; }
   // Queue later ops on a host framework's stream (CUDA: a cudaStream_t; null
   // is the legacy default stream), ordered after the work already queued.
   // Backends without streams ignore it.

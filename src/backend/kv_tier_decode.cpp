@@ -5,8 +5,8 @@
 
 #include "backend/op_checks.hpp"
 #include "core/error.hpp"
-#include "kv/kvfp4s.hpp"
-#include "kv/kvi8r.hpp"
+#include "kvfmt/kvfp4s.hpp"
+#include "kvfmt/kvi8r.hpp"
 
 namespace h3s {
 

@@ -3,7 +3,7 @@
 
 #include "backend/backend.hpp"
 #include "core/error.hpp"
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 namespace h3s::checks {
 

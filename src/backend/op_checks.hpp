@@ -50,7 +50,7 @@ void rms_norm_mod_args(const Tensor& x, const Tensor& gamma, const ModTable* mod
 // rot_dim > 0 (even, <= 128) rope [rows, rot_dim] bf16 as (cos, sin) pairs.
 void qk_norm_rope_args(const Tensor& t, const Tensor& w, const Tensor& rope, int64_t rot_dim,
                        Device d);
-// kvi8r (kv/kvi8r.hpp): src [rows, heads * 128] bf16 -> code (i8, same
+// kvi8r (kvfmt/kvi8r.hpp): src [rows, heads * 128] bf16 -> code (i8, same
 // shape) and scale [rows, heads] f16, every row with adjacent columns.
 // Returns heads.
 int64_t kvi8r_quantize_args(const Tensor& src, const Tensor& code, const Tensor& scale, Device d);
@@ -68,7 +68,7 @@ int64_t kvi8r_store_args(const Tensor& k_code, const Tensor& k_scale, const Tens
 // dtype dt with unit dim stride.
 void decoded_kv_args(RowRange keys, int64_t kv_rows, int64_t heads, const Tensor& k,
                      const Tensor& v, DType dt, Device d, const char* op);
-// The kvi8s store (kv/kvi8s.hpp, KvI8sView) of `heads` 128-dim heads: K
+// The kvi8s store (kvfmt/kvi8s.hpp, KvI8sView) of `heads` 128-dim heads: K
 // codes [seq, heads * 128] i8, V^T codes [heads * 128, padded_seq(seq)]
 // e4m3, headers [tiles * heads * kHeaderRows, 128] u8, columns adjacent.
 // Returns seq.

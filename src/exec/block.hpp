@@ -6,8 +6,6 @@
 
 #include <functional>
 #include <span>
-#include <string>
-#include <string_view>
 #include <vector>
 
 #include "core/arena.hpp"
@@ -40,24 +38,20 @@ struct BlockView {
 // ComfyUI node's mlp_chunk = 0, through the Python module's phases="attn").
 enum class BlockPhases : uint8_t { all, attn_only };
 
-// The K/V tier of a block call: the store (ExecOptions::kv_store) and the
+// The K/V of a stock block call: its tier (ExecOptions::kv_store) and the
 // query rows attended over the exact bf16 K/V beside an approximate store
 // (exact_av_rows: exec/exact_rows.hpp), absolute and sorted; empty: none.
-struct KvTier {
-  KvTier(const char* s = "bf16", std::span<const RowRange> rows = {})
-      : store(s), exact_rows(rows) {}
-  KvTier(std::string_view s, std::span<const RowRange> rows = {}) : store(s), exact_rows(rows) {}
-  KvTier(const std::string& s, std::span<const RowRange> rows = {}) : store(s), exact_rows(rows) {}
-  std::string_view store;
-  std::span<const RowRange> exact_rows;
+struct BlockKv {
+  KvTier tier = KvTier::bf16;
+  std::span<const RowRange> exact_rows = {};
   std::span<const int> mix_heads = {};  // kvmix: the heads on 8 bits (exec/kvmix_heads.hpp)
 };
 
-// "bf16" attends the fused QKV buffer directly, an approximate tier goes
-// through its store as the streamed block does, so the two stay bit-equal
-// within a tier.
+// The exact tier attends the fused QKV buffer directly, an approximate tier
+// goes through its store as the streamed block does, so the two stay
+// bit-equal within a tier.
 void run_block_stock(Backend& backend, Arena& arena, const BlockView& block, const Tensor& x,
-                     BlockPhases phases = BlockPhases::all, KvTier kv_tier = {});
+                     BlockPhases phases = BlockPhases::all, BlockKv kv = {});
 
 // Chunk sizes of one streamed execution (0 = whole sequence for that phase),
 // and where its K/V store lives (exec/placement.hpp decides).
@@ -73,9 +67,9 @@ struct StreamChunks {
   // Host staging for the K/V store (both set) or none (resident on the device).
   Arena* kv_host = nullptr;
   StageQueue* kv_queue = nullptr;
-  std::string kv_store = "bf16";  // the K/V tier (ExecOptions::kv_store)
+  KvTier kv_store = KvTier::bf16;  // the K/V tier (ExecOptions::kv_store)
   // Query rows attended over a retained exact K/V beside an approximate
-  // store (KvTier::exact_rows); empty: none.
+  // store (BlockKv::exact_rows); empty: none.
   std::vector<RowRange> exact_rows = {};
   // kvmix: the block's heads on 8 bits (exec/kvmix_heads.hpp resolves them).
   std::vector<int> kv_mix_heads = {};

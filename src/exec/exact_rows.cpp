@@ -3,11 +3,14 @@
 
 #include <algorithm>
 
+#include "kv/kv_bf16.hpp"
+#include "kv/kv_tier_table.hpp"
+
 namespace h3s {
 
 std::vector<RowRange> exact_query_rows(const ExecOptions& o, const PackedLayout& layout) {
   std::vector<RowRange> rows;
-  if (!o.exact_av_rows || o.kv_store == "bf16") return rows;
+  if (!o.exact_av_rows || kv_tier_exact(o.kv_store)) return rows;
   for (const Segment& s : layout.segments)
     if ((s.kind == SegmentKind::text || s.kind == SegmentKind::audio) && s.size() > 0)
       rows.push_back({s.begin, s.end});
@@ -18,7 +21,7 @@ std::vector<RowRange> exact_query_rows(const ExecOptions& o, const PackedLayout&
 
 std::vector<RowRange> exact_query_rows(const ExecOptions& o, std::span<const ModRun> runs) {
   std::vector<RowRange> rows;
-  if (!o.exact_av_rows || o.kv_store == "bf16") return rows;
+  if (!o.exact_av_rows || kv_tier_exact(o.kv_store)) return rows;
   for (const ModRun& r : runs) {
     const int32_t tag = r.mod_row % 3;
     if ((tag != kTagText && tag != kTagAudio) || r.end <= r.begin) continue;
@@ -59,8 +62,8 @@ void paste_exact_rows(Backend& be, std::span<const ExactRowsOut> rows, const Ten
 }
 
 size_t exact_rows_store_bytes(const ExecOptions& o, int64_t seq, int64_t heads, int64_t head_dim) {
-  if (!o.exact_av_rows || o.kv_store == "bf16") return 0;
-  return size_t(2) * size_t(seq) * size_t(heads * head_dim) * 2;
+  if (!o.exact_av_rows || kv_tier_exact(o.kv_store)) return 0;
+  return KvBf16Store::bytes(seq, heads, head_dim);
 }
 
 }  // namespace h3s

@@ -3,7 +3,6 @@
 #include "exec/forward.hpp"
 
 #include <chrono>
-#include <exception>
 #include <optional>
 
 #include "core/rng.hpp"
@@ -12,6 +11,7 @@
 #include "exec/final_layer.hpp"
 #include "exec/kvmix_heads.hpp"
 #include "exec/placement.hpp"
+#include "exec/placement_setup.hpp"
 #include "exec/residual_rows.hpp"
 #include "exec/self_check.hpp"
 #include "exec/time_embed.hpp"
@@ -172,49 +172,10 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   ForwardOutputs out;
   out.weight_bytes = w.bytes();
 
-  // One device budget for activations and weights (exec/placement.hpp,
-  // weight_feed.hpp): the activations take the cheapest placement that fits
-  // beside the smallest weight plan (the non-block weights and two block
-  // slots for prefetch, else one), and the weights get what it leaves.
-  const ScratchModel scratch = scratch_model(be, w, opt.kv_store);
-  const size_t host_budget =
-      opt.host_budget != 0 ? size_t(opt.host_budget) : available_host_memory() / 10 * 9;
-  if (opt.vram_budget == 0) {
-    out.placement = plan_placement(c, layout, opt, 0, host_budget, scratch);
-  } else {
-    const WeightPlan all = plan_weights(be, w, 0);
-    const size_t budget = size_t(opt.vram_budget);
-    std::exception_ptr refused;
-    bool planned = false;
-    // A resident K/V store beside unprefetched weights first: an exposed
-    // block upload costs less than moving the K/V over the bus each block.
-    ExecOptions resident = opt;
-    if (opt.kv_placement == KvPlacement::automatic) resident.kv_placement = KvPlacement::device;
-    for (const ExecOptions* o : {static_cast<const ExecOptions*>(&resident), &opt})
-      for (const int slots : {2, 1}) {
-        const size_t least = all.extras_bytes + size_t(slots) * all.block_bytes;
-        if (planned || budget <= least) continue;
-        try {
-          out.placement = plan_placement(c, layout, *o, budget - least, host_budget, scratch);
-          planned = true;
-        } catch (const Error& e) {
-          if (e.kind() != ErrorKind::out_of_memory) throw;
-          refused = std::current_exception();
-        }
-      }
-    if (!planned) {
-      const Placement smallest = smallest_placement(c, layout, opt, scratch);
-      const size_t need = all.extras_bytes + all.block_bytes + smallest.device_peak;
-      // Room on the device, so the host budget refused it: say that.
-      if (refused && need <= budget) std::rethrow_exception(refused);
-      fail(ErrorKind::out_of_memory,
-           "--vram-budget {} cannot hold this forward at {} tokens: the weights it must hold at "
-           "once (non-block weights {} and one block {}) and its activations at their smallest "
-           "placement ({}) need at least {}; raise the budget (or lower the chunk sizes)",
-           format_bytes(budget), seq, format_bytes(all.extras_bytes), format_bytes(all.block_bytes),
-           smallest.describe(), format_bytes(need));
-    }
-  }
+  // One device budget for activations and weights, and the host staging
+  // the placement needs (exec/placement_setup.hpp).
+  PlacementSetup setup = PlacementSetup::for_forward(be, w, layout, opt);
+  out.placement = setup.placement();
   out.activation_estimate = out.placement.device_peak;
   report("placement: " + out.placement.describe());
   const size_t weight_budget =
@@ -234,19 +195,14 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
     arena.set_budget(arena_budget == 0 ? left : std::min(arena_budget, left));
   }
   const Placement& place = out.placement;
-  // Host staging: an arena over the backend's staging memory, budgeted.
-  std::unique_ptr<Arena> host;
-  std::unique_ptr<StageQueue> queue;
-  if (place.kv_on_host || place.x_on_host) {
-    host = std::make_unique<Arena>(be.host_staging_memory(), host_budget);
-    queue = be.make_stage_queue();
-  }
+  Arena* const host = setup.host();
+  StageQueue* const queue = setup.queue();
 
   arena.mark(-1, Phase::embed);
   report("embed + refiner");
   std::vector<OwnedTensor> kept_embeds;
   Residual x = pack_sequence(be, arena, feed, layout, in, opt, place.embed_chunk,
-                             place.x_on_host ? host.get() : nullptr, queue.get(), kept_embeds);
+                             place.x_on_host ? host : nullptr, queue, kept_embeds);
 
   OwnedTensor adaln_in = adaln_input(be, arena, wx, layout.timesteps);
   OwnedTensor rope = arena.tensor(DType::bf16, {seq, c.rope_dim / 2, 2}, "RoPE table");
@@ -256,15 +212,8 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
   }
 
   const bool streamed = place.streamed;
-  StreamChunks chunks = StreamChunks::from(opt);
-  chunks.kv_block = place.kv_block;
-  chunks.q_group = place.q_group;
-  chunks.kv_first_pass = place.kv_first_pass;
+  StreamChunks chunks = setup.chunks(opt);
   chunks.exact_rows = exact_query_rows(opt, layout);
-  if (place.kv_on_host) {
-    chunks.kv_host = host.get();
-    chunks.kv_queue = queue.get();
-  }
   KvMixHeads kv_mix;  // kvmix: each block's heads on 8 bits
   for (size_t i = 0; i < w.blocks.size(); ++i) {
     report(fmt::format("block {}/{}", i + 1, w.blocks.size()));
@@ -291,7 +240,7 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
       }
     }
     chunks.kv_mix_heads = kv_mix.for_block(be, arena, view, *x.rows, opt);
-    if (opt.kv_store == "kvmix") out.kv_mix_heads[int(i)] = chunks.kv_mix_heads;
+    if (opt.kv_store == KvTier::kvmix) out.kv_mix_heads[int(i)] = chunks.kv_mix_heads;
     if (i == 0 && opt.self_check)
       out.log.push_back(self_check_block(be, arena, view, x.rows->resident(), opt,
                                          chunks.exact_rows, chunks.kv_mix_heads)
@@ -300,9 +249,8 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
       run_block_streamed(be, arena, view, *x.rows, chunks);
       ++out.streamed_blocks;
     } else {
-      KvTier tier{opt.kv_store, chunks.exact_rows};
-      tier.mix_heads = chunks.kv_mix_heads;
-      run_block_stock(be, arena, view, x.rows->resident(), BlockPhases::all, tier);
+      const BlockKv kv{opt.kv_store, chunks.exact_rows, chunks.kv_mix_heads};
+      run_block_stock(be, arena, view, x.rows->resident(), BlockPhases::all, kv);
       ++out.stock_blocks;
     }
     feed.done_block(i);

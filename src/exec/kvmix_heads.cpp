@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "exec/block_steps.hpp"
-#include "kv/kvmix.hpp"
+#include "kvfmt/kvmix.hpp"
 
 namespace h3s {
 
@@ -52,7 +52,7 @@ std::vector<int> calibrate_kvmix(Backend& be, Arena& arena, const BlockView& b, 
 
 std::vector<int> KvMixHeads::for_block(Backend& be, Arena& arena, const BlockView& b,
                                        ResidualRows& x, const ExecOptions& o) {
-  if (o.kv_store != "kvmix") return {};
+  if (o.kv_store != KvTier::kvmix) return {};
   if (!o.kv_mix_heads.empty()) {
     kvmix::check_heads(o.kv_mix_heads, b.heads);
     return o.kv_mix_heads;

@@ -1,4 +1,4 @@
-// KvMixHeads: kvmix's heads on 8 bits for each DiT block (kv/kvmix.hpp): the
+// KvMixHeads: kvmix's heads on 8 bits for each DiT block (kvfmt/kvmix.hpp): the
 // options' set, or one calibrated from the block's input on its first call
 // and kept for the calls after (a ComfyUI sampler's later steps reuse it).
 // The calibration makes the sample windows' q, k and v with the ops phase 1

@@ -3,6 +3,7 @@
 
 #include "backend/backend.hpp"
 #include "core/error.hpp"
+#include "kv/kv_tier_table.hpp"
 
 namespace h3s {
 
@@ -50,12 +51,7 @@ void ExecOptions::validate() const {
     fail(ErrorKind::invalid_argument,
          "kv_block = {} must be 0 or a multiple of the {}-row attention tile (try {})", kv_block,
          kAttnKvTile, (kv_block + kAttnKvTile - 1) / kAttnKvTile * kAttnKvTile);
-  if (kv_store != "bf16" && kv_store != "kvi8r" && kv_store != "kvi8s" && kv_store != "kvfp4s" &&
-      kv_store != "kvmix")
-    fail(ErrorKind::invalid_argument,
-         "kv_store '{}' is not available: this build has 'bf16' (exact), 'kvi8r', 'kvi8s', "
-         "'kvfp4s' and 'kvmix' (approximate)",
-         kv_store);
+  kv_tier_row(kv_store);  // throws for a value that is not a tier (a cast)
   range("kv_mix_count", kv_mix_count, 0);
   for (size_t i = 0; i < kv_mix_heads.size(); ++i) {
     if (kv_mix_heads[i] < 0)
@@ -68,11 +64,11 @@ void ExecOptions::validate() const {
     fail(ErrorKind::invalid_argument,
          "kv_mix_count = {} but kv_mix_heads lists {} heads: give the heads or the count, not both",
          kv_mix_count, kv_mix_heads.size());
-  if (kv_store != "bf16" && kv_placement == KvPlacement::host)
+  if (!kv_tier_exact(kv_store) && kv_placement == KvPlacement::host)
     fail(ErrorKind::invalid_argument,
          "kv_store '{}' with kv_placement = host: host-staged K/V holds the exact bf16 tier "
          "only; use kv_placement auto or device",
-         kv_store);
+         kv_tier_name(kv_store));
 }
 
 ExecOptions ExecOptions::stock() {

@@ -14,11 +14,8 @@
 #include "core/error.hpp"
 #include "exec/exact_rows.hpp"
 #include "exec/residual_rows.hpp"
-#include "kv/kv_fp4s.hpp"
-#include "kv/kv_i8r.hpp"
-#include "kv/kv_i8s.hpp"
-#include "kv/kv_mix.hpp"
-#include "kv/kvmix.hpp"
+#include "kv/kv_tier_table.hpp"
+#include "kvfmt/kvmix.hpp"
 #include "model/weights.hpp"
 
 namespace h3s {
@@ -53,25 +50,26 @@ bool kv_chunks_on_tiles(const ExecOptions& o) {
 }
 
 // The attention phase's time under a staged K/V placement, estimated with
-// an H200's rates (only the order of the candidates matters): the kernel's
-// work plus the online-softmax state's round trip through memory at every
-// K/V block (fp32 acc read and written per query row), against the bytes
-// the phase moves over the bus (K/V once per pass; a staged x in and out
-// once, and in once more for groups of several chunks), which hide under
-// the compute while they are shorter. Measured on the H200 at 217,088
-// tokens: attention ~650 TFLOP/s, HBM ~4 TB/s for the state, ~45 GB/s
-// through the copy stream.
-double staged_seconds(const ModelConfig& c, const PackedLayout& l, const Placement& p) {
-  constexpr double kAttnFlops = 650e12, kStateBytes = 4.0e12, kBusBytes = 45e9;
+// the device's rates (only the order of the candidates matters): the
+// kernel's work plus the online-softmax state's round trip through memory
+// at every K/V block (fp32 acc read and written per query row), against the
+// bytes the phase moves over the bus (K/V once per pass; a staged x in and
+// out once, and in once more for groups of several chunks), which hide
+// under the compute while they are shorter.
+double staged_seconds(const ModelConfig& c, const PackedLayout& l, const Placement& p,
+                      const DeviceRates& rates) {
   const double S = double(l.seq_len), I = double(c.inner());
   const double blocks = std::ceil(S / double(std::max<int64_t>(p.kv_block, 1)));
-  const double compute = 4 * S * S * I / kAttnFlops + S * 8 * I * blocks / kStateBytes;
+  const double compute =
+      4 * S * S * I / rates.attention_flops + S * 8 * I * blocks / rates.state_bytes_per_s;
   const double x_copies = p.x_on_host ? (p.q_group == 1 ? 2 : 3) : 0;
   const double bus = double(p.kv_to_device_per_block) + x_copies * S * double(c.hidden) * 2;
   // Without kv_first_pass, phase 2 waits for phase 1's copies out, which
-  // outlast its compute (~0.18 s against 0.08 s at 217k): count them whole.
-  const double phase1 = p.kv_first_pass ? 0 : double(p.kv_to_host_per_block) / kBusBytes;
-  return std::max(compute, bus / kBusBytes) + phase1;
+  // outlast its compute (~0.18 s against 0.08 s at 217k on the H200): count
+  // them whole.
+  const double phase1 =
+      p.kv_first_pass ? 0 : double(p.kv_to_host_per_block) / rates.bus_bytes_per_s;
+  return std::max(compute, bus / rates.bus_bytes_per_s) + phase1;
 }
 
 }  // namespace
@@ -79,25 +77,22 @@ double staged_seconds(const ModelConfig& c, const PackedLayout& l, const Placeme
 size_t kv_store_bytes(const ExecOptions& o, int64_t seq, int64_t heads, int64_t head_dim) {
   // exact_av_rows keeps the exact bf16 K/V beside an approximate store.
   const size_t exact = exact_rows_store_bytes(o, seq, heads, head_dim);
-  if (o.kv_store == "kvi8r") return exact + KvI8rStore::bytes(seq, heads, head_dim);
-  if (o.kv_store == "kvi8s") return exact + KvI8sStore::bytes(seq, heads, head_dim);
-  if (o.kv_store == "kvfp4s") return exact + KvFp4sStore::bytes(seq, heads, head_dim);
-  if (o.kv_store == "kvmix") {
-    // The calibrated count when no set is given; plus the gathers of one chunk.
-    const int64_t h8 = !o.kv_mix_heads.empty() ? int64_t(o.kv_mix_heads.size())
-                       : o.kv_mix_count > 0    ? std::min(o.kv_mix_count, heads)
-                                               : kvmix::default_8bit_count(heads);
-    return exact + KvMixStore::bytes(seq, heads, head_dim, h8) +
-           KvMixStore::chunk_bytes(std::min(seq, std::max(o.q_chunk, o.kv_chunk)), heads, head_dim,
-                                   h8);
-  }
-  return size_t(2) * size_t(seq) * size_t(heads * head_dim) * 2;
+  // kvmix: the calibrated count when no set is given, and the gathers of one chunk.
+  const int64_t h8 = !o.kv_mix_heads.empty() ? int64_t(o.kv_mix_heads.size())
+                     : o.kv_mix_count > 0    ? std::min(o.kv_mix_count, heads)
+                                             : kvmix::default_8bit_count(heads);
+  return exact + kv_tier_row(o.kv_store)
+                     .store_bytes({.seq = seq,
+                                   .heads = heads,
+                                   .head_dim = head_dim,
+                                   .mix_count = h8,
+                                   .chunk_rows = std::min(seq, std::max(o.q_chunk, o.kv_chunk))});
 }
 
 namespace {
 
 // The tier's part of the scratch model (the weights' parts are set apart).
-ScratchModel tier_scratch(const Backend& be, std::string_view kv_store) {
+ScratchModel tier_scratch(const Backend& be, KvTier kv_store) {
   return {.quant_rows = false,
           .mod_index = be.arena_scratch(),
           .swiglu_rows = false,
@@ -107,7 +102,7 @@ ScratchModel tier_scratch(const Backend& be, std::string_view kv_store) {
 
 }  // namespace
 
-ScratchModel scratch_model(const Backend& be, const BlockWeights& b, std::string_view kv_store) {
+ScratchModel scratch_model(const Backend& be, const BlockWeights& b, KvTier kv_store) {
   ScratchModel s = tier_scratch(be, kv_store);
   if (be.arena_scratch()) {
     for (const QuantLinear* l : {&b.attn.qkv, &b.attn.out, &b.mlp.fc1, &b.mlp.fc2})
@@ -118,7 +113,7 @@ ScratchModel scratch_model(const Backend& be, const BlockWeights& b, std::string
   return s;
 }
 
-ScratchModel scratch_model(const Backend& be, const ModelWeights& w, std::string_view kv_store) {
+ScratchModel scratch_model(const Backend& be, const ModelWeights& w, KvTier kv_store) {
   ScratchModel s = tier_scratch(be, kv_store);
   for (const BlockWeights& b : w.blocks) {
     const ScratchModel block = scratch_model(be, b, kv_store);
@@ -184,7 +179,7 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
   p.block_live = base + mods;
   // The store the tier's backend makes (the exact one where it has no
   // kernels), and what it decodes at once into scratch during attention.
-  const bool approximate = o.kv_store != "bf16" && scratch.kv_tier_runs;
+  const bool approximate = !kv_tier_exact(o.kv_store) && scratch.kv_tier_runs;
   const auto store_bytes = [&](int64_t seq) {
     return scratch.kv_tier_runs ? kv_store_bytes(o, seq, heads, c.head_dim)
                                 : rows_bytes(seq, 2 * I * 2);
@@ -310,7 +305,7 @@ Placement predict(const ModelConfig& c, const PackedLayout& l, const ExecOptions
 
 Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const ExecOptions& o,
                          size_t device_budget, size_t host_budget, ScratchModel scratch,
-                         PlanScope scope) {
+                         PlanScope scope, const DeviceRates& rates) {
   Placement p;
   p.streamed = o.mode == ExecMode::streamed && l.seq_len >= o.min_tokens;
   p.embed_chunk = o.mode == ExecMode::streamed ? o.kv_chunk : 0;
@@ -363,9 +358,9 @@ Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const Exec
     p.q_group = 1;
     best = predict(c, l, o, p, scratch);
     // (Host staging holds the exact tier only: an approximate tier stays resident.)
-    const bool want_host =
-        o.kv_placement == KvPlacement::host || (o.kv_placement == KvPlacement::automatic &&
-                                                p.streamed && o.kv_store == "bf16" && !fits(best));
+    const bool want_host = o.kv_placement == KvPlacement::host ||
+                           (o.kv_placement == KvPlacement::automatic && p.streamed &&
+                            kv_tier_exact(o.kv_store) && !fits(best));
     if (!want_host) {
       if (fits(best)) break;
       continue;
@@ -392,7 +387,7 @@ Placement plan_placement(const ModelConfig& c, const PackedLayout& l, const Exec
             q.kv_first_pass = first_pass;
             q = predict(c, l, o, q, scratch);
             if (need(q) > ceiling) continue;
-            const double t = staged_seconds(c, l, q);
+            const double t = staged_seconds(c, l, q, rates);
             if (!found || t < best_s) {
               best = q;
               best_s = t;
@@ -441,7 +436,7 @@ Placement smallest_placement(const ModelConfig& c, const PackedLayout& l, const 
   p.kv_block = o.kv_block;
   p.final_gemm = o.final_layer_chunk != 0 && o.mode != ExecMode::stock ? FinalLayerGemm::streamed
                                                                        : o.final_layer_gemm;
-  if (p.streamed && o.kv_placement != KvPlacement::device && o.kv_store == "bf16") {
+  if (p.streamed && o.kv_placement != KvPlacement::device && kv_tier_exact(o.kv_store)) {
     p.kv_on_host = true;
     p.kv_block = o.kv_block > 0 ? o.kv_block : kStagedBlocks.back();
   }

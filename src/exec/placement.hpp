@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "backend/device_rates.hpp"
 #include "core/host_memory.hpp"  // available_host_memory: the host budget's default
 #include "h3s/options.hpp"
 #include "model/config.hpp"
@@ -63,11 +64,9 @@ size_t kv_store_bytes(const ExecOptions& options, int64_t seq, int64_t heads, in
 // The scratch `backend` takes for `weights` with K/V tier `kv_store`:
 // quantised rows only when a block linear is quantised (the fp32 islands and
 // bf16 layers take none), the tier's decode blocks where it decodes.
-ScratchModel scratch_model(const Backend& backend, const ModelWeights& weights,
-                           std::string_view kv_store);
+ScratchModel scratch_model(const Backend& backend, const ModelWeights& weights, KvTier kv_store);
 // The same for one block's weights (a block call's, e.g. ComfyUI's own arrays).
-ScratchModel scratch_model(const Backend& backend, const BlockWeights& block,
-                           std::string_view kv_store);
+ScratchModel scratch_model(const Backend& backend, const BlockWeights& block, KvTier kv_store);
 
 struct Placement {
   // Decisions.
@@ -116,10 +115,13 @@ enum class PlanScope : uint8_t { forward, block };
 // `host_budget` staging bytes (0: unlimited). Throws Error(out_of_memory)
 // naming the minimum and the knob when no placement fits, and
 // Error(invalid_argument) when options.kv_placement forces one that cannot
-// run (host-staged K/V on the stock path).
+// run (host-staged K/V on the stock path). `rates` order the staged
+// placements that fit (the backend's, Backend::rates; a plan made without
+// one takes the H200's).
 Placement plan_placement(const ModelConfig& config, const PackedLayout& layout,
                          const ExecOptions& options, size_t device_budget, size_t host_budget,
-                         ScratchModel scratch = {}, PlanScope scope = PlanScope::forward);
+                         ScratchModel scratch = {}, PlanScope scope = PlanScope::forward,
+                         const DeviceRates& rates = kH200Rates);
 
 // The predicted peaks of one placement's decisions (fills the peak fields).
 Placement predict(const ModelConfig& config, const PackedLayout& layout, const ExecOptions& options,
@@ -135,6 +137,5 @@ Placement smallest_placement(const ModelConfig& config, const PackedLayout& layo
 // (the all-resident one): what the weights planner sets aside.
 size_t estimate_activation_peak(const ModelConfig& config, const PackedLayout& layout,
                                 const ExecOptions& options, ScratchModel scratch = {});
-
 
 }  // namespace h3s

@@ -9,6 +9,7 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "kv/kv_tier_table.hpp"
 
 namespace h3s {
 
@@ -38,10 +39,10 @@ std::string SelfCheckResult::line(int64_t tokens) const {
   if (tier)
     s += fmt::format(
         "; kv_store {} (approximate) vs the exact store: rel-rms {:.3g}, max |d| {:.3g}",
-        tier->store, tier->rel_rms, tier->max_abs);
-  if (!tier_fallback.empty())
+        kv_tier_name(tier->store), tier->rel_rms, tier->max_abs);
+  if (tier_fallback)
     s += fmt::format("; kv_store {} has no kernel on this backend: the exact store ran",
-                     tier_fallback);
+                     kv_tier_name(*tier_fallback));
   return s;
 }
 
@@ -66,10 +67,9 @@ SelfCheckResult self_check_block(Backend& be, Arena& arena, const BlockView& blo
   BlockView quiet = block;
   quiet.block_index = -1;  // keep the side runs out of the phase ledger
   const int64_t seq = x.rows(), n = x.numel();
-  KvTier tier{o.kv_store, exact_rows};
-  tier.mix_heads = mix_heads;
+  const BlockKv tier{o.kv_store, exact_rows, mix_heads};
   auto run_copy = [&](const StreamChunks* chunks, std::vector<uint16_t>& host,
-                      const KvTier& stock_tier) {
+                      const BlockKv& stock_tier) {
     OwnedTensor y = arena.tensor(DType::bf16, {seq, x.cols()}, "self_check copy of x");
     be.copy(x, y.view);
     if (chunks)
@@ -117,12 +117,12 @@ SelfCheckResult self_check_block(Backend& be, Arena& arena, const BlockView& blo
     run_copy(&v.c, got, tier);
     r.variants.push_back(compare_bf16_bits(v.name, ref, got));
   }
-  if (o.kv_store != "bf16") {
+  if (!kv_tier_exact(o.kv_store)) {
     if (!be.has_kv_tier(o.kv_store)) {
       r.tier_fallback = o.kv_store;
     } else {
       // The tier's error: its stock block against the exact store's.
-      run_copy(nullptr, got, KvTier{"bf16"});
+      run_copy(nullptr, got, BlockKv{KvTier::bf16});
       double num = 0.0, den = 0.0, max_abs = 0.0;
       for (size_t i = 0; i < got.size(); ++i) {
         const double a = bf16_to_f32(bf16{ref[i]}), b = bf16_to_f32(bf16{got[i]});

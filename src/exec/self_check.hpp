@@ -26,22 +26,22 @@ struct SelfCheckResult {
   std::vector<Variant> variants;
   // An approximate tier that ran: its stock block against the exact store's.
   struct TierError {
-    std::string store;
+    KvTier store = KvTier::bf16;
     double rel_rms = 0.0;  // sqrt(sum (tier - exact)^2 / sum exact^2) over the block's output
     double max_abs = 0.0;
   };
   std::optional<TierError> tier;
   // An approximate tier asked for that this backend has no kernel for: the
-  // exact store ran (the tier's name; empty otherwise).
-  std::string tier_fallback;
+  // exact store ran (that tier; empty otherwise).
+  std::optional<KvTier> tier_fallback;
   // True when no variant has a single differing bit.
   bool all_equal() const;
   std::string line(int64_t tokens) const;
 };
 
 // exact_rows: the query rows attended over the exact K/V beside an
-// approximate store (KvTier::exact_rows), as the checked forward runs them;
-// mix_heads: kvmix's heads on 8 bits (KvTier::mix_heads).
+// approximate store (BlockKv::exact_rows), as the checked forward runs them;
+// mix_heads: kvmix's heads on 8 bits (BlockKv::mix_heads).
 SelfCheckResult self_check_block(Backend& be, Arena& arena, const BlockView& block, const Tensor& x,
                                  const ExecOptions& options,
                                  std::span<const RowRange> exact_rows = {},

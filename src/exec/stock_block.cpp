@@ -4,11 +4,12 @@
 #include "exec/block_steps.hpp"
 #include "exec/exact_rows.hpp"
 #include "kv/kv_store.hpp"
+#include "kv/kv_tier_table.hpp"
 
 namespace h3s {
 
 void run_block_stock(Backend& be, Arena& arena, const BlockView& b, const Tensor& x,
-                     BlockPhases phases, KvTier kv_tier) {
+                     BlockPhases phases, BlockKv block_kv) {
   const int64_t seq = x.rows(), inner = b.heads * b.head_dim;
   const RowRange all{0, seq};
   const auto mark = [&](Phase p) {
@@ -27,7 +28,7 @@ void run_block_stock(Backend& be, Arena& arena, const BlockView& b, const Tensor
   };
   const KvView kv{heads_view(inner), heads_view(2 * inner)};
   OwnedTensor attn = arena.tensor(DType::bf16, {seq, inner}, "attention output");
-  if (kv_tier.store == "bf16" || !be.has_kv_tier(kv_tier.store)) {
+  if (kv_tier_exact(block_kv.tier) || !be.has_kv_tier(block_kv.tier)) {
     AttnState state = AttnState::allocate(arena, seq, b.heads, b.head_dim);
     be.attention_with_ends(q, kv, all, state, {.fresh = true, .out = &attn.view});
   } else {
@@ -35,9 +36,9 @@ void run_block_stock(Backend& be, Arena& arena, const BlockView& b, const Tensor
     // the streamed block put them (one chunk of all rows).
     // exact_av_rows: those rows over the exact K/V first (the store rotates q).
     const std::vector<ExactRowsOut> exact =
-        attend_exact_rows(be, arena, q, all, kv_tier.exact_rows, kv, 0, b.heads, b.head_dim);
+        attend_exact_rows(be, arena, q, all, block_kv.exact_rows, kv, 0, b.heads, b.head_dim);
     const std::unique_ptr<KvStore> store = make_resident_kv_store(
-        be, arena, kv_tier.store, seq, b.heads, b.head_dim, 0, kv_tier.mix_heads);
+        be, arena, block_kv.tier, seq, b.heads, b.head_dim, 0, block_kv.mix_heads);
     store->write(be, all, k, qkv.view.cols_view(2 * inner, 3 * inner));
     AttnState state = AttnState::allocate(arena, seq, b.heads, b.head_dim);
     be.attn_state_reset(state);

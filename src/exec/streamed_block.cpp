@@ -27,6 +27,7 @@
 #include "kv/kv_bf16.hpp"
 #include "kv/kv_staged.hpp"
 #include "kv/kv_store.hpp"
+#include "kv/kv_tier_table.hpp"
 
 namespace h3s {
 
@@ -149,11 +150,11 @@ void run_block_streamed(Backend& be, Arena& arena, const BlockView& b, ResidualR
   mark(Phase::kv);
   std::unique_ptr<KvStore> store;
   if (staged) {
-    if (c.kv_store != "bf16")
+    if (!kv_tier_exact(c.kv_store))
       fail(ErrorKind::invalid_argument,
            "host-staged K/V holds the exact bf16 tier only (kv_store '{}'): use kv_placement "
            "device with it",
-           c.kv_store);
+           kv_tier_name(c.kv_store));
     store = std::make_unique<KvStagedStore>(arena, *c.kv_host, *c.kv_queue, seq, b.heads,
                                             b.head_dim, c.kv_block);
   } else {

@@ -16,6 +16,10 @@ KvBf16Store::KvBf16Store(Arena& arena, int64_t seq, int64_t heads, int64_t head_
   v_ = arena.tensor(DType::bf16, {heads, seq, head_dim}, "V store");
 }
 
+size_t KvBf16Store::bytes(int64_t seq, int64_t heads, int64_t head_dim) {
+  return size_t(2) * size_t(seq) * size_t(heads * head_dim) * 2;
+}
+
 KvView KvBf16Store::view() const {
   // [seq, heads, head_dim] over [heads, seq, head_dim] storage.
   auto as_seq_major = [&](const Tensor& t) {

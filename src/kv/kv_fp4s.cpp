@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "kv/kvfp4s.hpp"
+#include "kvfmt/kvfp4s.hpp"
 
 namespace h3s {
 
@@ -13,7 +13,7 @@ constexpr int64_t kBlock = kvfp4s::kBlock;
 
 KvFp4sStore::KvFp4sStore(Arena& arena, int64_t seq, int64_t heads, int64_t head_dim,
                          int64_t kv_block)
-    : seq_(seq), kv_block_(kv_block), open_(arena, "kvfp4s", seq, heads * head_dim, kBlock) {
+    : seq_(seq), kv_block_(kv_block), open_(arena, KvTier::kvfp4s, seq, heads * head_dim, kBlock) {
   if (kv_block < 0 || kv_block % kAttnKvTile != 0)
     fail(ErrorKind::invalid_argument,
          "kv_block = {} must be 0 (one pass) or a multiple of the {}-key attention tile", kv_block,

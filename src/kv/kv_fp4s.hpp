@@ -1,4 +1,4 @@
-// KvFp4sStore: the kvfp4s tier (kv/kvfp4s.hpp), resident: K rotated and
+// KvFp4sStore: the kvfp4s tier (kvfmt/kvfp4s.hpp), resident: K rotated and
 // centred per 256-token stat block, K and V as NVFP4 (e2m1 codes, an e4m3
 // scale per 16 elements, an fp32 global per block and head), ~0.57 bytes an
 // element instead of 2. Approximate: its error against the exact store is
@@ -20,7 +20,7 @@ class KvFp4sStore final : public KvStore {
  public:
   // kv_block must be 0 or a multiple of kAttnKvTile (throws naming the fix).
   KvFp4sStore(Arena& arena, int64_t seq, int64_t heads, int64_t head_dim, int64_t kv_block);
-  std::string_view name() const override { return "kvfp4s"; }
+  std::string_view name() const override { return kv_tier_name(KvTier::kvfp4s); }
   bool exact() const override { return false; }
   void write(Backend& backend, RowRange rows, const Tensor& k, const Tensor& v) override;
   // Rotates each chunk's queries in place, then attends block by block.

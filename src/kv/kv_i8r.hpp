@@ -1,4 +1,4 @@
-// KvI8rStore: the kvi8r tier (kv/kvi8r.hpp), resident. K and V rows int8
+// KvI8rStore: the kvi8r tier (kvfmt/kvi8r.hpp), resident. K and V rows int8
 // with one fp16 scale per (token, head) in the Hadamard basis: 130 bytes per
 // 128 elements instead of 256. The scales lie head-major ([heads, seq
 // rounded up to kScaleRowAlign]), so a 128-key tile of one head is 256
@@ -18,7 +18,7 @@ class KvI8rStore final : public KvStore {
  public:
   // kv_block must be 0 or a multiple of kAttnKvTile (throws naming the fix).
   KvI8rStore(Arena& arena, int64_t seq, int64_t heads, int64_t head_dim, int64_t kv_block);
-  std::string_view name() const override { return "kvi8r"; }
+  std::string_view name() const override { return kv_tier_name(KvTier::kvi8r); }
   bool exact() const override { return false; }
   void write(Backend& backend, RowRange rows, const Tensor& k, const Tensor& v) override;
   // Rotates each chunk's queries in place, then attends block by block.

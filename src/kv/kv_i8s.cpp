@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 namespace h3s {
 
@@ -12,7 +12,7 @@ constexpr int64_t kTile = kvi8s::kTile;
 }  // namespace
 
 KvI8sStore::KvI8sStore(Arena& arena, int64_t seq, int64_t heads, int64_t head_dim, int64_t kv_block)
-    : seq_(seq), kv_block_(kv_block), open_(arena, "kvi8s", seq, heads * head_dim, kTile) {
+    : seq_(seq), kv_block_(kv_block), open_(arena, KvTier::kvi8s, seq, heads * head_dim, kTile) {
   if (kv_block < 0 || kv_block % kAttnKvTile != 0)
     fail(ErrorKind::invalid_argument,
          "kv_block = {} must be 0 (one pass) or a multiple of the {}-key attention tile", kv_block,

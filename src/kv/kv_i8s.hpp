@@ -1,4 +1,4 @@
-// KvI8sStore: the kvi8s tier (kv/kvi8s.hpp), resident: int8 K smoothed by a
+// KvI8sStore: the kvi8s tier (kvfmt/kvi8s.hpp), resident: int8 K smoothed by a
 // per-64-token-block mean, fp8 e4m3 V (transposed) with per-tile channel
 // scales, about 1.04 bytes an element instead of 2. Approximate: its error against the
 // exact store is measured (tests/exec/test_kv_tiers.cpp, docs/PERFORMANCE.md),
@@ -19,7 +19,7 @@ class KvI8sStore final : public KvStore {
  public:
   // kv_block must be 0 or a multiple of kAttnKvTile (throws naming the fix).
   KvI8sStore(Arena& arena, int64_t seq, int64_t heads, int64_t head_dim, int64_t kv_block);
-  std::string_view name() const override { return "kvi8s"; }
+  std::string_view name() const override { return kv_tier_name(KvTier::kvi8s); }
   bool exact() const override { return false; }
   void write(Backend& backend, RowRange rows, const Tensor& k, const Tensor& v) override;
   // Rotates each chunk's queries in place, then attends block by block.

@@ -5,7 +5,7 @@
 
 #include "kv/kv_fp4s.hpp"
 #include "kv/kv_i8s.hpp"
-#include "kv/kvmix.hpp"
+#include "kvfmt/kvmix.hpp"
 
 namespace h3s {
 

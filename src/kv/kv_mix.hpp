@@ -1,4 +1,4 @@
-// KvMixStore: the kvmix tier (kv/kvmix.hpp), resident: the heads of a given
+// KvMixStore: the kvmix tier (kvfmt/kvmix.hpp), resident: the heads of a given
 // set on a kvi8s store, the others on a kvfp4s store (28 of H3's 56 on 8
 // bits: ~0.80 bytes an element). Each sub-store holds its heads contiguously:
 // phase 1's K/V columns and phase 2's queries and online-softmax states are
@@ -22,7 +22,7 @@ class KvMixStore final : public KvStore {
   // naming the bad one). kv_block as the sub-stores take it.
   KvMixStore(Arena& arena, int64_t seq, int64_t heads, int64_t head_dim, int64_t kv_block,
              std::span<const int> heads8);
-  std::string_view name() const override { return "kvmix"; }
+  std::string_view name() const override { return kv_tier_name(KvTier::kvmix); }
   bool exact() const override { return false; }
   void write(Backend& backend, RowRange rows, const Tensor& k, const Tensor& v) override;
   // Per query chunk and head set: gathers the chunk's queries and state,

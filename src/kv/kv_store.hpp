@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "backend/backend.hpp"
+#include "h3s/kv_tier.hpp"
 
 namespace h3s {
 
@@ -53,17 +54,14 @@ class KvStore {
   }
 };
 
-// The store for options' kv_store tier on `backend` (resident; kv_block as
-// KvBf16Store). A tier the backend has no kernels for falls back to the
-// exact store and says so once on stderr (docs/FEATURES.md "K/V storage
-// tiers": a missing kernel never fails a run). mix_heads: kvmix's heads on 8 bits
-// (kv/kvmix.hpp; the others on 4).
-std::unique_ptr<KvStore> make_resident_kv_store(Backend& backend, Arena& arena,
-                                                std::string_view tier, int64_t seq, int64_t heads,
-                                                int64_t head_dim, int64_t kv_block,
+// The store for `tier` on `backend` (resident; kv_block as KvBf16Store; the
+// table's store, kv_tier_table.hpp). A tier the backend has no kernels for
+// falls back to the exact store and says so once on stderr (docs/FEATURES.md
+// "K/V storage tiers": a missing kernel never fails a run). mix_heads: kvmix's
+// heads on 8 bits (kvfmt/kvmix.hpp; the others on 4).
+std::unique_ptr<KvStore> make_resident_kv_store(Backend& backend, Arena& arena, KvTier tier,
+                                                int64_t seq, int64_t heads, int64_t head_dim,
+                                                int64_t kv_block,
                                                 std::span<const int> mix_heads = {});
-
-// Whether `tier` names a K/V tier: bf16 (exact), kvi8r, kvi8s, kvfp4s, kvmix.
-bool is_kv_tier(std::string_view tier);
 
 }  // namespace h3s

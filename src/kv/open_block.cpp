@@ -7,12 +7,12 @@
 
 namespace h3s {
 
-OpenBlock::OpenBlock(Arena& arena, std::string_view tier, int64_t seq, int64_t inner, int64_t block)
+OpenBlock::OpenBlock(Arena& arena, KvTier tier, int64_t seq, int64_t inner, int64_t block)
     : tier_(tier), seq_(seq), block_(block) {
   k_tail_ = arena.tensor(DType::bf16, {block - 1, inner},
-                         fmt::format("K rows of an open block ({})", tier));
+                         fmt::format("K rows of an open block ({})", kv_tier_name(tier)));
   v_tail_ = arena.tensor(DType::bf16, {block - 1, inner},
-                         fmt::format("V rows of an open block ({})", tier));
+                         fmt::format("V rows of an open block ({})", kv_tier_name(tier)));
 }
 
 size_t OpenBlock::bytes(int64_t inner, int64_t block) {
@@ -24,7 +24,7 @@ void OpenBlock::write(Backend& backend, RowRange rows, const Tensor& k, const Te
   if (rows.begin != written_ || rows.end > seq_ || rows.end < rows.begin)
     fail(ErrorKind::internal,
          "{} store: rows [{}, {}) written after {} of {}: writes must come in sequence order",
-         tier_, rows.begin, rows.end, written_, seq_);
+         kv_tier_name(tier_), rows.begin, rows.end, written_, seq_);
   const int64_t open = written_ - written_ % block_;  // first row of the open block
   const int64_t kept = written_ - open;
   // Everything up to the last whole block, or to the end of the sequence.
@@ -55,7 +55,8 @@ void OpenBlock::write(Backend& backend, RowRange rows, const Tensor& k, const Te
 
 void OpenBlock::expect_complete() const {
   if (written_ != seq_)
-    fail(ErrorKind::internal, "{} store: attended after {} of {} rows", tier_, written_, seq_);
+    fail(ErrorKind::internal, "{} store: attended after {} of {} rows", kv_tier_name(tier_),
+         written_, seq_);
 }
 
 }  // namespace h3s

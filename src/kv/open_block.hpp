@@ -8,9 +8,9 @@
 
 #include <functional>
 #include <span>
-#include <string_view>
 
 #include "backend/backend.hpp"
+#include "h3s/kv_tier.hpp"
 
 namespace h3s {
 
@@ -22,8 +22,8 @@ class OpenBlock {
   using Quantise = std::function<void(std::span<const Tensor> k_parts,
                                       std::span<const Tensor> v_parts, int64_t first_row)>;
 
-  // tier: the store's name, for its buffers and errors.
-  OpenBlock(Arena& arena, std::string_view tier, int64_t seq, int64_t inner, int64_t block);
+  // tier: the store's, for its buffers' names and errors.
+  OpenBlock(Arena& arena, KvTier tier, int64_t seq, int64_t inner, int64_t block);
   void write(Backend& backend, RowRange rows, const Tensor& k, const Tensor& v,
              const Quantise& quantise);
   // Throws unless every row was written (before attending).
@@ -32,7 +32,7 @@ class OpenBlock {
   static size_t bytes(int64_t inner, int64_t block);
 
  private:
-  std::string_view tier_;
+  KvTier tier_;
   int64_t seq_, block_;
   int64_t written_ = 0;          // rows handed over so far
   OwnedTensor k_tail_, v_tail_;  // rows [written_ - written_ % block, written_), bf16

@@ -176,13 +176,13 @@ nb::dict self_check_dict(const SelfCheckResult& r, int64_t tokens) {
   d["variants"] = variants;
   if (r.tier) {  // an approximate tier ran: its error against the exact store
     nb::dict t;
-    t["kv_store"] = r.tier->store;
+    t["kv_store"] = std::string(kv_tier_name(r.tier->store));
     t["approximate"] = true;
     t["rel_rms"] = r.tier->rel_rms;
     t["max_abs"] = r.tier->max_abs;
     d["tier"] = t;
   }
-  if (!r.tier_fallback.empty()) d["tier_fallback"] = r.tier_fallback;
+  if (r.tier_fallback) d["tier_fallback"] = std::string(kv_tier_name(*r.tier_fallback));
   return d;
 }
 

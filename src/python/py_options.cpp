@@ -87,10 +87,10 @@ std::string repr(const ExecOptions& o) {
       "trim_forward={}, self_check={}, merge_tail_below={}, kv_placement='{}', host_budget={}, "
       "vram_budget={})",
       o.q_chunk, o.kv_chunk, o.mlp_chunk, o.min_tokens, o.kv_block, o.final_layer_chunk,
-      final_gemm_name(o.final_layer_gemm), o.kv_store, fmt::join(o.kv_mix_heads, ", "),
-      o.kv_mix_count, o.exact_av_rows ? "True" : "False", o.trim_forward ? "True" : "False",
-      o.self_check ? "True" : "False", o.merge_tail_below, kv_placement_name(o.kv_placement),
-      o.host_budget, o.vram_budget);
+      final_gemm_name(o.final_layer_gemm), kv_tier_name(o.kv_store),
+      fmt::join(o.kv_mix_heads, ", "), o.kv_mix_count, o.exact_av_rows ? "True" : "False",
+      o.trim_forward ? "True" : "False", o.self_check ? "True" : "False", o.merge_tail_below,
+      kv_placement_name(o.kv_placement), o.host_budget, o.vram_budget);
 }
 
 nb::dict to_dict(const ExecOptions& o) {
@@ -102,7 +102,7 @@ nb::dict to_dict(const ExecOptions& o) {
   d["kv_block"] = o.kv_block;
   d["final_layer_chunk"] = o.final_layer_chunk;
   d["final_layer_gemm"] = std::string(final_gemm_name(o.final_layer_gemm));
-  d["kv_store"] = o.kv_store;
+  d["kv_store"] = std::string(kv_tier_name(o.kv_store));
   d["kv_mix_heads"] = o.kv_mix_heads;
   d["kv_mix_count"] = o.kv_mix_count;
   d["exact_av_rows"] = o.exact_av_rows;
@@ -139,7 +139,7 @@ void bind_options(nb::module_& m) {
         o.kv_block = kv_block;
         o.final_layer_chunk = final_layer_chunk;
         o.final_layer_gemm = parse_final_gemm(final_layer_gemm);
-        o.kv_store = kv_store;
+        o.kv_store = parse_kv_tier(kv_store);
         o.kv_mix_heads = kv_mix_heads;
         o.kv_mix_count = kv_mix_count;
         o.exact_av_rows = exact_av_rows;
@@ -157,7 +157,7 @@ void bind_options(nb::module_& m) {
       "mlp_chunk"_a = d.mlp_chunk, "min_tokens"_a = d.min_tokens, "kv_block"_a = d.kv_block,
       "final_layer_chunk"_a = d.final_layer_chunk,
       "final_layer_gemm"_a = std::string(final_gemm_name(d.final_layer_gemm)),
-      "kv_store"_a = d.kv_store, "kv_mix_heads"_a = d.kv_mix_heads,
+      "kv_store"_a = std::string(kv_tier_name(d.kv_store)), "kv_mix_heads"_a = d.kv_mix_heads,
       "kv_mix_count"_a = d.kv_mix_count, "exact_av_rows"_a = d.exact_av_rows,
       "trim_forward"_a = d.trim_forward, "self_check"_a = d.self_check,
       "merge_tail_below"_a = d.merge_tail_below,
@@ -176,10 +176,11 @@ void bind_options(nb::module_& m) {
         "K/V the staging tile (0: the planner's)");
   field(c, "final_layer_chunk", &ExecOptions::final_layer_chunk,
         "rows per output-head chunk (>= 0; the full forward only)");
-  field(c, "kv_store", &ExecOptions::kv_store,
-        "K/V storage tier: 'bf16' (exact), 'kvi8r', 'kvi8s', 'kvfp4s' or 'kvmix' (approximate; "
-        "on CUDA all four run on Hopper, kvi8r and kvfp4s on every GPU through their decode "
-        "paths; kvi8s and kvmix elsewhere run 'bf16' and say so)");
+  named_field(
+      c, "kv_store", &ExecOptions::kv_store, kv_tier_name, parse_kv_tier,
+      "K/V storage tier: 'bf16' (exact), 'kvi8r', 'kvi8s', 'kvfp4s' or 'kvmix' (approximate; "
+      "on CUDA all four run on Hopper, kvi8r and kvfp4s on every GPU through their decode "
+      "paths; kvi8s and kvmix elsewhere run 'bf16' and say so)");
   field(c, "kv_mix_heads", &ExecOptions::kv_mix_heads,
         "kv_store 'kvmix': the heads kept on 8 bits (kvi8s), the rest on 4 (kvfp4s), the same "
         "for every block; [] (default): calibrated per block on its first call "

@@ -12,6 +12,7 @@
 #include "exec/block_context.hpp"
 #include "exec/exact_rows.hpp"
 #include "exec/placement.hpp"
+#include "exec/placement_setup.hpp"
 #include "exec/time_embed.hpp"
 #include "exec/weight_feed.hpp"
 
@@ -271,49 +272,26 @@ ExecMode BlockEngine::run_block(const TensorBlockCall& c) {
     // kvmix: the block's heads on 8 bits, calibrated on its first call.
     const std::vector<int> mix = kv_mix_.for_block(be, arena, view, c.x, c.options);
     if (mode == ExecMode::stock) {
-      KvTier tier{c.options.kv_store, exact};
-      tier.mix_heads = mix;
-      run_block_stock(be, arena, view, c.x, c.phases, tier);
+      run_block_stock(be, arena, view, c.x, c.phases, BlockKv{c.options.kv_store, exact, mix});
       last_placement_ = PlacementReport{};
       last_placement_.line = "stock";
       return;
     }
     // The call's own memory (the K/V store and the chunk buffers; x, the
-    // RoPE table and the weights are the caller's) within options.vram_budget,
-    // or within what the device has free now, less a margin for the caller's
-    // allocator: the K/V go to host memory when they do not fit.
+    // RoPE table and the weights are the caller's) and its host staging
+    // (exec/placement_setup.hpp).
     const ExecOptions& o = c.options;
-    size_t budget = size_t(o.vram_budget);
-    if (budget == 0 && o.kv_placement == KvPlacement::automatic) {
-      const size_t free_now = be.free_device_memory();
-      const size_t margin = std::max(free_now / 10, size_t(512) << 20);
-      budget = free_now > margin ? free_now - margin : (free_now ? 1 : 0);
-    }
-    const size_t host_budget =
-        o.host_budget != 0 ? size_t(o.host_budget) : available_host_memory() / 10 * 9;
     PackedLayout shape;  // the block's view of the sequence: its length, its t_emb rows
     shape.seq_len = c.x.rows();
     shape.timesteps.assign(size_t(c.t_emb.rows()), 0.0f);
     ExecOptions plan = o;
     plan.min_tokens = 0;  // ran_mode decided: this call streams
-    const Placement place = plan_placement(
-        config(), shape, plan, budget, host_budget,
-        scratch_model(be, c.weights ? *c.weights : weights_.blocks[size_t(c.index)], o.kv_store),
-        PlanScope::block);
-    StreamChunks chunks = StreamChunks::from(o);
+    const PlacementSetup setup = PlacementSetup::for_block(
+        be, config(), c.weights ? *c.weights : weights_.blocks[size_t(c.index)], shape, plan);
+    const Placement& place = setup.placement();
+    StreamChunks chunks = setup.chunks(o);
     chunks.exact_rows = exact;
     chunks.kv_mix_heads = mix;
-    chunks.kv_block = place.kv_block;
-    chunks.q_group = place.q_group;
-    chunks.kv_first_pass = place.kv_first_pass;
-    std::unique_ptr<Arena> host;
-    std::unique_ptr<StageQueue> queue;
-    if (place.kv_on_host) {
-      host = std::make_unique<Arena>(be.host_staging_memory(), host_budget);
-      queue = be.make_stage_queue();
-      chunks.kv_host = host.get();
-      chunks.kv_queue = queue.get();
-    }
     run_block_streamed(be, arena, view, c.x, chunks, c.phases);
     PlacementReport r;
     r.line = place.describe();
@@ -322,7 +300,7 @@ ExecMode BlockEngine::run_block(const TensorBlockCall& c) {
     r.predicted_kv = place.kv_peak - place.caller_held;
     r.predicted_attn = place.attn_peak - place.caller_held;
     r.predicted_mlp = place.mlp_peak - place.caller_held;
-    if (queue) {
+    if (StageQueue* queue = setup.queue()) {
       r.staging = queue->traffic();
       r.line += fmt::format("; staged {} out, {} back", format_bytes(r.staging.to_host_bytes),
                             format_bytes(r.staging.to_device_bytes));

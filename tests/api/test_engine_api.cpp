@@ -190,6 +190,8 @@ TEST(EngineApi, EnumNameFunctionsAreExported) {
   EXPECT_EQ(h3s::parse_final_gemm("streamed"), h3s::FinalLayerGemm::streamed);
   EXPECT_EQ(h3s::final_gemm_name(h3s::FinalLayerGemm::exact), "exact");
   EXPECT_EQ(std::string(h3s::dtype_name(h3s::DType::bf16)), "bf16");
+  EXPECT_EQ(h3s::parse_kv_tier("kvfp4s"), h3s::KvTier::kvfp4s);
+  EXPECT_EQ(h3s::kv_tier_name(h3s::KvTier::kvmix), "kvmix");
 }
 
 // ComfyUI's block call through the public API: streamed == stock in place.
@@ -228,10 +230,10 @@ TEST(EngineApi, RunBlockStreamedEqualsStock) {
   // there are the exact store's, bit for bit; the video rows carry the tier's
   // error; and the streamed block still equals the tier's stock block.
   h3s::Options tier;
-  tier.kv_store = "kvi8r";
+  tier.kv_store = h3s::KvTier::kvi8r;
   tier.exact_av_rows = true;
   h3s::Options tier_streamed = awkward();
-  tier_streamed.kv_store = "kvi8r";
+  tier_streamed.kv_store = h3s::KvTier::kvi8r;
   tier_streamed.exact_av_rows = true;
   const h3s::Array tier_stock = run(h3s::ExecMode::stock, tier);
   EXPECT_EQ(run(h3s::ExecMode::streamed, tier_streamed).bytes, tier_stock.bytes);

@@ -136,10 +136,8 @@ TEST(ForwardErrors, BadInputsNameTheProblem) {
   ExecOptions bad;
   bad.q_chunk = 0;
   EXPECT_THROW(bad.validate(), Error);
-  bad = ExecOptions{};
-  bad.kv_store = "kvi4";
   try {
-    bad.validate();
+    parse_kv_tier("kvi4");
     FAIL() << "unknown kv store accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("kvi4"), std::string::npos);

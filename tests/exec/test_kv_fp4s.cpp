@@ -1,4 +1,4 @@
-// kvfp4s' definition of record (kv/kvfp4s.hpp): the NVFP4 quantiser's bounds
+// kvfp4s' definition of record (kvfmt/kvfp4s.hpp): the NVFP4 quantiser's bounds
 // and layout, the state carry across key ranges (bit for bit), the bytes per
 // element, and its attention error against exact attention, measured (and
 // bounded only loosely) beside the rotated-NVFP4-without-centring baseline
@@ -12,12 +12,12 @@
 #include <memory>
 #include <vector>
 
-#include "backend/cpu/math.hpp"
+#include "core/dot_f32.hpp"
 #include "core/dtype.hpp"
 #include "core/rng.hpp"
 #include "kv/kv_fp4s.hpp"
-#include "kv/kvfp4s.hpp"
-#include "kv/kvi8r.hpp"
+#include "kvfmt/kvfp4s.hpp"
+#include "kvfmt/kvi8r.hpp"
 
 namespace h3s::test {
 namespace {
@@ -266,7 +266,7 @@ TEST(KvFp4s, AttentionErrorAgainstExactIsMeasured) {
       for (int64_t j = 0; j < n; ++j) {
         float kf[kDim];
         for (int d = 0; d < kDim; ++d) kf[d] = bf16_to_f32(bf16{k[size_t(j * kDim + d)]});
-        s[size_t(j)] = cpu::dot_f32(qf, kf, kDim) / std::sqrt(float(kDim));
+        s[size_t(j)] = dot_f32(qf, kf, kDim) / std::sqrt(float(kDim));
         mx = std::max(mx, s[size_t(j)]);
       }
       for (int64_t j = 0; j < n; ++j) {

@@ -1,4 +1,4 @@
-// kvmix on the CPU backend (kv/kvmix.hpp, kv/kv_mix.hpp): each head's
+// kvmix on the CPU backend (kvfmt/kvmix.hpp, kv/kv_mix.hpp): each head's
 // attention is its sub-store's bit for bit, chunked writes and any head set
 // included; the calibration puts the fp4-sensitive heads on 8 bits and its
 // sample depends on the sequence length alone; the per-block head sets are
@@ -18,7 +18,7 @@
 #include "kv/kv_fp4s.hpp"
 #include "kv/kv_i8s.hpp"
 #include "kv/kv_mix.hpp"
-#include "kv/kvmix.hpp"
+#include "kvfmt/kvmix.hpp"
 
 namespace h3s::test {
 namespace {
@@ -206,7 +206,7 @@ TEST(KvMix, HeadListsAreParsedAndCheckedByName) {
 
 TEST(KvMix, OptionsRefuseBadHeadListsAndCounts) {
   ExecOptions o;
-  o.kv_store = "kvmix";
+  o.kv_store = KvTier::kvmix;
   EXPECT_NO_THROW(o.validate());
   o.kv_mix_heads = {0, 7};
   EXPECT_NO_THROW(o.validate());
@@ -239,7 +239,7 @@ TEST(KvMix, HeadSetsAreKeptFromEachBlocksFirstCall) {
   ExecOptions o;
   KvMixHeads sets;
   EXPECT_TRUE(sets.for_block(*h.be, h.arena, h.view(), t, o).empty()) << "not kvmix";
-  o.kv_store = "kvmix";
+  o.kv_store = KvTier::kvmix;
   o.kv_mix_heads = {1};
   EXPECT_EQ(sets.for_block(*h.be, h.arena, h.view(), t, o), std::vector<int>{1});
   EXPECT_TRUE(sets.kept().empty()) << "a given set is not a calibration";

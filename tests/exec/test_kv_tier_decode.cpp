@@ -19,7 +19,7 @@
 #include "exec_fixture.hpp"
 #include "kv/kv_fp4s.hpp"
 #include "kv/kv_i8r.hpp"
-#include "kv/kvi8r.hpp"
+#include "kvfmt/kvi8r.hpp"
 
 namespace h3s::test {
 namespace {

@@ -1,5 +1,5 @@
 // The approximate K/V tiers on the CPU backend, their definition of record
-// (kv/kvi8r.hpp): the Hadamard rotation, the quantiser's rounding, streamed
+// (kvfmt/kvi8r.hpp): the Hadamard rotation, the quantiser's rounding, streamed
 // == stock bit for bit inside the tier for every weight format and awkward
 // chunks, and the tier's error against the exact store, measured and printed
 // (bounded only loosely: approximate tiers are labelled, not asserted exact).
@@ -15,8 +15,8 @@
 #include "kv/kv_fp4s.hpp"
 #include "kv/kv_i8r.hpp"
 #include "kv/kv_i8s.hpp"
-#include "kv/kvi8r.hpp"
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvi8r.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 namespace h3s::test {
 namespace {
@@ -103,16 +103,16 @@ struct Case {
 // kvmix's heads on 8 bits in these tests: the second of the test model's two
 // (head sets of several runs: tests/exec/test_kv_mix.cpp).
 const std::vector<int> kMixHeads = {1};
+constexpr KvTier kApproximateTiers[] = {KvTier::kvi8r, KvTier::kvi8s, KvTier::kvfp4s,
+                                        KvTier::kvmix};
 
 std::vector<uint16_t> run(BlockHarness& h, std::vector<uint16_t> x, const StreamChunks* c,
-                          std::string_view tier) {
+                          KvTier tier) {
   const Tensor t = h.tensor(x);
-  KvTier stock_tier{tier};
-  stock_tier.mix_heads = kMixHeads;
   if (c)
     run_block_streamed(*h.be, h.arena, h.view(), t, *c);
   else
-    run_block_stock(*h.be, h.arena, h.view(), t, BlockPhases::all, stock_tier);
+    run_block_stock(*h.be, h.arena, h.view(), t, BlockPhases::all, BlockKv{tier, {}, kMixHeads});
   return x;
 }
 
@@ -125,15 +125,15 @@ class KvTiers : public ::testing::TestWithParam<WeightFormat> {};
 TEST_P(KvTiers, StreamedEqualsItsStockBitForBitInEveryTier) {
   const ModelWeights& w = weights_for(GetParam());
   Rng rng(77 + uint64_t(GetParam()));
-  for (const std::string tier : {"kvi8r", "kvi8s", "kvfp4s", "kvmix"}) {
+  for (const KvTier tier : kApproximateTiers) {
     for (const Case& k : {Case{0, 0, 1}, Case{5, 3, 29}, Case{64, 20, 173}}) {
       BlockHarness h(w, small_layout(w.config, k.text, k.audio_t, k.frames, true, false));
       const int64_t seq = h.layout.seq_len;
       const std::vector<uint16_t> x0 = h.random_x(seq);
       const std::vector<uint16_t> stock = run(h, x0, nullptr, tier);
-      const std::vector<uint16_t> exact = run(h, x0, nullptr, "bf16");
+      const std::vector<uint16_t> exact = run(h, x0, nullptr, KvTier::bf16);
       if (seq > 1) {
-        EXPECT_FALSE(bits_equal(stock, exact)) << tier << " ran the exact store";
+        EXPECT_FALSE(bits_equal(stock, exact)) << kv_tier_name(tier) << " ran the exact store";
       }
       for (const int64_t chunk : {int64_t(1), int64_t(7), int64_t(97), seq}) {
         StreamChunks c;
@@ -144,8 +144,8 @@ TEST_P(KvTiers, StreamedEqualsItsStockBitForBitInEveryTier) {
         c.kv_store = tier;
         c.kv_mix_heads = kMixHeads;
         EXPECT_TRUE(bits_equal(stock, run(h, x0, &c, tier)))
-            << fmt::format("{}: seq {} q {} kv {} mlp {} kv_block {}", tier, seq, c.q_chunk,
-                           c.kv_chunk, c.mlp_chunk, c.kv_block);
+            << fmt::format("{}: seq {} q {} kv {} mlp {} kv_block {}", kv_tier_name(tier), seq,
+                           c.q_chunk, c.kv_chunk, c.mlp_chunk, c.kv_block);
       }
     }
   }
@@ -164,16 +164,15 @@ TEST_P(KvTiers, ExactAvRowsAreTheExactStoresRows) {
   ExecOptions o;
   o.exact_av_rows = true;
   const std::vector<uint16_t> x0 = h.random_x(seq);
-  const std::vector<uint16_t> exact = run(h, x0, nullptr, "bf16");
-  for (const std::string tier : {"kvi8r", "kvi8s", "kvfp4s", "kvmix"}) {
-    SCOPED_TRACE(tier);
+  const std::vector<uint16_t> exact = run(h, x0, nullptr, KvTier::bf16);
+  for (const KvTier tier : kApproximateTiers) {
+    SCOPED_TRACE(std::string(kv_tier_name(tier)));
     o.kv_store = tier;
     const std::vector<RowRange> rows = exact_query_rows(o, h.layout);
     ASSERT_EQ(rows.size(), 2u);  // the text and audio segments
     std::vector<uint16_t> stock = x0;
-    KvTier stock_tier{tier, rows};
-    stock_tier.mix_heads = kMixHeads;
-    run_block_stock(*h.be, h.arena, h.view(), h.tensor(stock), BlockPhases::all, stock_tier);
+    run_block_stock(*h.be, h.arena, h.view(), h.tensor(stock), BlockPhases::all,
+                    BlockKv{tier, rows, kMixHeads});
     std::vector<bool> exact_row(size_t(seq), false);
     for (const RowRange& r : rows)
       for (int64_t i = r.begin; i < r.end; ++i) exact_row[size_t(i)] = true;
@@ -203,9 +202,9 @@ TEST_P(KvTiers, ExactAvRowsAreTheExactStoresRows) {
     }
   }
   // No approximate store, or the option off: no rows.
-  o.kv_store = "bf16";
+  o.kv_store = KvTier::bf16;
   EXPECT_TRUE(exact_query_rows(o, h.layout).empty());
-  o.kv_store = "kvi8s";
+  o.kv_store = KvTier::kvi8s;
   o.exact_av_rows = false;
   EXPECT_TRUE(exact_query_rows(o, h.layout).empty());
 }
@@ -291,24 +290,25 @@ TEST(KvI8r, AttentionErrorAgainstTheExactStoreIsMeasured) {
 
 TEST(KvI8r, OptionsAcceptTheTierAndRefuseWhatIsNotBuilt) {
   ExecOptions o;
-  o.kv_store = "kvi8r";
+  o.kv_store = parse_kv_tier("kvi8r");
   EXPECT_NO_THROW(o.validate());
   o.kv_placement = KvPlacement::host;
   EXPECT_THROW(o.validate(), Error);
   o.kv_placement = KvPlacement::automatic;
-  o.kv_store = "kvi8s";
+  o.kv_store = parse_kv_tier("kvi8s");
   EXPECT_NO_THROW(o.validate());
-  o.kv_store = "kvfp4s";
+  o.kv_store = parse_kv_tier("kvfp4s");
   EXPECT_NO_THROW(o.validate());
-  o.kv_store = "kvmix";
+  o.kv_store = parse_kv_tier("kvmix");
   EXPECT_NO_THROW(o.validate());
-  o.kv_store = "kvi4";
   try {
-    o.validate();
+    o.kv_store = parse_kv_tier("kvi4");
     ADD_FAILURE() << "kvi4 accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'kvmix'"), std::string::npos) << e.what();
   }
+  o.kv_store = KvTier(9);  // a cast that is no tier
+  EXPECT_THROW(o.validate(), Error);
 }
 
 TEST(KvI8s, AttentionErrorAgainstTheExactStoreIsMeasured) {

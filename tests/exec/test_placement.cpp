@@ -294,15 +294,16 @@ TEST(PlacementTiers, DecodeBlocksAndTheExactFallbackAreCounted) {
   const PackedLayout l = long_layout(w.config);
   const size_t S = size_t(l.seq_len), row = size_t(2 * w.config.inner() * 2);
   auto be = make_cpu_backend(1);
-  for (const char* tier : {"bf16", "kvi8r", "kvi8s", "kvfp4s", "kvmix"}) {
+  for (const KvTier tier :
+       {KvTier::bf16, KvTier::kvi8r, KvTier::kvi8s, KvTier::kvfp4s, KvTier::kvmix}) {
     const ScratchModel cpu = scratch_model(*be, w, tier);
-    EXPECT_TRUE(cpu.kv_tier_runs) << tier;
-    EXPECT_EQ(cpu.kv_decode_keys, 0) << tier;
+    EXPECT_TRUE(cpu.kv_tier_runs) << kv_tier_name(tier);
+    EXPECT_EQ(cpu.kv_decode_keys, 0) << kv_tier_name(tier);
   }
   for (const ExecOptions& base : {streamed_options(211, 97, 301, 0, 89), ExecOptions::stock()}) {
     SCOPED_TRACE(base.mode == ExecMode::stock ? "stock" : "streamed");
     ExecOptions o = base;
-    o.kv_store = "kvfp4s";
+    o.kv_store = KvTier::kvfp4s;
     const Placement plain = plan_placement(w.config, l, o, 0, 0, kCpuScratch);
     for (const int64_t keys : {int64_t(512), int64_t(4096)}) {
       ScratchModel decoding = kCpuScratch;
@@ -313,7 +314,7 @@ TEST(PlacementTiers, DecodeBlocksAndTheExactFallbackAreCounted) {
     }
     // The exact store's bytes for a tier the backend lacks: the exact plan.
     ExecOptions exact = base;
-    exact.kv_store = "bf16";
+    exact.kv_store = KvTier::bf16;
     ScratchModel lacking = kCpuScratch;
     lacking.kv_tier_runs = false;
     const Placement fallback = plan_placement(w.config, l, o, 0, 0, lacking);

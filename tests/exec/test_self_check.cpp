@@ -111,7 +111,7 @@ TEST(SelfCheckBlock, ApproximateTierIsCheckedWithinTheTierAndMeasuredAgainstExac
   std::vector<uint16_t> x = h.random_x(3);
   const std::vector<uint16_t> x0 = x;
   ExecOptions o = small_chunks();
-  o.kv_store = "kvi8r";
+  o.kv_store = KvTier::kvi8r;
   const std::vector<RowRange> exact_rows = {{0, 15}};
   for (const bool with_rows : {false, true}) {
     const SelfCheckResult r = self_check_block(
@@ -121,7 +121,7 @@ TEST(SelfCheckBlock, ApproximateTierIsCheckedWithinTheTierAndMeasuredAgainstExac
     ASSERT_EQ(r.variants.size(), 5u);
     for (const auto& v : r.variants) EXPECT_EQ(v.differing, 0) << v.name << " rows " << with_rows;
     ASSERT_TRUE(r.tier.has_value());
-    EXPECT_EQ(r.tier->store, "kvi8r");
+    EXPECT_EQ(r.tier->store, KvTier::kvi8r);
     EXPECT_GT(r.tier->rel_rms, 0.0);
     EXPECT_LT(r.tier->rel_rms, 0.05);
     EXPECT_GT(r.tier->max_abs, 0.0);
@@ -130,7 +130,7 @@ TEST(SelfCheckBlock, ApproximateTierIsCheckedWithinTheTierAndMeasuredAgainstExac
               std::string::npos)
         << line;
   }
-  o.kv_store = "bf16";
+  o.kv_store = KvTier::bf16;
   const SelfCheckResult exact = self_check_block(*h.be, h.arena, h.view(), h.tensor(x), o);
   EXPECT_FALSE(exact.tier.has_value());
   EXPECT_EQ(exact.line(seq).find("approximate"), std::string::npos);

@@ -76,13 +76,12 @@ struct GpuBlock {
     const std::vector<int> mix_heads = {1};  // kvmix: the second of the test model's two heads
     if (c) {
       StreamChunks tiered = *c;
-      tiered.kv_store = kv_store;
+      tiered.kv_store = parse_kv_tier(kv_store);
       tiered.kv_mix_heads = mix_heads;
       run_block_streamed(*be, arena, v, x.view, tiered);
     } else {
-      KvTier tier(kv_store);
-      tier.mix_heads = mix_heads;
-      run_block_stock(*be, arena, v, x.view, BlockPhases::all, tier);
+      run_block_stock(*be, arena, v, x.view, BlockPhases::all,
+                      BlockKv{parse_kv_tier(kv_store), {}, mix_heads});
     }
     std::vector<uint16_t> out(x0.size());
     be->download(x.view, out.data());
@@ -139,7 +138,7 @@ TEST_P(GpuBlockExact, ApproximateTiersStreamedEqualTheirStockBitForBit) {
   std::vector<std::string> tiers = {"kvi8r", "kvfp4s"};
   if (cuda::arch::device_compute_capability() >= 89) tiers.insert(tiers.end(), {"kvi8s", "kvmix"});
   for (const std::string& tier : tiers) {
-    ASSERT_TRUE(g.be->has_kv_tier(tier))
+    ASSERT_TRUE(g.be->has_kv_tier(parse_kv_tier(tier)))
         << tier << ": every GPU runs kvfp4s and kvi8r, compute capability 8.9+ all four";
     const std::vector<uint16_t> stock = g.run(x0, nullptr, tier);
     EXPECT_FALSE(bits_equal(stock, exact)) << tier << " gave the exact bits";

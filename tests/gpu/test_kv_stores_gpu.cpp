@@ -2,7 +2,7 @@
 // blocks in 128-token tiles; kvfp4s: 256-token stat blocks) on the GPU
 // (kvi8s on sm_89+: wgmma on Hopper, mma.sync elsewhere; kvfp4s on any GPU through its decode path,
 // the default; H3S_KVFP4S_KERNEL selects the Hopper kernel's variants). Their quantisers are
-// bit-equal to the definitions of record the CPU backend runs (kv/kvi8s.hpp, kv/kvfp4s.hpp),
+// bit-equal to the definitions of record the CPU backend runs (kvfmt/kvi8s.hpp, kvfmt/kvfp4s.hpp),
 // through the store's open group (chunks of any size). kvi8s' attention (int8 Q K^T and fp8 P V on
 // wgmma) gives the definition's scores bit for bit and differs from it only in ex2.approx, P's 2^8
 // folded into the exponent and the order of the fp8 products' sums; kvfp4s' decodes the
@@ -30,7 +30,7 @@
 #include "gpu_fixture.hpp"
 #include "kv/kv_fp4s.hpp"
 #include "kv/kv_i8s.hpp"
-#include "kv/kvfp4s.hpp"
+#include "kvfmt/kvfp4s.hpp"
 
 namespace h3s::test {
 namespace {
@@ -84,7 +84,7 @@ Bits store_attention(Backend& be, Arena& arena, const Problem& p, const std::str
   OwnedTensor q = put(be, arena, p.q, p.rows, p.width(), "q");
   OwnedTensor out = arena.tensor(DType::bf16, {p.rows, p.width()}, "out");
   std::unique_ptr<KvStore> store =
-      make_resident_kv_store(be, arena, tier, p.seq, p.heads, kHd, kv_block, heads8);
+      make_resident_kv_store(be, arena, parse_kv_tier(tier), p.seq, p.heads, kHd, kv_block, heads8);
   OwnedTensor k = put(be, arena, p.k, p.seq, p.width(), "k");
   OwnedTensor v = put(be, arena, p.v, p.seq, p.width(), "v");
   const int64_t kv_step = kv_chunk == 0 ? std::max<int64_t>(p.seq, 1) : kv_chunk;
@@ -124,7 +124,7 @@ class GpuKvStore : public GpuBackendTest, public ::testing::WithParamInterface<s
   void SetUp() override {
     GpuBackendTest::SetUp();
     if (!gpu_) return;  // skipped
-    if (!gpu_->has_kv_tier(tier()))
+    if (!gpu_->has_kv_tier(parse_kv_tier(tier())))
       GTEST_FAIL() << "this GPU has no " << tier()
                    << " kernel (kvi8s: compute capability 8.9 or newer; kvfp4s runs on every "
                       "GPU); the device "
@@ -145,7 +145,7 @@ class GpuKvStore : public GpuBackendTest, public ::testing::WithParamInterface<s
 
   StoreBytes quantised(Backend& be, Arena& arena, const Problem& p, int64_t chunk) {
     std::unique_ptr<KvStore> store =
-        make_resident_kv_store(be, arena, tier(), p.seq, p.heads, kHd, 0);
+        make_resident_kv_store(be, arena, parse_kv_tier(tier()), p.seq, p.heads, kHd, 0);
     write(be, arena, *store, p, chunk);
     StoreBytes out;
     for (const Tensor& t : store_tensors(*store)) {
@@ -267,7 +267,7 @@ class GpuKvi8sVariants : public GpuBackendTest {
 };
 
 TEST_F(GpuKvi8sVariants, ScheduleVariantsGiveTheDefaultsBits) {
-  ASSERT_TRUE(gpu_->has_kv_tier("kvi8s")) << "the device runs are on Hopper";
+  ASSERT_TRUE(gpu_->has_kv_tier(KvTier::kvi8s)) << "the device runs are on Hopper";
   uint64_t seed = 8500;
   for (const auto& [rows, seq, heads] :
        {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {67, 100, 2}, {259, 1000, 3}}) {
@@ -294,7 +294,7 @@ TEST_F(GpuKvi8sVariants, ScheduleVariantsGiveTheDefaultsBits) {
 // H3S_KVI8S_KERNEL=mma in scripts/device-check.sh, and on its compute_89 PTX
 // in the ptx80 step (the code RTX 40/50-series cards run).
 TEST_F(GpuKvi8sVariants, MmaKernelIsChunkInvariantAndNearTheHopperKernel) {
-  ASSERT_TRUE(gpu_->has_kv_tier("kvi8s")) << "kvi8s runs on compute capability 8.9 and newer";
+  ASSERT_TRUE(gpu_->has_kv_tier(KvTier::kvi8s)) << "kvi8s runs on compute capability 8.9 and newer";
   // On an sm_89+ card without Hopper's image (scripts/device-check.sh mma there) there is
   // no io-pr to compare with: the rest still runs. The device runs are on Hopper.
   const bool hopper = cuda::arch::hopper_kernels();
@@ -348,7 +348,7 @@ TEST_F(GpuKvi8sVariants, MmaKernelIsChunkInvariantAndNearTheHopperKernel) {
 // not, and within a small bound of the default (each variant's tests against
 // the CPU definition run under H3S_KVI8S_KERNEL in scripts/device-check.sh).
 TEST_F(GpuKvi8sVariants, PolynomialExponentVariantsAreChunkInvariantAndNearTheDefault) {
-  ASSERT_TRUE(gpu_->has_kv_tier("kvi8s")) << "the device runs are on Hopper";
+  ASSERT_TRUE(gpu_->has_kv_tier(KvTier::kvi8s)) << "the device runs are on Hopper";
   uint64_t seed = 8550;
   for (const auto& [rows, seq, heads] :
        {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {67, 100, 2}, {259, 1000, 3}}) {
@@ -382,7 +382,7 @@ TEST_F(GpuKvi8sVariants, PolynomialExponentVariantsAreChunkInvariantAndNearTheDe
 // variant's tests against the CPU definition run under H3S_KVI8S_KERNEL in
 // scripts/device-check.sh).
 TEST_F(GpuKvi8sVariants, TensorCoreRowSumVariantsAreChunkInvariantAndNearTheDefault) {
-  ASSERT_TRUE(gpu_->has_kv_tier("kvi8s")) << "the device runs are on Hopper";
+  ASSERT_TRUE(gpu_->has_kv_tier(KvTier::kvi8s)) << "the device runs are on Hopper";
   uint64_t seed = 8570;
   for (const auto& [rows, seq, heads] :
        {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {67, 100, 2}, {259, 1000, 3}}) {
@@ -422,7 +422,7 @@ TEST_F(GpuKvi8sVariants, TensorCoreRowSumVariantsAreChunkInvariantAndNearTheDefa
 // odd and even block counts, chunked queries down to one row, and chained
 // K/V blocks.
 TEST_F(GpuKvi8sVariants, ClusterPairsGiveTheDefaultsBits) {
-  ASSERT_TRUE(gpu_->has_kv_tier("kvi8s")) << "the device runs are on Hopper";
+  ASSERT_TRUE(gpu_->has_kv_tier(KvTier::kvi8s)) << "the device runs are on Hopper";
   uint64_t seed = 8580;
   for (const auto& [rows, seq, heads] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
                                          {67, 100, 2},
@@ -482,11 +482,11 @@ TEST_F(GpuKvfp4sVariants, ProducerVariantsGiveTheSameBits) {
 // partial tile, a range across stat blocks to the sequence's end.
 TEST_F(GpuKvfp4sVariants, DecodeKernelWritesTheDefinitionsBf16) {
   ASSERT_EQ(setenv(kEnv, "decode", 1), 0);  // the store on any GPU
-  ASSERT_TRUE(gpu_->has_kv_tier("kvfp4s"));
-  EXPECT_EQ(gpu_->kv_tier_kernel("kvfp4s"), "decode");  // what kvbench records
+  ASSERT_TRUE(gpu_->has_kv_tier(KvTier::kvfp4s));
+  EXPECT_EQ(gpu_->kv_tier_kernel(KvTier::kvfp4s), "decode");  // what kvbench records
   const Problem p(1, 1000, 3, 8700);
   std::unique_ptr<KvStore> store =
-      make_resident_kv_store(*gpu_, *arena_, "kvfp4s", p.seq, p.heads, kHd, 0, {});
+      make_resident_kv_store(*gpu_, *arena_, KvTier::kvfp4s, p.seq, p.heads, kHd, 0, {});
   OwnedTensor k = put(*gpu_, *arena_, p.k, p.seq, p.width(), "k");
   OwnedTensor v = put(*gpu_, *arena_, p.v, p.seq, p.width(), "v");
   store->write(*gpu_, {0, p.seq}, k.view, v.view);
@@ -554,7 +554,7 @@ TEST_F(GpuKvfp4sVariants, DecodeKernelWritesTheDefinitionsBf16) {
   HostMemory memory;
   Arena cpu_arena(memory, 0);
   std::unique_ptr<KvStore> cpu_store =
-      make_resident_kv_store(*cpu_, cpu_arena, "kvfp4s", p.seq, p.heads, kHd, 0, {});
+      make_resident_kv_store(*cpu_, cpu_arena, KvTier::kvfp4s, p.seq, p.heads, kHd, 0, {});
   OwnedTensor ck = put(*cpu_, cpu_arena, p.k, p.seq, p.width(), "k");
   OwnedTensor cv = put(*cpu_, cpu_arena, p.v, p.seq, p.width(), "v");
   cpu_store->write(*cpu_, {0, p.seq}, ck.view, cv.view);
@@ -577,7 +577,7 @@ TEST_F(GpuKvfp4sVariants, DecodeKernelWritesTheDefinitionsBf16) {
 class GpuKvMix : public GpuBackendTest {};
 
 TEST_F(GpuKvMix, EachHeadIsItsSubStoresHeadBitForBit) {
-  ASSERT_TRUE(gpu_->has_kv_tier("kvmix")) << "kvmix runs on compute capability 8.9 and newer";
+  ASSERT_TRUE(gpu_->has_kv_tier(KvTier::kvmix)) << "kvmix runs on compute capability 8.9 and newer";
   const Problem p(131, 389, 5, 8400);
   const Bits on8 = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
   const Bits on4 = store_attention(*gpu_, *arena_, p, "kvfp4s", {}, 0, 0, 0);

@@ -1,13 +1,12 @@
 // The kvi8r K/V tier on the GPU (Hopper's kernel; any GPU by its decode
 // path, the default off Hopper, H3S_KVI8R_KERNEL=decode on Hopper). Its row ops (the quantiser, the
 // queries' rotation, the un-rotating finish, the decode) are bit-equal to the definition of record
-// the CPU backend runs (kv/kvi8r.hpp). Its attention (int8 codes converted to fp16 in shared memory
-// and wgmma on Hopper; or blocks decoded to fp16 in global memory and the mma.sync kernel's fp16
-// instance) differs from the definition only in the order of the q.k dot
-// and in rounding P to fp16: bounded against the CPU, and its error against
-// the exact attention measured beside the CPU's. Inside the tier, query-row
-// chunks and chained K/V blocks give the single pass's bits; the streamed
-// block equals the tier's stock block bit for bit.
+// the CPU backend runs (kvfmt/kvi8r.hpp). Its attention (int8 codes converted to fp16 in shared
+// memory and wgmma on Hopper; or blocks decoded to fp16 in global memory and the mma.sync kernel's
+// fp16 instance) differs from the definition only in the order of the q.k dot and in rounding P to
+// fp16: bounded against the CPU, and its error against the exact attention measured beside the
+// CPU's. Inside the tier, query-row chunks and chained K/V blocks give the single pass's bits; the
+// streamed block equals the tier's stock block bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,7 +25,7 @@
 #include "deviation.hpp"
 #include "gpu_fixture.hpp"
 #include "kv/kv_i8r.hpp"
-#include "kv/kvi8r.hpp"
+#include "kvfmt/kvi8r.hpp"
 
 namespace h3s::test {
 namespace {
@@ -69,7 +68,7 @@ class GpuKvi8r : public GpuBackendTest {
   void SetUp() override {
     GpuBackendTest::SetUp();
     if (!gpu_) return;  // skipped
-    if (!gpu_->has_kv_tier("kvi8r"))
+    if (!gpu_->has_kv_tier(KvTier::kvi8r))
       GTEST_FAIL() << "this GPU has no kvi8r kernel (Hopper only); the device runs are on H200";
   }
 
@@ -311,7 +310,7 @@ class GpuKvi8rDecode : public GpuKvi8r {
 // V~ and P), another order of the sums (mma.sync's).
 TEST_F(GpuKvi8rDecode, AttentionMatchesTheDefinition) {
   ASSERT_TRUE(cuda::attention_kvi8r_decodes());
-  EXPECT_EQ(gpu_->kv_tier_kernel("kvi8r"), "decode");  // what kvbench records
+  EXPECT_EQ(gpu_->kv_tier_kernel(KvTier::kvi8r), "decode");  // what kvbench records
   expect_matches_definition(7400, "decode path");
 }
 
@@ -336,9 +335,9 @@ TEST_F(GpuKvi8rDecode, DecodeWritesTheDefinitionsFp16) {
   HostMemory memory;
   Arena cpu_arena(memory, 0);
   std::unique_ptr<KvStore> cpu_store =
-      make_resident_kv_store(*cpu_, cpu_arena, "kvi8r", p.seq, p.heads, kHd, 0, {});
+      make_resident_kv_store(*cpu_, cpu_arena, KvTier::kvi8r, p.seq, p.heads, kHd, 0, {});
   std::unique_ptr<KvStore> gpu_store =
-      make_resident_kv_store(*gpu_, *arena_, "kvi8r", p.seq, p.heads, kHd, 0, {});
+      make_resident_kv_store(*gpu_, *arena_, KvTier::kvi8r, p.seq, p.heads, kHd, 0, {});
   for (const auto& [be, arena, store] :
        {std::tuple<Backend*, Arena*, KvStore*>{cpu_.get(), &cpu_arena, cpu_store.get()},
         {gpu_.get(), arena_.get(), gpu_store.get()}}) {

@@ -85,16 +85,16 @@ TEST(GpuPlacement, KvTierForwardsStayUnderThePrediction) {
     Arena arena(mem, 0);
     auto be = make_cuda_backend(arena);
     ExecOptions o = streamed_options(97, 100, 77, 0, 50);
-    o.kv_store = tier;
-    const ScratchModel scratch = scratch_model(*be, w, tier);
-    EXPECT_EQ(scratch.kv_tier_runs, be->has_kv_tier(tier));
+    o.kv_store = parse_kv_tier(tier);
+    const ScratchModel scratch = scratch_model(*be, w, o.kv_store);
+    EXPECT_EQ(scratch.kv_tier_runs, be->has_kv_tier(o.kv_store));
     const std::string_view t = tier;
     const bool decodes = t == "kvi8r"
                              ? cuda::attention_kvi8r_decodes()
                              : (t == "kvfp4s" || t == "kvmix") && cuda::attention_kvfp4s_decodes();
     // kvfp4s decodes 16384 keys at a time on Hopper, 4096 elsewhere; kvi8r 4096.
     const int64_t keys = t != "kvi8r" && cuda::attention_kvfp4s_supported() ? 16384 : 4096;
-    EXPECT_EQ(scratch.kv_decode_keys, be->has_kv_tier(tier) && decodes ? keys : 0);
+    EXPECT_EQ(scratch.kv_decode_keys, be->has_kv_tier(o.kv_store) && decodes ? keys : 0);
     const ForwardOutputs s = run_forward(*be, arena, w, l, in, o);
     const Placement& p = s.placement;
     SCOPED_TRACE(p.describe());

@@ -15,14 +15,13 @@
 #include "backend/backend.hpp"
 #include "backend/cpu/math.hpp"
 #include "core/arena.hpp"
+#include "core/dot_f32.hpp"
 #include "model/convrot.hpp"
 #include "model/quant_linear.hpp"
 #include "ops/op_cases.hpp"
 
 namespace h3s::test {
 namespace {
-
-using cpu::dot_f32;
 
 constexpr WeightFormat kQuantFormats[] = {WeightFormat::bf16, WeightFormat::int8,
                                           WeightFormat::w4a8};

@@ -22,6 +22,7 @@
 #include "exec/residual_rows.hpp"
 #include "exec/time_embed.hpp"
 #include "exec/weight_feed.hpp"
+#include "kv/kv_tier_table.hpp"
 #include "model/weights.hpp"
 #include "runtime/engine_backend.hpp"
 
@@ -191,7 +192,7 @@ int run_bench(BenchArgs& a) {
     chunks.q_group = place.q_group;
     chunks.kv_first_pass = place.kv_first_pass;
     chunks.exact_rows = exact_query_rows(r.exec, layout);
-    if (r.exec.kv_store == "kvmix") {  // the heads on 8 bits, calibrated on x0 once
+    if (r.exec.kv_store == KvTier::kvmix) {  // the heads on 8 bits, calibrated on x0 once
       OwnedTensor x0 = arena.tensor(DType::bf16, {s, h}, "x0 (kvmix calibration)");
       be.upload(host.data(), x0.view);
       chunks.kv_mix_heads = KvMixHeads{}.for_block(be, arena, view, x0.view, r.exec);
@@ -205,8 +206,8 @@ int run_bench(BenchArgs& a) {
     size_t streamed_total = 0;  // the streamed run's whole arena peak (bench buffers too)
     std::map<std::string, double> phase_s;  // --phase-times: of the fastest streamed repetition
     // stock: the block through `tier`'s store (an approximate tier's exact
-    // reference passes "bf16").
-    auto measure = [&](bool streamed, std::vector<uint16_t>& out, std::string_view tier, int reps) {
+    // reference passes bf16).
+    auto measure = [&](bool streamed, std::vector<uint16_t>& out, KvTier tier, int reps) {
       double best = 1e30;
       size_t peak = 0;
       const bool x_host = streamed && place.x_on_host;
@@ -241,9 +242,8 @@ int run_bench(BenchArgs& a) {
         } else if (streamed) {
           run_block_streamed(be, arena, view, x.view, c);
         } else {
-          KvTier stock_tier{tier, chunks.exact_rows};
-          stock_tier.mix_heads = chunks.kv_mix_heads;
-          run_block_stock(be, arena, view, x.view, BlockPhases::all, stock_tier);
+          const BlockKv stock_kv{tier, chunks.exact_rows, chunks.kv_mix_heads};
+          run_block_stock(be, arena, view, x.view, BlockPhases::all, stock_kv);
         }
         be.synchronize();
         const double t1 = now_s();
@@ -284,12 +284,12 @@ int run_bench(BenchArgs& a) {
     // ran): its streamed output (its stock output's bits when bit_equal)
     // against the exact store's stock block on the same x0, run once. The
     // tier's stock output goes first, so the host holds two outputs at once.
-    const bool approximate = r.exec.kv_store != "bf16" && be.has_kv_tier(r.exec.kv_store);
+    const bool approximate = !kv_tier_exact(r.exec.kv_store) && be.has_kv_tier(r.exec.kv_store);
     std::optional<VsExact> vs_exact;
     if (approximate && !a.skip_stock && !a.only_attention) {
       std::vector<uint16_t>().swap(out_stock);
       std::vector<uint16_t> out_exact;
-      measure(false, out_exact, "bf16", 1);
+      measure(false, out_exact, KvTier::bf16, 1);
       vs_exact = error_vs_exact(out_streamed, out_exact, host);
     }
     // Attention alone: every query against every key in q_chunk-row calls.
@@ -372,7 +372,7 @@ int run_bench(BenchArgs& a) {
         {"stock_peak_gib", double(stock.second) / (1u << 30)},
         {"streamed_peak_gib", double(streamed.second) / (1u << 30)},
         {"bit_equal", equal ? nlohmann::json(*equal) : nlohmann::json(nullptr)},
-        {"kv_store", r.exec.kv_store},
+        {"kv_store", std::string(kv_tier_name(r.exec.kv_store))},
         {"approximate", approximate},
         {"kv_mix_heads", chunks.kv_mix_heads},
         {"attn_s", attn_s},
@@ -415,13 +415,13 @@ int run_bench(BenchArgs& a) {
       j["max_abs_vs_exact"] = vs_exact ? nlohmann::json(vs_exact->max_abs) : nullptr;
       j["update_rel_rms_vs_exact"] = vs_exact ? nlohmann::json(vs_exact->update_rel_rms) : nullptr;
       vs_exact_text =
-          vs_exact
-              ? fmt::format(
-                    " | {} vs exact store: rel-rms {:.3g} (of the update {:.3g}), "
-                    "max abs {:.3g}",
-                    r.exec.kv_store, vs_exact->rel_rms, vs_exact->update_rel_rms, vs_exact->max_abs)
-              : fmt::format(" | {} (approximate) vs exact store: not run (--skip-stock)",
-                            r.exec.kv_store);
+          vs_exact ? fmt::format(
+                         " | {} vs exact store: rel-rms {:.3g} (of the update {:.3g}), "
+                         "max abs {:.3g}",
+                         kv_tier_name(r.exec.kv_store), vs_exact->rel_rms, vs_exact->update_rel_rms,
+                         vs_exact->max_abs)
+                   : fmt::format(" | {} (approximate) vs exact store: not run (--skip-stock)",
+                                 kv_tier_name(r.exec.kv_store));
     }
     if (r.json)
       fmt::print("{}\n", j.dump());

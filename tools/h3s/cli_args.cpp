@@ -7,7 +7,7 @@
 
 #include "cli_checks.hpp"
 #include "core/error.hpp"
-#include "kv/kvmix.hpp"
+#include "kvfmt/kvmix.hpp"
 
 namespace h3s::cli {
 
@@ -124,8 +124,9 @@ void add_control_flags(CLI::App& cmd, ExecOptions& o, std::string& final_gemm) {
                  "kvfp4s run on every GPU, kvi8s and kvmix on compute capability 8.9 or newer "
                  "(RTX 40/50-series, L4, L40, Hopper); elsewhere the exact bf16 store runs "
                  "and says so")
-      ->check(CLI::IsMember({"bf16", "kvi8r", "kvi8s", "kvfp4s", "kvmix"}))
-      ->capture_default_str();
+      ->transform(kv_tier_names())
+      ->type_name("TEXT")
+      ->default_str(std::string(kv_tier_name(o.kv_store)));
   cmd.add_option_function<std::string>(
          "--kv-mix-heads", [&o](const std::string& s) { o.kv_mix_heads = kvmix::parse_heads(s); },
          "with --kv-store kvmix: the heads kept on 8 bits, e.g. \"0,5,9\" (the rest on 4; the "

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/thread_pool.hpp"
+#include "kv/kv_tier_table.hpp"
 
 namespace h3s::cli {
 
@@ -42,6 +43,27 @@ inline CLI::Validator thread_count() {
         return {};
       },
       "NONNEGATIVE");
+}
+
+// A K/V tier flag (bound to a KvTier; give it type_name("TEXT") and a
+// default_str): the tier table's names (the approximate ones alone with
+// approximate_only), each handed on as its tier; another word is refused as
+// CLI11's IsMember words it ("--kv-store: kvi4 not in {bf16,kvi8r,...}").
+inline CLI::Validator kv_tier_names(bool approximate_only = false) {
+  std::string set;
+  for (const KvTierRow& r : kv_tier_rows())
+    if (!approximate_only || !r.exact) set += (set.empty() ? "" : ",") + std::string(r.name);
+  set = "{" + set + "}";
+  return CLI::Validator(
+      [approximate_only, set](std::string& s) -> std::string {
+        for (const KvTierRow& r : kv_tier_rows())
+          if ((!approximate_only || !r.exact) && r.name == s) {
+            s = std::to_string(int(r.tier));  // CLI11 reads an enum as its number
+            return {};
+          }
+        return s + " not in " + set;
+      },
+      set);
 }
 
 }  // namespace h3s::cli

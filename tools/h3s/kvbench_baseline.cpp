@@ -7,23 +7,23 @@
 #include <vector>
 
 #include "core/dtype.hpp"
-#include "kv/kvfp4s.hpp"
-#include "kv/kvi8r.hpp"
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvfp4s.hpp"
+#include "kvfmt/kvi8r.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 namespace h3s::cli::kvbench {
 
 // The tier's recipe without the Hadamard basis, on the host.
-Rows baseline_attention(const std::string& tier, const Inputs& in, ThreadPool& pool) {
+Rows baseline_attention(KvTier tier, const Inputs& in, ThreadPool& pool) {
   const int64_t n = in.tokens, heads = in.heads;
   const int64_t inner = heads * kHd, padded = kvi8s::padded_seq(n);
-  const bool i8s = tier == "kvi8s";
+  const bool i8s = tier == KvTier::kvi8s;
   std::vector<int8_t> kc(i8s ? size_t(n * inner) : 0);                  // kvi8s' K codes
   std::vector<uint8_t> rk(i8s ? 0 : size_t(n * inner)), rv(rk.size());  // kvi8r's (biased)
   std::vector<uint8_t> vc(i8s ? size_t(inner * padded) : 0),
       header(i8s ? size_t(kvi8s::tiles(n) * heads * kvi8s::kHeaderBytes) : 0);
   std::vector<uint16_t> ks16(size_t(n * heads)), vs16(ks16.size());
-  if (tier == "kvi8r") {
+  if (tier == KvTier::kvi8r) {
     pool.parallel_for(n, 64, [&](int64_t r0, int64_t r1) {
       for (int64_t t = r0; t < r1; ++t)
         for (int64_t h = 0; h < heads; ++h) {
@@ -53,7 +53,7 @@ Rows baseline_attention(const std::string& tier, const Inputs& in, ThreadPool& p
       const size_t at = size_t(t * inner + h * kHd);
       float m = -INFINITY, l = 0.0f;
       std::fill(acc, acc + kHd, 0.0f);
-      if (tier == "kvi8r") {
+      if (tier == KvTier::kvi8r) {
         const kvi8r::HeadRows kv{&rk[size_t(h * kHd)],
                                  &ks16[size_t(h)],
                                  &rv[size_t(h * kHd)],

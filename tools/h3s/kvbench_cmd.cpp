@@ -29,10 +29,10 @@
 #include "exec/placement.hpp"
 #include "kv/kv_mix.hpp"
 #include "kv/kv_store.hpp"
-#include "kv/kvmix.hpp"
 #include "kvbench_baseline.hpp"
 #include "kvbench_capture.hpp"
 #include "kvbench_inputs.hpp"
+#include "kvfmt/kvmix.hpp"
 #include "runtime/engine_backend.hpp"
 
 namespace h3s::cli {
@@ -51,7 +51,7 @@ struct Attended {
 
 // Attention through the backend: the exact store's kernel, or `tier`'s store,
 // `repeat` times over the same store, each from a fresh softmax state.
-Attended backend_attention(Backend& be, Arena& arena, const Inputs& in, const std::string& tier,
+Attended backend_attention(Backend& be, Arena& arena, const Inputs& in, KvTier tier,
                            std::span<const int> mix_heads = {}, int repeat = 1) {
   const int64_t n = in.tokens, heads = in.heads, inner = heads * kHd;
   auto upload = [&](const Rows& host, const char* what) {
@@ -87,7 +87,7 @@ Attended backend_attention(Backend& be, Arena& arena, const Inputs& in, const st
   return a;
 }
 
-// kvmix's calibration on these inputs (kv/kvmix.hpp): its sample windows'
+// kvmix's calibration on these inputs (kvfmt/kvmix.hpp): its sample windows'
 // rows, scored on the host.
 std::vector<int> calibrate_mix(const Inputs& in, int64_t count, ThreadPool& pool) {
   const int64_t inner = in.heads * kHd;
@@ -126,8 +126,9 @@ Error2 compare(const Rows& exact, const Rows& approx) {
 void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a) {
   cmd.add_option("--kv-store", a.kv_store,
                  "the approximate tier to measure: kvi8r, kvi8s, kvfp4s or kvmix")
-      ->check(CLI::IsMember({"kvi8r", "kvi8s", "kvfp4s", "kvmix"}))
-      ->capture_default_str();
+      ->transform(kv_tier_names(/*approximate_only=*/true))
+      ->type_name("TEXT")
+      ->default_str(std::string(kv_tier_name(a.kv_store)));
   cmd.add_option_function<std::string>(
          "--kv-mix-heads", [&a](const std::string& s) { a.kv_mix_heads = kvmix::parse_heads(s); },
          "kvmix: the heads on 8 bits, e.g. \"0,5,9\" (default: calibrated on each input)")
@@ -199,9 +200,9 @@ int run_kvbench(const KvBenchArgs& args) {
     fail(ErrorKind::invalid_argument,
          "kvbench: the {} backend has no {} kernels yet; measure the definition of record with "
          "--backend cpu",
-         be.name(), a.kv_store);
+         be.name(), kv_tier_name(a.kv_store));
   ThreadPool pool(a.threads);
-  const bool mix = a.kv_store == "kvmix";
+  const bool mix = a.kv_store == KvTier::kvmix;
   const int64_t mix_count = !a.kv_mix_heads.empty() ? int64_t(a.kv_mix_heads.size())
                             : a.kv_mix_count > 0    ? a.kv_mix_count
                                                     : kvmix::default_8bit_count(a.heads);
@@ -241,7 +242,7 @@ int run_kvbench(const KvBenchArgs& args) {
                    a.heads);
       in = make_inputs(kind, a.tokens, a.heads, a.seed, pool);
     }
-    const Attended exact = backend_attention(be, b.arena(), in, "bf16", {}, a.repeat);
+    const Attended exact = backend_attention(be, b.arena(), in, KvTier::bf16, {}, a.repeat);
     // kvmix: the given heads (checked against a checkpoint's heads), or the
     // calibration's on this input.
     std::vector<int> mix_heads;
@@ -252,10 +253,10 @@ int run_kvbench(const KvBenchArgs& args) {
     }
     const Attended tier_run = backend_attention(be, b.arena(), in, a.kv_store, mix_heads, a.repeat);
     const Error2 tier = compare(exact.out, tier_run.out);
-    const char* baseline = a.kv_store == "kvi8r"   ? "per-row int8 without rotation"
-                           : a.kv_store == "kvi8s" ? "SageAttention-2 layout without rotation"
-                           : mix                   ? "kvfp4s on every head"
-                                                   : "rotated NVFP4 without centring";
+    const char* baseline = a.kv_store == KvTier::kvi8r   ? "per-row int8 without rotation"
+                           : a.kv_store == KvTier::kvi8s ? "SageAttention-2 layout without rotation"
+                           : mix                         ? "kvfp4s on every head"
+                                                         : "rotated NVFP4 without centring";
     nlohmann::json r = {{"name", kind},          {"tokens", in.tokens},
                         {"heads", in.heads},     {"rel_rms", tier.rel_rms},
                         {"cosine", tier.cosine}, {"baseline", baseline}};
@@ -263,15 +264,15 @@ int run_kvbench(const KvBenchArgs& args) {
       r["kv_mix_heads"] = mix_heads;
       // The other end: every head on 8 bits.
       r["kvi8s_rel_rms"] =
-          compare(exact.out, backend_attention(be, b.arena(), in, "kvi8s").out).rel_rms;
+          compare(exact.out, backend_attention(be, b.arena(), in, KvTier::kvi8s).out).rel_rms;
     }
     if (!source.is_null()) r.update(source);
     std::string base_text = "not computed (--no-baseline)";
     if (a.baseline) {
-      const Error2 base =
-          compare(exact.out, mix ? backend_attention(be, b.arena(), in, "kvfp4s").out
-                             : a.kv_store == "kvfp4s" ? fp4s_attention(in, false, pool)
-                                                      : baseline_attention(a.kv_store, in, pool));
+      const Error2 base = compare(
+          exact.out, mix ? backend_attention(be, b.arena(), in, KvTier::kvfp4s).out
+                     : a.kv_store == KvTier::kvfp4s ? fp4s_attention(in, false, pool)
+                                                    : baseline_attention(a.kv_store, in, pool));
       r["baseline_rel_rms"] = base.rel_rms;
       r["baseline_cosine"] = base.cosine;
       base_text = fmt::format("{:.4g}", base.rel_rms);
@@ -305,7 +306,7 @@ int run_kvbench(const KvBenchArgs& args) {
     const nlohmann::json j = {{"command", "kvbench"},
                               {"exact_kernel", std::string(be.attention_kernel())},
                               {"tier_kernel", std::string(be.kv_tier_kernel(a.kv_store))},
-                              {"kv_store", a.kv_store},
+                              {"kv_store", std::string(kv_tier_name(a.kv_store))},
                               {"approximate", true},
                               {"backend", a.backend},
                               {"measured", "backend store"},
@@ -315,7 +316,8 @@ int run_kvbench(const KvBenchArgs& args) {
                               {"inputs", results}};
     fmt::print("{}\n", j.dump());
   } else {
-    fmt::print("{} (approximate): {:.4f} bytes per K/V element\n", a.kv_store, bytes_per_element);
+    fmt::print("{} (approximate): {:.4f} bytes per K/V element\n", kv_tier_name(a.kv_store),
+               bytes_per_element);
   }
   return 0;
 }

@@ -11,10 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "h3s/kv_tier.hpp"
+
 namespace h3s::cli {
 
 struct KvBenchArgs {
-  std::string kv_store = "kvi8s";
+  KvTier kv_store = KvTier::kvi8s;
   std::string backend = "cpu";
   int64_t tokens = 2048;
   int64_t heads = 56;

@@ -19,8 +19,9 @@
 #include "core/error.hpp"
 #include "exec/forward.hpp"
 #include "forward_cmd.hpp"
-#include "kv/kvmix.hpp"
+#include "kv/kv_tier_table.hpp"
 #include "kvbench_cmd.hpp"
+#include "kvfmt/kvmix.hpp"
 #include "model/checkpoint.hpp"
 #include "plan_cmd.hpp"
 #include "report.hpp"
@@ -128,7 +129,7 @@ int run_demo(RunArgs& a) {
   const ForwardOutputs stock = forward(p, a, stock_opt, "stock");
   const ForwardOutputs streamed = forward(p, a, a.exec, "streamed");
   // An approximate tier's error: its stock output against the exact store's.
-  const bool approximate = a.exec.kv_store != "bf16";
+  const bool approximate = !kv_tier_exact(a.exec.kv_store);
   std::pair<double, double> vs_exact{0.0, 0.0};  // video, audio rel-rms
   if (approximate) {
     const ForwardOutputs exact = forward(p, a, ExecOptions::stock(), "stock, exact K/V store");
@@ -166,7 +167,7 @@ int run_demo(RunArgs& a) {
           {"kv_block", a.exec.kv_block},
           {"final_layer_chunk", a.exec.final_layer_chunk},
           {"final_layer_gemm", a.final_gemm},
-          {"kv_store", a.exec.kv_store},
+          {"kv_store", std::string(kv_tier_name(a.exec.kv_store))},
           {"exact_av_rows", a.exec.exact_av_rows},
           {"trim_forward", a.exec.trim_forward}}},
         {"log", streamed.log},
@@ -178,7 +179,7 @@ int run_demo(RunArgs& a) {
     j["controls"]["host_budget"] = a.exec.host_budget;
     if (approximate)
       j["error_vs_exact"] = {{"video_rel_rms", vs_exact.first}, {"audio_rel_rms", vs_exact.second}};
-    if (a.exec.kv_store == "kvmix") {
+    if (a.exec.kv_store == KvTier::kvmix) {
       // Each block's heads on 8 bits (the stock and streamed runs pick the same).
       j["kv_mix_heads"] = kv_mix_json(streamed);
       j["kv_mix_same_in_both_runs"] = stock.kv_mix_heads == streamed.kv_mix_heads;
@@ -208,7 +209,7 @@ int run_demo(RunArgs& a) {
       fmt::print(
           "  K/V tier {} is approximate: both runs use it (bit-equal to each other); against "
           "the exact store rel-rms video {:.3g}, audio {:.3g}\n",
-          a.exec.kv_store, vs_exact.first, vs_exact.second);
+          kv_tier_name(a.exec.kv_store), vs_exact.first, vs_exact.second);
     for (const auto& [block, heads] : streamed.kv_mix_heads)
       fmt::print("  kvmix block {}: heads on 8 bits {}\n", block, kvmix::format_heads(heads));
   }
@@ -233,9 +234,9 @@ int run_one(RunArgs& a, bool stock_mode) {
                         {"blocks", p.config.blocks},
                         {"seconds", out.seconds},
                         // (an approximate tier's error vs the exact store: h3s demo, h3s kvbench)
-                        {"kv_store", opt.kv_store},
+                        {"kv_store", std::string(kv_tier_name(opt.kv_store))},
                         {"exact_av_rows", opt.exact_av_rows},
-                        {"approximate", opt.kv_store != "bf16"},
+                        {"approximate", !kv_tier_exact(opt.kv_store)},
                         {"peak_bytes", out.peak_bytes},
                         {"weight_bytes", out.weight_bytes},
                         {"phase_peaks", phase_peaks(out.ledger)},
@@ -244,7 +245,7 @@ int run_one(RunArgs& a, bool stock_mode) {
                         {"output_hash", output_hash(out)}};
     j.update(weights_json(out, opt.vram_budget));
     j.update(placement_json(out));
-    if (opt.kv_store == "kvmix") j["kv_mix_heads"] = kv_mix_json(out);
+    if (opt.kv_store == KvTier::kvmix) j["kv_mix_heads"] = kv_mix_json(out);
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("h3s run ({}): preset {}, format {}, {} blocks, {}\n",

@@ -46,10 +46,7 @@ int run_plan(RunArgs& a) {
   // the decode blocks of kvfp4s (Hopper's, the larger) and kvi8r (GPUs
   // without its Hopper kernel) included.
   ScratchModel scratch{};
-  if (a.exec.kv_store == "kvfp4s" || a.exec.kv_store == "kvmix")
-    scratch.kv_decode_keys = kKvDecodeKeysHopper;
-  else if (a.exec.kv_store == "kvi8r")
-    scratch.kv_decode_keys = kKvDecodeKeys;
+  scratch.kv_decode_keys = most_kv_decode_keys(a.exec.kv_store);
   nlohmann::json j = {{"command", "plan"},
                       {"preset", cfg.name},
                       {"tokens", layout.seq_len},

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
-#include "backend/cpu/math.hpp"
 #include "backend/op_checks.hpp"
 #include "core/dtype.hpp"
+#include "core/online_softmax.hpp"
 
 namespace h3s::cpu {
 

@@ -1,8 +1,8 @@
 // CpuBackend: the reference implementation of every op (plain C++20 and a
 // thread pool). Each op lives in its own file in this folder; the arithmetic
-// of one output row is a fixed sequence of fp32 operations (see math.hpp), so
-// results do not depend on the chunking, the thread count or the row's
-// position in a call.
+// of one output row is a fixed sequence of fp32 operations (see math.hpp and
+// core/dot_f32.hpp), so results do not depend on the chunking, the thread
+// count or the row's position in a call.
 #pragma once
 
 #include "backend/backend.hpp"
@@ -29,13 +29,10 @@ class CpuBackend final : public Backend {
   void attn_state_reset(AttnState& s) override;
   void attention(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s) override;
   void attn_state_finish(const AttnState& s, const Tensor& out) override;
-  // The approximate tiers: kvi8r (kv_tiers.cpp; kv/kvi8r.hpp is the
-  // arithmetic), kvi8s (kv_tier_i8s.cpp; kv/kvi8s.hpp) and kvfp4s
-  // (kv_tier_fp4s.cpp; kv/kvfp4s.hpp); kvmix is the last two (kv/kv_mix.hpp).
-  bool has_kv_tier(std::string_view tier) const override {
-    return tier == "bf16" || tier == "kvi8r" || tier == "kvi8s" || tier == "kvfp4s" ||
-           tier == "kvmix";
-  }
+  // The approximate tiers: kvi8r (kv_tiers.cpp; kvfmt/kvi8r.hpp is the
+  // arithmetic), kvi8s (kv_tier_i8s.cpp; kvfmt/kvi8s.hpp) and kvfp4s
+  // (kv_tier_fp4s.cpp; kvfmt/kvfp4s.hpp); kvmix is the last two (kv/kv_mix.hpp).
+  bool has_kv_tier(KvTier /*tier*/) const override { return true; }
   void kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) override;
   void rotate_heads(const Tensor& t) override;
   void attention_kvi8r(const Tensor& q_rot, const KvI8View& kv, RowRange keys,

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "backend/cpu/math.hpp"
+#include "core/dot_f32.hpp"
 #include "core/dtype.hpp"
 
 namespace h3s::cpu {

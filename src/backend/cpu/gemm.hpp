@@ -1,7 +1,7 @@
 // CPU GEMM kernels for y = x W^T, W row-major [N, K].
 //
 // Row invariance by construction: every output element is produced by the
-// same fixed-order arithmetic (math.hpp dot_f32 order for floats, exact int32
+// same fixed-order arithmetic (core/dot_f32.hpp order for floats, exact int32
 // sums for int8) whatever block, thread or micro-tile computes it; rows are
 // never split along K by a count that depends on M.
 #pragma once

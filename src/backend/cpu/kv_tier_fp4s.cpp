@@ -1,5 +1,5 @@
 // The kvfp4s tier on the CPU backend: its definition of record
-// (kv/kvfp4s.hpp) per (stat block, head) and per (query row, head) on the
+// (kvfmt/kvfp4s.hpp) per (stat block, head) and per (query row, head) on the
 // thread pool. Attention follows the exact path's schedule (keys in
 // kAttnKvTile tiles from key 0), so blocked keys and chunked queries repeat
 // the single pass bit for bit.
@@ -10,7 +10,7 @@
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/kv_block_rows.hpp"
 #include "core/dtype.hpp"
-#include "kv/kvfp4s.hpp"
+#include "kvfmt/kvfp4s.hpp"
 
 namespace h3s::cpu {
 

@@ -1,4 +1,4 @@
-// The kvi8s tier on the CPU backend: its definition of record (kv/kvi8s.hpp)
+// The kvi8s tier on the CPU backend: its definition of record (kvfmt/kvi8s.hpp)
 // block by block and row by row on the thread pool. Attention follows the
 // exact path's schedule (keys in kAttnKvTile tiles from key 0, one (query
 // row, head) at a time), so blocked keys and chunked queries repeat the
@@ -8,7 +8,7 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/kv_block_rows.hpp"
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 namespace h3s::cpu {
 

@@ -1,5 +1,5 @@
 // The approximate K/V tiers on the CPU backend: the definition of record
-// (kv/kvi8r.hpp), row by row, on the thread pool. Attention follows the
+// (kvfmt/kvi8r.hpp), row by row, on the thread pool. Attention follows the
 // exact path's schedule (attention.cpp): keys in kAttnKvTile tiles from key
 // 0, each (query row, head) on its own state (a task takes a block of rows
 // to dequantise each tile once), so blocked keys and chunked queries repeat
@@ -9,9 +9,8 @@
 #include <memory>
 
 #include "backend/cpu/cpu_backend.hpp"
-#include "backend/cpu/math.hpp"
 #include "backend/op_checks.hpp"
-#include "kv/kvi8r.hpp"
+#include "kvfmt/kvi8r.hpp"
 
 namespace h3s::cpu {
 

@@ -1,35 +1,15 @@
-// The per-element and per-row arithmetic of the CPU reference, spelled out so
-// every rounding is visible. Shared by the CPU ops and by the tests that check
-// them against comfy-kitchen's golden vectors.
+// The per-element arithmetic of the CPU reference's activations (SiLU,
+// SwiGLU), spelled out so every rounding is visible. Shared by the CPU ops and
+// by the tests that check them against comfy-kitchen's golden vectors. The
+// fixed-order dot and the online softmax's tile step, which the K/V tiers'
+// definitions share, are core/dot_f32.hpp and core/online_softmax.hpp.
 #pragma once
 
-#include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <limits>
 
 #include "core/dtype.hpp"
 
 namespace h3s::cpu {
-
-// fp32 dot products use kDotLanes partial sums (lane l adds k = l, l + 8, ...
-// in increasing k), a fixed pairwise tree, then the K % 8 tail in order. Every
-// kernel that produces a dot product implements exactly this order.
-inline constexpr int kDotLanes = 8;
-
-inline float reduce_lanes(const float* a) {
-  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-}
-
-inline float dot_f32(const float* x, const float* w, int64_t k) {
-  float acc[kDotLanes] = {};
-  const int64_t kv = k / kDotLanes * kDotLanes;
-  for (int64_t i = 0; i < kv; i += kDotLanes)
-    for (int l = 0; l < kDotLanes; ++l) acc[l] += x[i + l] * w[i + l];
-  float s = reduce_lanes(acc);
-  for (int64_t i = kv; i < k; ++i) s += x[i] * w[i];
-  return s;
-}
 
 // SiLU in fp32, IEEE: g / (1 + exp(-g)).
 inline float silu_f32(float g) {
@@ -47,64 +27,6 @@ inline float swiglu_bf16(float g, float u) {
 // (tests/ops/test_golden.cpp measures how close it gets).
 inline float swiglu_f32(float g, float u) {
   return silu_f32(g) * u;
-}
-
-// The online softmax's step over one key tile, shared by the exact path and
-// every tier's reference: p holds the tile's n scaled scores and mt their
-// max (m: the running max); p becomes exp(p - m_new) in place, in key order.
-struct SoftmaxStep {
-  float m_new;  // max(m, mt)
-  float alpha;  // the old state's rescale, exp(m - m_new) (0 before any key)
-  float psum;   // sum of the tile's probabilities, in key order
-};
-inline SoftmaxStep softmax_tile(float* p, int64_t n, float mt, float m) {
-  SoftmaxStep s{std::max(m, mt), 0.0f, 0.0f};
-  s.alpha = m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - s.m_new);
-  for (int64_t j = 0; j < n; ++j) {
-    p[j] = std::exp(p[j] - s.m_new);
-    s.psum += p[j];
-  }
-  return s;
-}
-
-// One key tile of the online softmax for one (query row, head), the exact
-// attention's order (attention.cpp) that kvi8r's reference follows too. On
-// entry p holds the tile's n scaled scores and mt their max; it folds them
-// into (m, l, acc[hd]). v_scale (null: none) multiplies each probability
-// before it weights its V row (kvi8r's per-key scale). o: hd floats of scratch.
-inline void fold_key_tile(float* p, int64_t n, float mt, const float* vt, const float* v_scale,
-                          int64_t hd, float& m, float& l, float* acc, float* o) {
-  const SoftmaxStep s = softmax_tile(p, n, mt, m);
-  std::fill(o, o + hd, 0.0f);
-  for (int64_t j = 0; j < n; ++j) {
-    const float w = v_scale != nullptr ? p[j] * v_scale[j] : p[j];
-    const float* vj = vt + j * hd;
-    for (int64_t d = 0; d < hd; ++d) o[d] += w * vj[d];
-  }
-  l = l * s.alpha + s.psum;
-  for (int64_t d = 0; d < hd; ++d) acc[d] = acc[d] * s.alpha + o[d];
-  m = s.m_new;
-}
-
-// n query rows (row i: bf16 at q_bf16 + i * q_stride, taken as fp32; its
-// state at m[i * ml_stride], l[i * ml_stride], acc + i * acc_stride) over one
-// tile of n_keys dequantised keys (kt, vt: n_keys x hd fp32): scores
-// dot(q, k) * scale, then fold_key_tile. Each row's arithmetic is its own, so
-// the rows' grouping never moves a bit. q, p (n_keys) and o (hd): scratch.
-inline void attend_tile_rows(const uint16_t* q_bf16, int64_t q_stride, int64_t rows,
-                             const float* kt, const float* vt, int64_t n_keys, int64_t hd,
-                             float scale, float* m, float* l, int64_t ml_stride, float* acc,
-                             int64_t acc_stride, float* q, float* p, float* o) {
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t d = 0; d < hd; ++d) q[d] = bf16_to_f32(bf16{q_bf16[i * q_stride + d]});
-    float mt = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < n_keys; ++j) {
-      p[j] = dot_f32(q, kt + j * hd, hd) * scale;
-      mt = std::max(mt, p[j]);
-    }
-    fold_key_tile(p, n_keys, mt, vt, nullptr, hd, m[i * ml_stride], l[i * ml_stride],
-                  acc + i * acc_stride, o);
-  }
 }
 
 }  // namespace h3s::cpu

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
-#include "backend/cpu/math.hpp"
+#include "core/dot_f32.hpp"
 
 namespace h3s::cpu {
 

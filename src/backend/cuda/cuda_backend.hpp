@@ -80,8 +80,8 @@ class CudaBackend final : public Backend {
   // kvi8r, kvi8s, kvfp4s and kvmix on Hopper; kvfp4s and kvi8r on other
   // GPUs by their decode paths (cuda_kv_tiers.cpp); kvi8s and kvmix fall
   // back there.
-  bool has_kv_tier(std::string_view tier) const override;
-  int64_t kv_tier_decode_keys(std::string_view tier) const override;
+  bool has_kv_tier(KvTier tier) const override;
+  int64_t kv_tier_decode_keys(KvTier tier) const override;
   void kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) override;
   void rotate_heads(const Tensor& t) override;
   void attention_kvi8r(const Tensor& q_rot, const KvI8View& kv, RowRange keys,
@@ -110,7 +110,7 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   double device_seconds(const std::function<void()>& enqueue) override;
   std::string_view attention_kernel() const override;
-  std::string kv_tier_kernel(std::string_view tier) const override;
+  std::string kv_tier_kernel(KvTier tier) const override;
   // Staging (cuda_staging.cpp): cached pinned memory, a copy-stream queue.
   MemoryResource& host_staging_memory() override;
   size_t free_device_memory() const override;

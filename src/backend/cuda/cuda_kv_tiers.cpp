@@ -19,8 +19,8 @@
 #include "backend/kv_tier_decode.hpp"
 #include "backend/op_checks.hpp"
 #include "core/error.hpp"
-#include "kv/kvfp4s.hpp"
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvfp4s.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 namespace h3s::cuda {
 
@@ -87,31 +87,46 @@ void expect_heads_bf16(const Tensor& t, const char* op, const char* operand) {
 
 }  // namespace
 
-bool CudaBackend::has_kv_tier(std::string_view tier) const {
-  return tier == "bf16" ||
-         (tier == "kvi8r" && (attention_kvi8r_supported() || attention_kvi8r_decodes())) ||
-         (tier == "kvi8s" && attention_kvi8s_supported()) ||
-         (tier == "kvfp4s" && (attention_kvfp4s_supported() || attention_kvfp4s_decodes())) ||
-         // kvmix: its two stores' kernels (kvfp4s' decode path wherever it runs).
-         (tier == "kvmix" && attention_kvi8s_supported() &&
-          (attention_kvfp4s_supported() || attention_kvfp4s_decodes()));
+bool CudaBackend::has_kv_tier(KvTier tier) const {
+  switch (tier) {
+    case KvTier::bf16:
+      return true;
+    case KvTier::kvi8r:
+      return attention_kvi8r_supported() || attention_kvi8r_decodes();
+    case KvTier::kvi8s:
+      return attention_kvi8s_supported();
+    case KvTier::kvfp4s:
+      return attention_kvfp4s_supported() || attention_kvfp4s_decodes();
+    case KvTier::kvmix:
+      // Its two stores' kernels (kvfp4s' decode path wherever it runs).
+      return attention_kvi8s_supported() &&
+             (attention_kvfp4s_supported() || attention_kvfp4s_decodes());
+  }
+  return false;
 }
 
-int64_t CudaBackend::kv_tier_decode_keys(std::string_view tier) const {
+int64_t CudaBackend::kv_tier_decode_keys(KvTier tier) const {
   // (kvmix decodes its 4-bit heads only: the whole width bounds them.)
-  if (tier == "kvi8r") return attention_kvi8r_decodes() ? kvi8r_decode_keys() : 0;
-  return (tier == "kvfp4s" || tier == "kvmix") && attention_kvfp4s_decodes() ? kvfp4s_decode_keys()
-                                                                             : 0;
+  if (tier == KvTier::kvi8r) return attention_kvi8r_decodes() ? kvi8r_decode_keys() : 0;
+  return (tier == KvTier::kvfp4s || tier == KvTier::kvmix) && attention_kvfp4s_decodes()
+             ? kvfp4s_decode_keys()
+             : 0;
 }
 
-std::string CudaBackend::kv_tier_kernel(std::string_view tier) const {
-  if (!has_kv_tier(tier) || tier == "bf16") return std::string(attention_kernel());
-  if (tier == "kvi8r") return attention_kvi8r_kernel_name();
-  if (tier == "kvi8s") return attention_kvi8s_kernel_name();
-  if (tier == "kvfp4s") return attention_kvfp4s_kernel_name();
-  // kvmix: each head on its store's kernel.
-  return std::string("kvi8s ") + attention_kvi8s_kernel_name() + ", kvfp4s " +
-         attention_kvfp4s_kernel_name();
+std::string CudaBackend::kv_tier_kernel(KvTier tier) const {
+  if (!has_kv_tier(tier) || tier == KvTier::bf16) return std::string(attention_kernel());
+  switch (tier) {
+    case KvTier::kvi8r:
+      return attention_kvi8r_kernel_name();
+    case KvTier::kvi8s:
+      return attention_kvi8s_kernel_name();
+    case KvTier::kvfp4s:
+      return attention_kvfp4s_kernel_name();
+    default:
+      // kvmix: each head on its store's kernel.
+      return std::string("kvi8s ") + attention_kvi8s_kernel_name() + ", kvfp4s " +
+             attention_kvfp4s_kernel_name();
+  }
 }
 
 void CudaBackend::kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) {

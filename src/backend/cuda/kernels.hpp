@@ -92,7 +92,7 @@ void attention_finish(const float* l, const float* acc, uint16_t* out, int64_t l
 void attention_reset(float* m, float* l, float* acc, int64_t rows, int64_t heads, cudaStream_t s);
 
 // ---- the kvi8r K/V tier (kv/, attention/) -------------------------------------
-// Bit-exact with kv/kvi8r.hpp per (row, head): src [rows, heads * 128] bf16
+// Bit-exact with kvfmt/kvi8r.hpp per (row, head): src [rows, heads * 128] bf16
 // -> biased codes (code + 128, row stride ldc) and fp16 scale bits, row r head h at
 // scale[r * scale_row + h * scale_head] (the store's are head-major). Rows
 // 8-byte aligned (lds, ldc multiples of 4).
@@ -118,7 +118,7 @@ const char* attention_kvi8r_kernel_name();
 // for elsewhere).
 bool attention_kvi8r_decodes();
 // Decodes keys [key_begin, key_begin + n) of every head to the fp16 K~ =
-// fp16(code x scale) and V~ of kv/kvi8r.hpp, the bits the Hopper kernel's
+// fp16(code x scale) and V~ of kvfmt/kvi8r.hpp, the bits the Hopper kernel's
 // producer writes: key r's head h at k + r * ldk + 128 h (and v). Codes
 // [seq, heads * 128] biased bytes (16-byte aligned, row stride a multiple of
 // 16), scales of key r head h at scale[r * scale_key + h * scale_head]; the
@@ -127,7 +127,7 @@ void kvi8r_decode(const uint8_t* k_code, const uint8_t* v_code, int64_t code_str
                   const uint16_t* k_scale, const uint16_t* v_scale, int64_t scale_key,
                   int64_t scale_head, int64_t key_begin, int64_t n, int64_t heads, uint16_t* k,
                   int64_t ldk, uint16_t* v, int64_t ldv, cudaStream_t s);
-// The kvi8s tier's attention (kv/kvi8s.hpp): int8 Q K^T, fp8 P V, on
+// The kvi8s tier's attention (kvfmt/kvi8s.hpp): int8 Q K^T, fp8 P V, on
 // wgmma (Hopper) or mma.sync (sm_89 and newer otherwise); the state always
 // ends stored. attention_kvi8s_supported() says whether this device runs
 // it; H3S_KVI8S_KERNEL picks the Hopper variant, or mma.
@@ -147,7 +147,7 @@ struct KvRowParts {
 void kvi8s_quantize(const KvRowParts& in, int64_t first_row, int64_t heads, int8_t* k_code,
                     int64_t code_stride, uint8_t* v_code, int64_t v_stride, uint8_t* header,
                     cudaStream_t s);
-// The kvfp4s store (kv/kvfp4s.hpp): codes [seq, heads * 64] and e4m3 scales
+// The kvfp4s store (kvfmt/kvfp4s.hpp): codes [seq, heads * 64] and e4m3 scales
 // [seq, heads * 8] of K and V (shared row strides), per (stat block, head)
 // the fp32 globals [blocks, global_stride] and K's bf16 means [blocks,
 // mean_stride].
@@ -174,7 +174,7 @@ const char* attention_kvfp4s_kernel_name();
 // names a Hopper variant (throws naming the fix off Hopper).
 bool attention_kvfp4s_decodes();
 // Decodes keys [key_begin, key_begin + n) of every head to the bf16 K~ and
-// V~ kv/kvfp4s.hpp defines, the bits the Hopper kernel's producer writes:
+// V~ kvfmt/kvfp4s.hpp defines, the bits the Hopper kernel's producer writes:
 // key r's head h at k + r * ldk + 128 h (and v). Codes 8-byte aligned with
 // an 8-byte code row stride, the means 4-byte aligned, the outputs 16-byte
 // aligned with ldk and ldv multiples of 8.

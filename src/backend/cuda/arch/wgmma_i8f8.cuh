@@ -2,7 +2,7 @@
 // (gemm/gemm_i8_sm90.cu)
 // and the kvi8s attention's (attn_fwd_i8s_sm90.cu):
 // S = Q K^T on int8 (m64n144k32, s32 accumulators: 128 keys plus the tile
-// header's mean-digit rows, kv/kvi8s.hpp) and O = P V on fp8 e4m3
+// header's mean-digit rows, kvfmt/kvi8s.hpp) and O = P V on fp8 e4m3
 // (m64n128k32, or m64n136k32 with the row sums' ones rows; fp32
 // accumulators, P in registers or shared memory; Q in
 // registers or shared memory for S). sm_90a only, guarded

@@ -11,7 +11,7 @@
 //
 // Decoding (kv/fp4_decode.cuh, shared with the decode kernel other GPUs run)
 // takes no conversion instruction for the codes. Then per pair, as
-// kv/kvfp4s.hpp defines: x^ = mul.rn.bf16x2(|e2m1| with sign, scale)
+// kvfmt/kvfp4s.hpp defines: x^ = mul.rn.bf16x2(|e2m1| with sign, scale)
 // (exact), K~ = fma.rn.bf16x2(x^, g_k, mean) and V~ = mul.rn.bf16x2(x^, g_v),
 // each one rounding from the exact value.
 #pragma once

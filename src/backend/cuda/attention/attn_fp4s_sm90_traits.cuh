@@ -2,7 +2,7 @@
 // warp-specialised exact kernel (AttnWsTraits: the same tiles, consumers,
 // ping-pong and bf16 arithmetic) with K and V arriving as NVFP4 (e2m1 codes,
 // an e4m3 scale per 16 elements, a per-block global and K mean), decoded to
-// bf16 in shared memory as kv/kvfp4s.hpp defines (K~ = bf16(x^ g + mean),
+// bf16 in shared memory as kvfmt/kvfp4s.hpp defines (K~ = bf16(x^ g + mean),
 // V~ = bf16(x^ g)). Hopper has no fp4 tensor cores; the codes cross the
 // memory system at a quarter of the 16-bit bytes.
 //

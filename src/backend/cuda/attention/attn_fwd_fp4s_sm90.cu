@@ -16,7 +16,7 @@
 #include "backend/cuda/attention/attn_fp4s_sm90_params.cuh"
 #include "backend/cuda/attention/attn_fp4s_sm90_traits.cuh"
 #include "backend/cuda/attention/attn_params.cuh"
-#include "kv/kvfp4s.hpp"
+#include "kvfmt/kvfp4s.hpp"
 
 namespace h3s::cuda::attn {
 

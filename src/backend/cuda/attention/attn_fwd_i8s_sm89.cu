@@ -26,7 +26,7 @@
 #include "backend/cuda/attention/attn_state.cuh"
 #include "backend/cuda/attention/attn_ws_sm90_epilogue.cuh"
 #include "backend/cuda/common.cuh"
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 namespace h3s::cuda::attn {
 namespace {

@@ -1,5 +1,5 @@
 // The kvi8s Hopper attention (sm_90a): int8 Q K^T and fp8 P V on wgmma over
-// the tier's store (kv/kvi8s.hpp), under AttnI8sTraits: the producer's TMA
+// the tier's store (kvfmt/kvi8s.hpp), under AttnI8sTraits: the producer's TMA
 // loads (attn_i8s_sm90_load.cuh) feed two consumer warpgroups
 // (attn_i8s_sm90_mainloop.cuh); and its launcher, which builds the TMA maps.
 // The variants (ping-pong, the fused exponent with cached descriptors, the

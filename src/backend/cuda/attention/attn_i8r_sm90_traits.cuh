@@ -1,7 +1,7 @@
 // Traits of the kvi8r Hopper attention (attn_fwd_i8r_sm90.cu): the
 // warp-specialised exact kernel (AttnWsTraits: the same tiles, consumers,
 // ping-pong and arithmetic) with K and V arriving as int8 codes and one fp16
-// scale per key, dequantised to fp16 in shared memory as kv/kvi8r.hpp
+// scale per key, dequantised to fp16 in shared memory as kvfmt/kvi8r.hpp
 // defines (fp16 of code x scale):
 //
 //   warpgroup 0  producer. Thread 0 issues the TMA loads of Q and of the int8

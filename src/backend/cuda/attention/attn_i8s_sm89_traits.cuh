@@ -18,7 +18,7 @@
 #include <cstdint>
 
 #include "backend/cuda/attention/attn_params.cuh"
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 namespace h3s::cuda::attn {
 

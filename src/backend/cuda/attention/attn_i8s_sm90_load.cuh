@@ -15,7 +15,7 @@
 #include "backend/cuda/attention/attn_i8s_sm90_params.cuh"
 #include "backend/cuda/attention/attn_i8s_sm90_smem.cuh"
 #include "backend/cuda/attention/attn_ws_sm90_scheduler.cuh"
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 namespace h3s::cuda::attn {
 

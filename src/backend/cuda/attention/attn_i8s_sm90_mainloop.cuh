@@ -1,5 +1,5 @@
 // A consumer warpgroup of the kvi8s attention: 64 query rows against every
-// key tile of [key_begin, key_end), in order, as kv/kvi8s.hpp defines. The
+// key tile of [key_begin, key_end), in order, as kvfmt/kvi8s.hpp defines. The
 // overlapped schedules (T::kOverlap: FlashAttention-3's intra-warpgroup
 // pipelining; the default, io-pr-ts, is one), per tile t:
 //
@@ -54,7 +54,7 @@
 #include "backend/cuda/attention/attn_state.cuh"
 #include "backend/cuda/attention/attn_ws_sm90_epilogue.cuh"
 #include "backend/cuda/attention/attn_ws_sm90_scheduler.cuh"
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 namespace h3s::cuda::attn {
 

@@ -1,6 +1,6 @@
 // What the kvi8s Hopper attention takes: the exact kernel's parameters
 // (TMA maps: Q bf16 rotated, K int8 codes, V^T fp8 codes; key range; state)
-// plus two maps over the store's header records (kv/kvi8s.hpp): their K rows
+// plus two maps over the store's header records (kvfmt/kvi8s.hpp): their K rows
 // (mean digits and scales) and their V rows (channel scales).
 #pragma once
 

@@ -1,6 +1,6 @@
 // Tile shapes, warp roles, pipeline stages and the shared-memory plan of the
 // kvi8s Hopper attention (attn_fwd_i8s_sm90.cu): the warp-specialised exact
-// kernel's structure (AttnWsTraits) on 8-bit tensor cores, as kv/kvi8s.hpp
+// kernel's structure (AttnWsTraits) on 8-bit tensor cores, as kvfmt/kvi8s.hpp
 // defines the arithmetic:
 //
 //   warpgroup 0  producer: one thread issues TMA loads of Q (bf16, once) and
@@ -35,7 +35,7 @@
 #include "backend/cuda/arch/warpgroup.cuh"
 #include "backend/cuda/arch/wgmma.cuh"
 #include "backend/cuda/attention/attn_params.cuh"
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 namespace h3s::cuda::attn {
 

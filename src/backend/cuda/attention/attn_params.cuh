@@ -68,7 +68,7 @@ struct FwdEnds {
 // ping-pong between the consumer warpgroups); attn_dispatch.cpp picks one.
 enum class AttnWsVariant { stages2_pingpong, stages3_pingpong, stages2, stages3 };
 
-// The kvi8r tier's attention (kv/kvi8r.hpp): q rotated bf16 as FwdParams';
+// The kvi8r tier's attention (kvfmt/kvi8r.hpp): q rotated bf16 as FwdParams';
 // K and V int8 codes [keys, heads * 128] (row stride code_stride bytes) and
 // fp16 scales, key r of head h at r * scale_key + h * scale_head (the store's
 // are head-major: scale_key 1). The state always
@@ -103,7 +103,7 @@ enum class AttnI8rVariant {
   dual_direct2,     // two producer warpgroups, codes from L2 into registers (consumers at 192)
 };
 
-// The kvi8s tier's attention (kv/kvi8s.hpp): q rotated bf16 as FwdParams';
+// The kvi8s tier's attention (kvfmt/kvi8s.hpp): q rotated bf16 as FwdParams';
 // K int8 codes [keys, heads * 128] (row stride code_stride bytes); V^T fp8
 // codes [heads * 128, v_stride] (keys innermost, padded to whole tiles);
 // header records [header_records, kvi8s::kHeaderRows, 128] bytes, (tile,
@@ -150,7 +150,7 @@ enum class AttnI8sVariant {
   s4_nopp
 };
 
-// The kvfp4s tier's attention (kv/kvfp4s.hpp): q rotated bf16 as FwdParams';
+// The kvfp4s tier's attention (kvfmt/kvfp4s.hpp): q rotated bf16 as FwdParams';
 // K and V e2m1 codes [keys, heads * 64] (row stride code_stride bytes), e4m3
 // scales [keys, heads * 8] (row stride scale_stride), per (256-key stat
 // block, head) fp32 globals [blocks, global_stride] (bf16 values) and K's bf16

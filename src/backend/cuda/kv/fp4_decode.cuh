@@ -1,4 +1,4 @@
-// The arithmetic of kvfp4s' decode (kv/kvfp4s.hpp "decode"), shared by the
+// The arithmetic of kvfp4s' decode (kvfmt/kvfp4s.hpp "decode"), shared by the
 // Hopper attention's producer (attention/attn_fp4s_sm90_load.cuh) and the
 // decode kernel any sm_80+ GPU runs (kv/kvfp4s_decode.cu), so both write the
 // same bf16 K~ and V~. Every value is a bf16x2 pair in a 32-bit word, the

@@ -1,4 +1,4 @@
-// The arithmetic of kvi8r's dequantisation (kv/kvi8r.hpp "dequantise"),
+// The arithmetic of kvi8r's dequantisation (kvfmt/kvi8r.hpp "dequantise"),
 // shared by the Hopper attention's producers (attention/attn_i8r_sm90_*load.cuh)
 // and the decode kernel any sm_80+ GPU runs (kv/kvi8r_decode.cu), so both
 // write the same fp16 K~ and V~.

@@ -1,5 +1,5 @@
 // kvfp4s' decode as a kernel of its own: keys [key_begin, key_begin + n) of
-// every head to the bf16 K~ and V~ of kv/kvfp4s.hpp, the bits the Hopper
+// every head to the bf16 K~ and V~ of kvfmt/kvfp4s.hpp, the bits the Hopper
 // attention's producer writes into shared memory (the same arithmetic,
 // kv/fp4_decode.cuh). GPUs without that kernel (sm_80 to sm_89, and
 // Blackwell through the compute_80 PTX) decode a block of keys with this and
@@ -16,7 +16,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.hpp"
 #include "backend/cuda/kv/fp4_decode.cuh"
-#include "kv/kvfp4s.hpp"
+#include "kvfmt/kvfp4s.hpp"
 
 namespace h3s::cuda {
 namespace {

@@ -1,5 +1,5 @@
 // The kvfp4s tier's quantiser on the GPU, bit-exact with
-// kvfp4s::quantise_k_block and quantise_v_block (kv/kvfp4s.hpp, which the
+// kvfp4s::quantise_k_block and quantise_v_block (kvfmt/kvfp4s.hpp, which the
 // CPU backend runs): one CTA of two warps per (stat block, head). Warp 0
 // takes K: the rows rotated by the warp Hadamard, the block mean in token
 // order, then max|r| and the residual's codes (three passes over the rows,
@@ -16,7 +16,7 @@
 #include "backend/cuda/kv/kv_row_parts.cuh"
 #include "backend/cuda/kv/warp_hadamard.cuh"
 #include "backend/cuda/quant/e4m3.cuh"
-#include "kv/kvfp4s.hpp"
+#include "kvfmt/kvfp4s.hpp"
 
 namespace h3s::cuda {
 namespace {

@@ -1,6 +1,6 @@
 // kvi8r's dequantisation as a kernel of its own: keys [key_begin, key_begin
 // + n) of every head to the fp16 K~ = fp16(code x scale) and V~ of
-// kv/kvi8r.hpp, the bits the Hopper attention's producers write into shared
+// kvfmt/kvi8r.hpp, the bits the Hopper attention's producers write into shared
 // memory (the same arithmetic, kv/i8r_decode.cuh). GPUs without that kernel
 // (sm_80 to sm_89, and Blackwell through the compute_80 PTX) decode a block
 // of keys with this and run the exact attention kernel's fp16 instance over
@@ -17,7 +17,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.hpp"
 #include "backend/cuda/kv/i8r_decode.cuh"
-#include "kv/kvi8r.hpp"
+#include "kvfmt/kvi8r.hpp"
 
 namespace h3s::cuda {
 namespace {

@@ -1,5 +1,5 @@
 // The kvi8r tier's row ops on the GPU, bit-exact with its definition of
-// record (kv/kvi8r.hpp, which the CPU backend runs): the Hadamard-128
+// record (kvfmt/kvi8r.hpp, which the CPU backend runs): the Hadamard-128
 // rotation, the per-(token, head) int8 quantiser, the queries' rotation and
 // the un-rotating finish. One warp per (row, head); lane L holds elements
 // 4L .. 4L + 3, so butterfly stages 1 and 2 stay in the lane and stages

@@ -1,5 +1,5 @@
 // The kvi8s tier's quantiser on the GPU, bit-exact with
-// kvi8s::quantise_tile (kv/kvi8s.hpp, which the CPU backend runs): one CTA
+// kvi8s::quantise_tile (kvfmt/kvi8s.hpp, which the CPU backend runs): one CTA
 // per (tile, head), in three steps over shared memory.
 //   1. Each warp rotates rows of the tile's K with the warp Hadamard (kept as
 //      fp32) and stages the same rows of V (bf16): coalesced row reads, each
@@ -23,7 +23,7 @@
 #include "backend/cuda/kv/kv_row_parts.cuh"
 #include "backend/cuda/kv/warp_hadamard.cuh"
 #include "backend/cuda/quant/e4m3.cuh"
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 namespace h3s::cuda {
 namespace {

@@ -1,14 +1,14 @@
 // The kvi8s definition of record (see kvi8s.hpp).
-#include "kv/kvi8s.hpp"
+#include "kvfmt/kvi8s.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
 
-#include "backend/cpu/math.hpp"
 #include "core/dtype.hpp"
-#include "kv/kvi8r.hpp"
+#include "core/online_softmax.hpp"
+#include "kvfmt/kvi8r.hpp"
 
 namespace h3s::kvi8s {
 
@@ -150,7 +150,7 @@ void attend_row(const uint16_t* q_bf16, const HeadRows& kv, int64_t begin, int64
       p[j] = std::fma(float(dq), qk[b], corr[b]);
       mt = std::max(mt, p[j]);
     }
-    const cpu::SoftmaxStep s = cpu::softmax_tile(p, n, mt, m);
+    const SoftmaxStep s = softmax_tile(p, n, mt, m);
     for (int64_t j = 0; j < n; ++j) p[j] = e4m3[f32_to_e4m3(p[j] * kPScale)];
     for (int d = 0; d < kDim; ++d) {  // channel by channel: V's row is contiguous in keys
       const uint8_t* vc = kv.v_code + d * kv.v_stride + k0;

@@ -1,14 +1,14 @@
 // The kvfp4s definition of record (see kvfp4s.hpp).
-#include "kv/kvfp4s.hpp"
+#include "kvfmt/kvfp4s.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
 
-#include "backend/cpu/math.hpp"
 #include "core/dtype.hpp"
-#include "kv/kvi8r.hpp"
+#include "core/online_softmax.hpp"
+#include "kvfmt/kvi8r.hpp"
 
 namespace h3s::kvfp4s {
 
@@ -133,8 +133,8 @@ void attend_rows(const uint16_t* q_bf16, int64_t q_stride, int64_t rows, const H
       decode_kv_row(kv.v_code + key * kv.code_stride, kv.v_scale + key * kv.scale_stride, gv,
                     nullptr, w.vt + j * kDim);
     }
-    cpu::attend_tile_rows(q_bf16, q_stride, rows, w.kt, w.vt, n, kDim, scale, m, l, ml_stride, acc,
-                          acc_stride, q, w.p, w.o);
+    attend_tile_rows(q_bf16, q_stride, rows, w.kt, w.vt, n, kDim, scale, m, l, ml_stride, acc,
+                     acc_stride, q, w.p, w.o);
   }
 }
 

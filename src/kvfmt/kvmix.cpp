@@ -1,5 +1,5 @@
 // The kvmix definition of record (see kvmix.hpp).
-#include "kv/kvmix.hpp"
+#include "kvfmt/kvmix.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -7,8 +7,8 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "kv/kvfp4s.hpp"
-#include "kv/kvi8r.hpp"
+#include "kvfmt/kvfp4s.hpp"
+#include "kvfmt/kvi8r.hpp"
 
 namespace h3s::kvmix {
 

@@ -1,13 +1,13 @@
 // The kvi8r definition of record (see kvi8r.hpp).
-#include "kv/kvi8r.hpp"
+#include "kvfmt/kvi8r.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
 
-#include "backend/cpu/math.hpp"
 #include "core/dtype.hpp"
+#include "core/online_softmax.hpp"
 
 namespace h3s::kvi8r {
 
@@ -75,8 +75,8 @@ void attend_rows(const uint16_t* q_bf16, int64_t q_stride, int64_t rows, const H
         w.vt[j * kDim + d] = dequantise(vc[d], vs);
       }
     }
-    cpu::attend_tile_rows(q_bf16, q_stride, rows, w.kt, w.vt, n, kDim, scale, m, l, ml_stride, acc,
-                          acc_stride, q, w.p, w.o);
+    attend_tile_rows(q_bf16, q_stride, rows, w.kt, w.vt, n, kDim, scale, m, l, ml_stride, acc,
+                     acc_stride, q, w.p, w.o);
   }
 }
 
