@@ -168,8 +168,9 @@ inline constexpr KernelRow kKernelTable[] = {
     // (choose_w4a8): three stages where 112 KiB fit (Hopper, A100), two
     // where 99 KiB do (RTX 30/40, L4); the same bits.
     {Op::gemm_w4a8, Arch::sm90, Kernel::gemm_w4a8_s3, Kernel::gemm_w4a8_s2,
-     "the w4a8 block 2.689 s at 217,088 tokens (H200, "
-     "bench_h200_s11_call1_2026-12-02_bf16_w4a8.jsonl); two stages where a block has 99 KiB"},
+     "three stages, the pipeline measured: the w4a8 block 2.689 s at 217,088 tokens (H200, "
+     "bench_h200_s11_call1_2026-12-02_bf16_w4a8.jsonl); two where a block has 99 KiB (their "
+     "speeds never compared)"},
     {Op::gemm_w4a8, Arch::sm89, Kernel::gemm_w4a8_s3, Kernel::gemm_w4a8_s2,
      "as on sm90, by shared memory"},
     {Op::gemm_w4a8, Arch::sm80, Kernel::gemm_w4a8_s3, Kernel::gemm_w4a8_s2,
