@@ -17,21 +17,23 @@
 # the decode paths of kvfp4s and kvi8r (DECODE_TIERS: memcheck, kvbench and the int8 block
 # at DECODE_TOKENS, default 217088). decode: that last part alone (a second call when ptx80
 # with DECODE_TOKENS= (empty) ran the tests).
-# tiers: the K/V tier GPU tests on each kvi8r, kvi8s and kvfp4s kernel variant
-# (H3S_KVI8R_KERNEL, H3S_KVI8S_KERNEL, H3S_KVFP4S_KERNEL; KVI8R_VARIANTS, KVI8S_VARIANTS,
-# KVFP4S_VARIANTS), racecheck/synccheck on each tier's kernel (SANITIZE_FILTERS), kvbench
+# tiers: the K/V tier GPU tests on each kvi8r, kvi8s and kvfp4s kernel (the suite's
+# --attn-kernel: KVI8R_KERNELS, KVI8S_KERNELS, KVFP4S_KERNELS, default "default" and the one
+# other kernel each keeps: sm80 for kvi8r's decode path and kvi8s' mma.sync kernel, sm90 for
+# kvfp4s' Hopper kernel), racecheck/synccheck on each tier's kernel (SANITIZE_FILTERS), kvbench
 # (error and speed against the exact kernel) at the token list (default 217088) for the
-# defaults (KV_TIERS) and the other variants (KVI8R_BENCH_VARIANTS, KVI8S_BENCH_VARIANTS,
-# KVFP4S_BENCH_VARIANTS), each tier at 300,001 tokens (LONG_TOKENS, LONG_TIERS), the int8
+# defaults (KV_TIERS) and the other kernels (KVI8R_BENCH_KERNELS, KVI8S_BENCH_KERNELS,
+# KVFP4S_BENCH_KERNELS: h3s kvbench --attn-kernel), each tier at 300,001 tokens (LONG_TOKENS, LONG_TIERS), the int8
 # block with each tier's store beside the exact store's (streamed and stock, bit-equality
 # within the tier; BLOCK_TIERS, default KV_TIERS) and the PyTorch anchor (TORCH_ANCHOR=0
 # skips it); FULL_SUITE=1 runs the whole GPU test suite first.
-# bench: the blocks per format and the PyTorch anchor; GEMM_I8_VARIANTS (e.g. "sm80
-# s3p1w1") adds the int8 block's phase times on those int8 GEMM pipelines.
-# attention: the GPU tests (every test on the default kernel, the attention and block
-# tests again on each other kernel variant), sanitizers, then attention alone for every
-# variant at the token list (default 217088), the int8 block, and the PyTorch anchor with
-# both SDPA backends (flash: what ComfyUI runs; cuDNN: the bar).
+# bench: the blocks per format and the PyTorch anchor; GEMM_KERNELS (e.g. "sm80") adds the
+# int8 block's phase times on those GEMMs (h3s bench --gemm-kernel).
+# attention: the GPU tests (every test on the default kernels, the attention, block and
+# GEMM tests again on the mma.sync route: --attn-kernel=sm80, --gemm-kernel=sm80),
+# sanitizers, then attention alone on both kernels at the token list (default 217088), the
+# int8 block, and the PyTorch anchor with both SDPA backends (flash: what ComfyUI runs;
+# cuDNN: the bar).
 # placement: one full-width int8 block at 217,088 tokens (PLACEMENT_TOKENS) under activation
 # budgets of 16, 8, 4 and 2 GiB (host-staged K/V, then x, when they do not fit) beside the
 # unbudgeted run, each with stock for bit-equality; 1 GiB must be refused before any work;
@@ -88,11 +90,13 @@ EOF
 if ! nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"; then
   failed+=("nvidia-smi")
 fi
-attn_variants="ws-s3 ws-s2-nopp ws-s3-nopp wgmma sm80"
+# The attention kernels kept beside each GPU's default (src/backend/cuda/kernel_choice.hpp):
+# sm80, the mma.sync kernel other GPUs run.
+attn_kernels="sm80"
 if [ "$mode" = tiers ]; then
-  # KVI8R_VARIANTS / KVI8S_VARIANTS: the variants tested (the first is the default
-  # kernel; empty skips the tier's tests); KVI8R_BENCH_VARIANTS / KVI8S_BENCH_VARIANTS:
-  # the others timed beside the default; KV_TIERS: the tiers measured (kvbench, the int8
+  # KVI8R_KERNELS / KVI8S_KERNELS / KVFP4S_KERNELS: the --attn-kernel choices the tier's
+  # tests run on (empty skips the tier's tests); *_BENCH_KERNELS: the other kernel timed
+  # beside the default; KV_TIERS: the tiers measured (kvbench, the int8
   # block); LONG_TOKENS: the tiers (LONG_TIERS, default KV_TIERS) again at that length
   # (gaussian, no baseline; empty skips); TORCH_ANCHOR=0 skips the PyTorch blocks;
   # FULL_SUITE=1 runs the whole GPU suite first, else EXTRA_TESTS (a gtest filter) if set.
@@ -104,23 +108,20 @@ if [ "$mode" = tiers ]; then
       --gtest_output=json:"$OUT/gpu_tests_extra.json"
     [ -f "$OUT/gpu_tests_extra.json" ] && no_skips gpu_tests_extra "$OUT/gpu_tests_extra.json"
   fi
-  kvi8r_variants=${KVI8R_VARIANTS-dual-direct2 dual-item8 codes2-item8-b8 decode}
-  for v in $kvi8r_variants; do
-    step "gpu_tests_kvi8r_$v" 120 env H3S_KVI8R_KERNEL=$v $bin/h3s_tests_gpu \
-      --gtest_filter='GpuKvi8r.*:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvi8r_$v.json"
-    [ -f "$OUT/gpu_tests_kvi8r_$v.json" ] && no_skips "gpu_tests_kvi8r_$v" "$OUT/gpu_tests_kvi8r_$v.json"
+  for k in ${KVI8R_KERNELS-default sm80}; do
+    step "gpu_tests_kvi8r_$k" 120 $bin/h3s_tests_gpu --attn-kernel=$k \
+      --gtest_filter='GpuKvi8r.*:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvi8r_$k.json"
+    [ -f "$OUT/gpu_tests_kvi8r_$k.json" ] && no_skips "gpu_tests_kvi8r_$k" "$OUT/gpu_tests_kvi8r_$k.json"
   done
-  kvi8s_variants=${KVI8S_VARIANTS-io-pr-ts io-pr-ts-mc2 mma io-pr io-pr-ts-p8 io-pr-p8 io io2 io-pp io-qr io-p8 io-p4 io-qr-p4 fm4-nopp fm4 f4 s4 s4-nopp}
-  for v in $kvi8s_variants; do
-    step "gpu_tests_kvi8s_$v" 120 env H3S_KVI8S_KERNEL=$v $bin/h3s_tests_gpu \
-      --gtest_filter='*GpuKvStore.*/kvi8s:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvi8s_$v.json"
-    [ -f "$OUT/gpu_tests_kvi8s_$v.json" ] && no_skips "gpu_tests_kvi8s_$v" "$OUT/gpu_tests_kvi8s_$v.json"
+  for k in ${KVI8S_KERNELS-default sm80}; do
+    step "gpu_tests_kvi8s_$k" 120 $bin/h3s_tests_gpu --attn-kernel=$k \
+      --gtest_filter='*GpuKvStore.*/kvi8s:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvi8s_$k.json"
+    [ -f "$OUT/gpu_tests_kvi8s_$k.json" ] && no_skips "gpu_tests_kvi8s_$k" "$OUT/gpu_tests_kvi8s_$k.json"
   done
-  kvfp4s_variants=${KVFP4S_VARIANTS-dual-batch2 dual-batch4 codes2-batch4 codes2-batch2 decode}
-  for v in $kvfp4s_variants; do
-    step "gpu_tests_kvfp4s_$v" 120 env H3S_KVFP4S_KERNEL=$v $bin/h3s_tests_gpu \
-      --gtest_filter='*GpuKvStore.*/kvfp4s:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvfp4s_$v.json"
-    [ -f "$OUT/gpu_tests_kvfp4s_$v.json" ] && no_skips "gpu_tests_kvfp4s_$v" "$OUT/gpu_tests_kvfp4s_$v.json"
+  for k in ${KVFP4S_KERNELS-default sm90}; do
+    step "gpu_tests_kvfp4s_$k" 120 $bin/h3s_tests_gpu --attn-kernel=$k \
+      --gtest_filter='*GpuKvStore.*/kvfp4s:*ApproximateTiers*' --gtest_output=json:"$OUT/gpu_tests_kvfp4s_$k.json"
+    [ -f "$OUT/gpu_tests_kvfp4s_$k.json" ] && no_skips "gpu_tests_kvfp4s_$k" "$OUT/gpu_tests_kvfp4s_$k.json"
   done
   kv_tiers=${KV_TIERS-kvi8r kvi8s kvfp4s}
   for t in ${tokens//,/ }; do
@@ -128,12 +129,12 @@ if [ "$mode" = tiers ]; then
       step "kvbench_${tier}_default_$t" 300 $bin/h3s kvbench \
         --kv-store $tier --backend cuda --tokens "$t" --no-baseline --json
     done
-    for v in ${KVFP4S_BENCH_VARIANTS-codes2-batch4}; do
-      step "kvbench_kvfp4s_${v}_$t" 200 env H3S_KVFP4S_KERNEL=$v $bin/h3s kvbench \
+    for k in ${KVFP4S_BENCH_KERNELS-sm90}; do
+      step "kvbench_kvfp4s_${k}_$t" 200 $bin/h3s kvbench --attn-kernel "$k" \
         --kv-store kvfp4s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done
-    for v in ${KVI8S_BENCH_VARIANTS-io-pr-ts-mc2 mma io-pr io-pr-ts-p8 io-pr-p8 io io-qr io-p8 io-p4 io-qr-p4 io2 fm4-nopp}; do
-      step "kvbench_kvi8s_${v}_$t" 200 env H3S_KVI8S_KERNEL=$v $bin/h3s kvbench \
+    for k in ${KVI8S_BENCH_KERNELS-sm80}; do
+      step "kvbench_kvi8s_${k}_$t" 200 $bin/h3s kvbench --attn-kernel "$k" \
         --kv-store kvi8s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done
     for kv in bf16 ${BLOCK_TIERS-$kv_tiers}; do
@@ -150,8 +151,8 @@ if [ "$mode" = tiers ]; then
     else
       failed+=("torch anchor (.ext/torch_h3_block.py not carried)")
     fi
-    for v in ${KVI8R_BENCH_VARIANTS-dual-item8}; do
-      step "kvbench_kvi8r_${v}_$t" 200 env H3S_KVI8R_KERNEL=$v $bin/h3s kvbench \
+    for k in ${KVI8R_BENCH_KERNELS-sm80}; do
+      step "kvbench_kvi8r_${k}_$t" 200 $bin/h3s kvbench --attn-kernel "$k" \
         --kv-store kvi8r --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done
   done
@@ -174,30 +175,30 @@ if [ "$mode" = tiers ]; then
 fi
 if [ "$mode" = mma ]; then
   # kvi8s' mma.sync kernel (the RTX 40/50-series path). On Hopper: its tests on its
-  # sm_90a image (H3S_KVI8S_KERNEL=mma) and on its compute_89 PTX (CUDA_FORCE_PTX_JIT=1:
+  # sm_90a image (--attn-kernel=sm80) and on its compute_89 PTX (CUDA_FORCE_PTX_JIT=1:
   # the code sm_89+ cards run, beside the exact mma.sync kernel they run), the
   # sanitizers on it, kvbench against the Hopper default, then on the PTX path kvbench
   # and the int8 block (beside the exact store there) for MMA_TIERS. On an sm_89+ card
-  # without Hopper's image the same steps run natively (no JIT, no Hopper variants).
+  # without Hopper's image the same steps run natively (no JIT, no Hopper kernel).
   cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1)
-  if [ "$cc" = 9.0 ]; then rtx="env CUDA_FORCE_PTX_JIT=1"; hopper_variants="io-pr-ts mma io-pr-ts"
-  else rtx=env; hopper_variants=mma; fi
-  step gpu_tests_mma 200 env H3S_KVI8S_KERNEL=mma $bin/h3s_tests_gpu \
-    --gtest_filter='*GpuKvStore.*/kvi8s:GpuKvi8sVariants.Mma*:*ApproximateTiers*' \
+  if [ "$cc" = 9.0 ]; then rtx="env CUDA_FORCE_PTX_JIT=1"; hopper_kernels="default sm80 default"
+  else rtx=env; hopper_kernels=sm80; fi
+  step gpu_tests_mma 200 $bin/h3s_tests_gpu --attn-kernel=sm80 \
+    --gtest_filter='*GpuKvStore.*/kvi8s:GpuKvi8sKernels.Mma*:*ApproximateTiers*' \
     --gtest_output=json:"$OUT/gpu_tests_mma.json"
   [ -f "$OUT/gpu_tests_mma.json" ] && no_skips gpu_tests_mma "$OUT/gpu_tests_mma.json"
   step gpu_tests_mma_ptx 300 $rtx $bin/h3s_tests_gpu \
-    --gtest_filter='GpuArch.TheLoadedImage*:*GpuKvStore.*/kvi8s:GpuKvMix.*:*GpuBlockExact.ApproximateTiers*:GpuKvi8sVariants.Mma*' \
+    --gtest_filter='GpuArch.TheLoadedImage*:*GpuKvStore.*/kvi8s:GpuKvMix.*:*GpuBlockExact.ApproximateTiers*:GpuKvi8sKernels.Mma*' \
     --gtest_output=json:"$OUT/gpu_tests_mma_ptx.json"
   [ -f "$OUT/gpu_tests_mma_ptx.json" ] && no_skips gpu_tests_mma_ptx "$OUT/gpu_tests_mma_ptx.json"
   for tool in memcheck racecheck synccheck; do
-    step "${tool}_mma" 150 env H3S_KVI8S_KERNEL=mma compute-sanitizer --tool $tool \
-      --error-exitcode 9 $bin/h3s_tests_gpu \
+    step "${tool}_mma" 150 compute-sanitizer --tool $tool \
+      --error-exitcode 9 $bin/h3s_tests_gpu --attn-kernel=sm80 \
       --gtest_filter='Tiers/GpuKvStore.ChunksAndBlocksGiveTheSinglePassBits/kvi8s'
   done
   for t in ${tokens//,/ }; do
-    for v in $hopper_variants; do
-      step "kvbench_kvi8s_${v}_$t" 200 env H3S_KVI8S_KERNEL=$v $bin/h3s kvbench \
+    for k in $hopper_kernels; do
+      step "kvbench_kvi8s_${k}_$t" 200 $bin/h3s kvbench --attn-kernel "$k" \
         --kv-store kvi8s --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
     done
     for tier in ${MMA_TIERS-kvi8s kvmix}; do
@@ -222,9 +223,8 @@ if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] &&
   # The sm_80 code on this GPU (see ptx80 above). Hopper-only tests are left out: the
   # Hopper kernels of kvi8r/kvi8s/kvmix (kvi8s runs its mma.sync kernel from the
   # compute_89 PTX, kvfp4s and kvi8r by their decode paths, the default there, and
-  # kvmix on those), the wgmma/TMA
-  # probe and the sm_90 GEMM variants.
-  ptx80_filter=${PTX80_FILTER-'GpuArch.TheLoadedImage*:GpuGemm.*:GpuGemmW4A8.*:GpuAttention.*:GpuOps.*:GpuGolden.*:GpuW4A8Backend.*:GpuNvfp4*:GpuStageQueue.*:*GpuBlockExact.StreamedEqualsStock*:*GpuBlockExact.MatchesTheCpu*:*GpuBlockExact.ApproximateTiers*:GpuForward.*:GpuLatentForward.*:GpuPlacement.*:*GpuKvStore.*/kvfp4s:*GpuKvStore.*/kvi8s:GpuKvMix.*:GpuKvfp4sVariants.DecodeKernel*:GpuKvi8r.RowOps*:GpuKvi8rDecode.*:GpuKvi8sVariants.Mma*'}
+  # kvmix on those), the wgmma/TMA probe and kvfp4s' Hopper kernel.
+  ptx80_filter=${PTX80_FILTER-'GpuArch.TheLoadedImage*:GpuGemm.*:GpuGemmW4A8.*:GpuAttention.*:GpuOps.*:GpuGolden.*:GpuW4A8Backend.*:GpuNvfp4*:GpuStageQueue.*:*GpuBlockExact.StreamedEqualsStock*:*GpuBlockExact.MatchesTheCpu*:*GpuBlockExact.ApproximateTiers*:GpuForward.*:GpuLatentForward.*:GpuPlacement.*:*GpuKvStore.*/kvfp4s:*GpuKvStore.*/kvi8s:GpuKvMix.*:GpuKvfp4sKernels.DecodeKernel*:GpuKvi8r.RowOps*:GpuKvi8rDecode.*:GpuKvi8sKernels.Mma*'}
   step gpu_tests_ptx80 600 env CUDA_FORCE_PTX_JIT=1 $bin/h3s_tests_gpu \
     --gtest_filter="$ptx80_filter" --gtest_output=json:"$OUT/gpu_tests_ptx80.json"
   [ -f "$OUT/gpu_tests_ptx80.json" ] && no_skips gpu_tests_ptx80 "$OUT/gpu_tests_ptx80.json"
@@ -235,29 +235,23 @@ if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] &&
   done
 fi
 if [ "$mode" = ptx80 ] || [ "$mode" = decode ]; then
-  # The decode paths of kvfp4s and kvi8r (decode blocks, then the exact kernel;
-  # H3S_<TIER>_KERNEL=decode): the decode kernels under memcheck; per tier, attention alone
-  # and the int8 block beside the exact store's at the token list on the compute_80 code,
-  # and on this image the decode path beside the Hopper kernel, with the default and
-  # larger decode blocks (DECODE_TOKENS, DECODE_KEYS; empty skips).
+  # The decode paths of kvfp4s and kvi8r (decode blocks, then the exact kernel): the decode
+  # kernels under memcheck; per tier, attention alone and the int8 block beside the exact
+  # store's at the token list on the compute_80 code, and on this image each tier's two
+  # kernels (kvi8r: its Hopper kernel, default, and its decode path, sm80; kvfp4s: its
+  # decode path, default, and its Hopper kernel, sm90) (DECODE_TOKENS; empty skips). The
+  # decode blocks are kernel_choice.hpp's: 16,384 keys for kvfp4s on Hopper, else 4096.
   step memcheck_kv_decode 180 env CUDA_FORCE_PTX_JIT=1 \
     compute-sanitizer --tool memcheck --error-exitcode 9 $bin/h3s_tests_gpu \
-    --gtest_filter='GpuKvfp4sVariants.DecodeKernel*:GpuKvi8rDecode.DecodeWrites*'
+    --gtest_filter='GpuKvfp4sKernels.DecodeKernel*:GpuKvi8rDecode.DecodeWrites*'
   for t in ${DECODE_TOKENS-217088}; do
     for tier in ${DECODE_TIERS-kvfp4s kvi8r}; do
-      env_kernel="H3S_${tier^^}_KERNEL"
-      hopper=$([ "$tier" = kvi8r ] && echo dual-direct2 || echo dual-batch2)
-      step "kvbench_${tier}_ptx80_$t" 300 env CUDA_FORCE_PTX_JIT=1 "$env_kernel=decode" \
+      other=$([ "$tier" = kvi8r ] && echo sm80 || echo sm90)
+      step "kvbench_${tier}_ptx80_$t" 300 env CUDA_FORCE_PTX_JIT=1 \
         $bin/h3s kvbench --kv-store "$tier" --backend cuda --tokens "$t" --no-baseline \
         --inputs gaussian --json
-      for v in decode "$hopper"; do
-        step "kvbench_${tier}_${v}_$t" 200 env "$env_kernel=$v" $bin/h3s kvbench \
-          --kv-store "$tier" --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
-      done
-      # Larger decode blocks: fewer round trips of the fp32 state, more scratch.
-      for k in ${DECODE_KEYS-16384}; do
-        step "kvbench_${tier}_decode${k}_$t" 200 env "$env_kernel=decode" \
-          "H3S_${tier^^}_DECODE_KEYS=$k" $bin/h3s kvbench \
+      for k in default "$other"; do
+        step "kvbench_${tier}_${k}_$t" 200 $bin/h3s kvbench --attn-kernel "$k" \
           --kv-store "$tier" --backend cuda --tokens "$t" --no-baseline --inputs gaussian --json
       done
     done
@@ -272,15 +266,15 @@ if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] && [
   [ "$mode" != decode ] && [ "$mode" != mma ]; then
   step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
   [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
-  # Every other attention kernel (the variants, the cp.async wgmma kernel, the
-  # mma.sync kernel of other GPUs) through the attention and block checks.
-  for v in $attn_variants; do
-    step "gpu_tests_attn_$v" 120 env H3S_ATTN_KERNEL=$v $bin/h3s_tests_gpu \
+  # The other attention kernel (the mma.sync kernel of other GPUs) through the attention
+  # and block checks.
+  for k in $attn_kernels; do
+    step "gpu_tests_attn_$k" 120 $bin/h3s_tests_gpu --attn-kernel=$k \
       --gtest_filter='GpuAttention.*:GpuOps.Attention*:*GpuBlock*:GpuForward.*'
   done
-  # The mma.sync bf16 GEMM (other GPUs) through the GEMM and block checks.
-  step gpu_tests_gemm_sm80 120 env H3S_GEMM_KERNEL=sm80 $bin/h3s_tests_gpu \
-    --gtest_filter='GpuGemm.*:*GpuBlock*:GpuForward.*'
+  # The mma.sync GEMMs (other GPUs; W4A8 in two stages) through the GEMM and block checks.
+  step gpu_tests_gemm_sm80 120 $bin/h3s_tests_gpu --gemm-kernel=sm80 \
+    --gtest_filter='GpuGemm.*:GpuGemmW4A8.*:*GpuBlock*:GpuForward.*'
   step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 $bin/h3s demo \
     --backend cuda --tokens 600 --json
   step racecheck 180 compute-sanitizer --tool racecheck --error-exitcode 9 $bin/h3s_tests_gpu \
@@ -344,7 +338,7 @@ if [ "$mode" = placement ] || [ "$mode" = all ]; then
 fi
 if [ "$mode" = attention ]; then
   step bench_attention 400 $bin/h3s bench --backend cuda --preset h3 --format int8 \
-    --token-list "$tokens" --json --only-attention --attn-kernels "${attn_variants// /,}"
+    --token-list "$tokens" --json --only-attention --attn-kernels "${attn_kernels// /,}"
   step bench_int8 300 $bin/h3s bench --backend cuda --preset h3 --format int8 \
     --token-list "$tokens" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384
   if [ -f .ext/torch_h3_block.py ]; then
@@ -360,9 +354,9 @@ if [ "$mode" != tests ] && [ "$mode" != ptx80 ] && [ "$mode" != placement ] && [
     step "bench_$f" 300 $bin/h3s bench --backend cuda --preset h3 --format "$f" \
       --token-list "$tokens" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384
   done
-  # The int8 GEMM's other pipelines (H3S_GEMM_I8_KERNEL; the same bits), by phase.
-  for g in ${GEMM_I8_VARIANTS-}; do
-    step "bench_int8_gemm_$g" 300 env H3S_GEMM_I8_KERNEL=$g $bin/h3s bench --backend cuda \
+  # The other GEMMs (h3s bench --gemm-kernel; the same bits), by phase.
+  for g in ${GEMM_KERNELS-}; do
+    step "bench_int8_gemm_$g" 300 $bin/h3s bench --backend cuda --gemm-kernel "$g" \
       --preset h3 --format int8 --token-list "$tokens" --json --q-chunk 16384 --kv-chunk 16384 \
       --mlp-chunk 16384 --skip-stock --skip-attention --phase-times
   done

@@ -30,6 +30,32 @@ enum class KvPlacement : uint8_t {
 std::string_view kv_placement_name(KvPlacement p);
 KvPlacement parse_kv_placement(std::string_view s);
 
+// Which attention kernels a GPU backend runs (src/backend/cuda/kernel_choice.hpp
+// is the table, docs/PERFORMANCE.md the measurements). automatic is what runs
+// in production; the others are for comparison runs (h3s bench, kvbench). Each
+// gives its own bits, and streamed == stock within each. The CPU backend has one
+// kernel per op and ignores it.
+enum class AttnKernel : uint8_t {
+  automatic,  // per tier, the kernel chosen for this GPU
+  sm80,       // the mma.sync route every other GPU takes, also on Hopper: the exact
+              // mma.sync kernel, kvi8s' mma.sync kernel (8.9+), kvi8r's and kvfp4s'
+              // decode paths onto the exact one
+  sm90,       // each tier's own Hopper kernel (kvfp4s': instead of its decode path);
+              // Hopper only
+};
+// "default", "sm80", "sm90": the names the CLI takes.
+std::string_view attn_kernel_name(AttnKernel k);
+AttnKernel parse_attn_kernel(std::string_view s);
+
+// Which GEMMs a GPU backend runs, as AttnKernel. All of them give the same bits.
+enum class GemmKernel : uint8_t {
+  automatic,  // the GEMMs chosen for this GPU
+  sm80,       // what RTX 30/40 cards run: bf16 and int8 on mma.sync, W4A8 in two stages
+};
+// "default", "sm80".
+std::string_view gemm_kernel_name(GemmKernel k);
+GemmKernel parse_gemm_kernel(std::string_view s);
+
 struct ExecOptions {
   ExecMode mode = ExecMode::streamed;
   int64_t q_chunk = 16384;     // query rows per attention call (balanced)
@@ -65,6 +91,9 @@ struct ExecOptions {
   // Host staging bytes (pinned on CUDA) the forward may hold (0: the memory
   // the machine has available at the call, less a tenth).
   uint64_t host_budget = 0;
+  // The kernels of a GPU backend, for comparison runs (default: automatic).
+  AttnKernel attn_kernel = AttnKernel::automatic;
+  GemmKernel gemm_kernel = GemmKernel::automatic;
 
   // Throws Error(invalid_argument) naming the control, its value and the range.
   void validate() const;

@@ -24,6 +24,7 @@
 #include "core/chunk_plan.hpp"
 #include "core/tensor.hpp"
 #include "h3s/kv_tier.hpp"
+#include "h3s/options.hpp"
 #include "model/packed_layout.hpp"
 #include "model/quant_linear.hpp"
 
@@ -31,13 +32,6 @@ namespace h3s {
 
 class ThreadPool;
 
-// Keys of every head a backend's decode path for a K/V tier (CUDA's kvfp4s,
-// and kvi8r off Hopper) decodes at once by default (Backend::kv_tier_decode_keys):
-// 4096 (2 x 4096 x 7168 x 2 B = 117 MB of scratch at H3's width, what a 16 GB
-// card can spare), and 16384 for kvfp4s on Hopper (470 MB; 5% faster there,
-// docs/PERFORMANCE.md "kvfp4s"), the most a plan made without a device counts.
-inline constexpr int64_t kKvDecodeKeys = 4096;
-inline constexpr int64_t kKvDecodeKeysHopper = 16384;
 // The most keys any backend decodes at once for `tier` (the figure a plan
 // made without a device counts): kvfp4s and kvmix Hopper's, kvi8r the
 // default; 0 for a tier no backend decodes.
@@ -275,6 +269,15 @@ class Backend {
   // it with events on the backend's stream (kernel time, no host launch gaps
   // before the first op); the default syncs and reads the host clock.
   virtual double device_seconds(const std::function<void()>& enqueue);
+  // The kernels later ops run where a backend has a choice (ExecOptions::
+  // attn_kernel, gemm_kernel: comparison runs). The forward and block
+  // entry points pass their options' at every call, so one call's choice
+  // never leaks into another's; automatic is the backend's own choice.
+  // Backends with one kernel per op ignore it.
+  virtual void use_kernels(AttnKernel attn, GemmKernel gemm) {
+    (void)attn;
+    (void)gemm;
+  }
   // The attention kernel this backend runs (benchmarks record it), and the
   // one it runs for K/V tier `tier` (e.g. "decode" for a decode path; the
   // exact store's kernel for bf16 or a tier it lacks).

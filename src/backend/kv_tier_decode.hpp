@@ -1,10 +1,11 @@
 // K/V tiers' attention by their decode paths, over any backend's ops: blocks
 // of keys decoded to the 16-bit K~/V~ the tier's definition gives (kvfp4s:
 // bf16, kvi8r: fp16), each attended by the exact attention() with the state
-// carried. The CUDA backend runs a tier this way where its Hopper kernel
-// does not (H3S_KVFP4S_KERNEL=decode, H3S_KVI8R_KERNEL=decode); on the CPU
-// each equals the tier's own attention bit for bit (the definitions decode a
-// tile, then run the exact tile arithmetic), which is how CI tests the loop.
+// carried. The CUDA backend runs kvfp4s this way on every GPU and kvi8r off
+// Hopper (backend/cuda/kernel_choice.hpp; on Hopper too for attn_kernel
+// sm80); on the CPU each equals the tier's own attention bit for bit (the
+// definitions decode a tile, then run the exact tile arithmetic), which is
+// how CI tests the loop.
 #pragma once
 
 #include <cstdint>

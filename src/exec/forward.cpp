@@ -155,6 +155,7 @@ ForwardOutputs run_forward(Backend& be, Arena& arena, const ModelWeights& w,
                            const ExecOptions& opt, const ProgressFn& progress,
                            const BlockTap& tap) {
   opt.validate();
+  be.use_kernels(opt.attn_kernel, opt.gemm_kernel);  // before the planner asks the backend
   const auto report = [&](const std::string& stage) {
     if (progress) progress(stage);
   };

@@ -35,6 +35,34 @@ KvPlacement parse_kv_placement(std::string_view s) {
   fail(ErrorKind::invalid_argument, "kv_placement '{}' is not valid: use auto, device or host", s);
 }
 
+std::string_view attn_kernel_name(AttnKernel k) {
+  switch (k) {
+    case AttnKernel::sm80:
+      return "sm80";
+    case AttnKernel::sm90:
+      return "sm90";
+    default:
+      return "default";
+  }
+}
+
+AttnKernel parse_attn_kernel(std::string_view s) {
+  if (s == "default") return AttnKernel::automatic;
+  if (s == "sm80") return AttnKernel::sm80;
+  if (s == "sm90") return AttnKernel::sm90;
+  fail(ErrorKind::invalid_argument, "attn_kernel '{}' is not valid: use default, sm80 or sm90", s);
+}
+
+std::string_view gemm_kernel_name(GemmKernel k) {
+  return k == GemmKernel::sm80 ? "sm80" : "default";
+}
+
+GemmKernel parse_gemm_kernel(std::string_view s) {
+  if (s == "default") return GemmKernel::automatic;
+  if (s == "sm80") return GemmKernel::sm80;
+  fail(ErrorKind::invalid_argument, "gemm_kernel '{}' is not valid: use default or sm80", s);
+}
+
 void ExecOptions::validate() const {
   auto range = [](const char* name, int64_t v, int64_t lo) {
     if (v < lo)
@@ -64,6 +92,9 @@ void ExecOptions::validate() const {
     fail(ErrorKind::invalid_argument,
          "kv_mix_count = {} but kv_mix_heads lists {} heads: give the heads or the count, not both",
          kv_mix_count, kv_mix_heads.size());
+  if (attn_kernel > AttnKernel::sm90 || gemm_kernel > GemmKernel::sm80)
+    fail(ErrorKind::invalid_argument, "attn_kernel {} / gemm_kernel {} is not a kernel choice",
+         int(attn_kernel), int(gemm_kernel));
   if (!kv_tier_exact(kv_store) && kv_placement == KvPlacement::host)
     fail(ErrorKind::invalid_argument,
          "kv_store '{}' with kv_placement = host: host-staged K/V holds the exact bf16 tier "

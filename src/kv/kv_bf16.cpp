@@ -8,10 +8,7 @@ namespace h3s {
 KvBf16Store::KvBf16Store(Arena& arena, int64_t seq, int64_t heads, int64_t head_dim,
                          int64_t kv_block)
     : seq_(seq), heads_(heads), head_dim_(head_dim), kv_block_(kv_block) {
-  if (kv_block < 0 || kv_block % kAttnKvTile != 0)
-    fail(ErrorKind::invalid_argument,
-         "kv_block = {} must be 0 or a multiple of the {}-row attention tile (try {})", kv_block,
-         kAttnKvTile, (kv_block + kAttnKvTile - 1) / kAttnKvTile * kAttnKvTile);
+  expect_kv_block(kv_block);
   k_ = arena.tensor(DType::bf16, {heads, seq, head_dim}, "K store");
   v_ = arena.tensor(DType::bf16, {heads, seq, head_dim}, "V store");
 }
@@ -46,10 +43,9 @@ void KvBf16Store::write(Backend& backend, RowRange rows, const Tensor& k, const 
 
 void KvBf16Store::attend(Backend& backend, std::span<const QueryChunk> chunks) {
   const KvView kv = view();
-  const int64_t step = kv_block_ == 0 ? seq_ : kv_block_;
-  for (const QueryChunk& c : chunks)
-    for (int64_t b = 0; b < seq_; b += step)
-      backend.attention(c.q, kv, {b, std::min(seq_, b + step)}, *c.state);
+  attend_in_blocks(
+      backend, chunks, seq_, kv_block_, false,
+      [&](const Tensor& q, RowRange keys, AttnState& s) { backend.attention(q, kv, keys, s); });
 }
 
 }  // namespace h3s

@@ -14,13 +14,8 @@ constexpr int64_t kBlock = kvfp4s::kBlock;
 KvFp4sStore::KvFp4sStore(Arena& arena, int64_t seq, int64_t heads, int64_t head_dim,
                          int64_t kv_block)
     : seq_(seq), kv_block_(kv_block), open_(arena, KvTier::kvfp4s, seq, heads * head_dim, kBlock) {
-  if (kv_block < 0 || kv_block % kAttnKvTile != 0)
-    fail(ErrorKind::invalid_argument,
-         "kv_block = {} must be 0 (one pass) or a multiple of the {}-key attention tile", kv_block,
-         kAttnKvTile);
-  if (head_dim != kvfp4s::kDim)
-    fail(ErrorKind::invalid_argument, "kvfp4s: head_dim {} (the tier quantises {}-dim heads)",
-         head_dim, kvfp4s::kDim);
+  expect_kv_block(kv_block);
+  expect_head_dim(KvTier::kvfp4s, head_dim, kvfp4s::kDim);
   const int64_t inner = heads * head_dim, blocks = (seq + kBlock - 1) / kBlock;
   const int64_t code_cols = heads * (kvfp4s::kDim / 2), scale_cols = heads * kvfp4s::kGroups;
   k_code_ = arena.tensor(DType::u8, {seq, code_cols}, "K codes (kvfp4s)");
@@ -51,12 +46,10 @@ void KvFp4sStore::write(Backend& backend, RowRange rows, const Tensor& k, const 
 void KvFp4sStore::attend(Backend& backend, std::span<const QueryChunk> chunks) {
   open_.expect_complete();
   const KvFp4sView kv = view();
-  const int64_t step = kv_block_ == 0 ? std::max<int64_t>(seq_, 1) : kv_block_;
-  for (const QueryChunk& c : chunks) {
-    backend.rotate_heads(c.q);
-    for (int64_t b = 0; b < seq_; b += step)
-      backend.attention_kvfp4s(c.q, kv, {b, std::min(seq_, b + step)}, *c.state);
-  }
+  attend_in_blocks(backend, chunks, seq_, kv_block_, true,
+                   [&](const Tensor& q, RowRange keys, AttnState& s) {
+                     backend.attention_kvfp4s(q, kv, keys, s);
+                   });
 }
 
 }  // namespace h3s

@@ -7,10 +7,7 @@ namespace h3s {
 
 KvI8rStore::KvI8rStore(Arena& arena, int64_t seq, int64_t heads, int64_t head_dim, int64_t kv_block)
     : seq_(seq), kv_block_(kv_block) {
-  if (kv_block < 0 || kv_block % kAttnKvTile != 0)
-    fail(ErrorKind::invalid_argument,
-         "kv_block = {} must be 0 (one pass) or a multiple of the {}-key attention tile", kv_block,
-         kAttnKvTile);
+  expect_kv_block(kv_block);
   k_code_ = arena.tensor(DType::u8, {seq, heads * head_dim}, "K codes (kvi8r)");
   k_scale_ = arena.tensor(DType::f16, {heads, scale_row(seq)}, "K scales (kvi8r)");
   v_code_ = arena.tensor(DType::u8, {seq, heads * head_dim}, "V codes (kvi8r)");
@@ -48,12 +45,10 @@ void KvI8rStore::write(Backend& backend, RowRange rows, const Tensor& k, const T
 
 void KvI8rStore::attend(Backend& backend, std::span<const QueryChunk> chunks) {
   const KvI8View kv = view();
-  const int64_t step = kv_block_ == 0 ? std::max<int64_t>(seq_, 1) : kv_block_;
-  for (const QueryChunk& c : chunks) {
-    backend.rotate_heads(c.q);
-    for (int64_t b = 0; b < seq_; b += step)
-      backend.attention_kvi8r(c.q, kv, {b, std::min(seq_, b + step)}, *c.state);
-  }
+  attend_in_blocks(backend, chunks, seq_, kv_block_, true,
+                   [&](const Tensor& q, RowRange keys, AttnState& s) {
+                     backend.attention_kvi8r(q, kv, keys, s);
+                   });
 }
 
 void KvI8rStore::finish(Backend& backend, const AttnState& state, const Tensor& out) {

@@ -13,13 +13,8 @@ constexpr int64_t kTile = kvi8s::kTile;
 
 KvI8sStore::KvI8sStore(Arena& arena, int64_t seq, int64_t heads, int64_t head_dim, int64_t kv_block)
     : seq_(seq), kv_block_(kv_block), open_(arena, KvTier::kvi8s, seq, heads * head_dim, kTile) {
-  if (kv_block < 0 || kv_block % kAttnKvTile != 0)
-    fail(ErrorKind::invalid_argument,
-         "kv_block = {} must be 0 (one pass) or a multiple of the {}-key attention tile", kv_block,
-         kAttnKvTile);
-  if (head_dim != kvi8s::kDim)
-    fail(ErrorKind::invalid_argument, "kvi8s: head_dim {} (the tier quantises {}-dim heads)",
-         head_dim, kvi8s::kDim);
+  expect_kv_block(kv_block);
+  expect_head_dim(KvTier::kvi8s, head_dim, kvi8s::kDim);
   const int64_t inner = heads * head_dim;
   k_code_ = arena.tensor(DType::i8, {seq, inner}, "K codes (kvi8s)");
   v_code_ =
@@ -46,12 +41,10 @@ void KvI8sStore::write(Backend& backend, RowRange rows, const Tensor& k, const T
 void KvI8sStore::attend(Backend& backend, std::span<const QueryChunk> chunks) {
   open_.expect_complete();
   const KvI8sView kv = view();
-  const int64_t step = kv_block_ == 0 ? std::max<int64_t>(seq_, 1) : kv_block_;
-  for (const QueryChunk& c : chunks) {
-    backend.rotate_heads(c.q);
-    for (int64_t b = 0; b < seq_; b += step)
-      backend.attention_kvi8s(c.q, kv, {b, std::min(seq_, b + step)}, *c.state);
-  }
+  attend_in_blocks(backend, chunks, seq_, kv_block_, true,
+                   [&](const Tensor& q, RowRange keys, AttnState& s) {
+                     backend.attention_kvi8s(q, kv, keys, s);
+                   });
 }
 
 }  // namespace h3s

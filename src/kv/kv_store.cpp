@@ -11,6 +11,19 @@
 
 namespace h3s {
 
+void expect_kv_block(int64_t kv_block) {
+  if (kv_block < 0 || kv_block % kAttnKvTile != 0)
+    fail(ErrorKind::invalid_argument,
+         "kv_block = {} must be 0 or a multiple of the {}-row attention tile (try {})", kv_block,
+         kAttnKvTile, (kv_block + kAttnKvTile - 1) / kAttnKvTile * kAttnKvTile);
+}
+
+void expect_head_dim(KvTier tier, int64_t head_dim, int64_t dim) {
+  if (head_dim != dim)
+    fail(ErrorKind::invalid_argument, "{}: head_dim {} (the tier quantises {}-dim heads)",
+         kv_tier_name(tier), head_dim, dim);
+}
+
 std::unique_ptr<KvStore> make_resident_kv_store(Backend& backend, Arena& arena, KvTier tier,
                                                 int64_t seq, int64_t heads, int64_t head_dim,
                                                 int64_t kv_block, std::span<const int> mix_heads) {

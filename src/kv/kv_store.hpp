@@ -4,6 +4,7 @@
 // (kv_bf16.hpp) or staged in host memory (kv_staged.hpp).
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -53,6 +54,29 @@ class KvStore {
     backend.attn_state_finish(state, out);
   }
 };
+
+// What the resident stores share. Each store's header declares the KvStore
+// interface above, so their class declarations share its shape; the code they
+// would repeat is here.
+//
+// Throws Error(invalid_argument) naming the fix unless kv_block is 0 (one
+// pass) or a multiple of the kAttnKvTile-key attention tile.
+void expect_kv_block(int64_t kv_block);
+// Throws naming the tier unless head_dim is the `dim` its format quantises.
+void expect_head_dim(KvTier tier, int64_t head_dim, int64_t dim);
+// attend()'s loop: each chunk (its queries rotated first for a tier that
+// attends in the rotated basis) against the `seq` keys in blocks of kv_block
+// from key 0 (0: one pass), each by attend_block(q, keys, state).
+template <class AttendBlock>
+void attend_in_blocks(Backend& backend, std::span<const QueryChunk> chunks, int64_t seq,
+                      int64_t kv_block, bool rotate, AttendBlock attend_block) {
+  const int64_t step = kv_block == 0 ? std::max<int64_t>(seq, 1) : kv_block;
+  for (const QueryChunk& c : chunks) {
+    if (rotate) backend.rotate_heads(c.q);
+    for (int64_t b = 0; b < seq; b += step)
+      attend_block(c.q, RowRange{b, std::min(seq, b + step)}, *c.state);
+  }
+}
 
 // The store for `tier` on `backend` (resident; kv_block as KvBf16Store; the
 // table's store, kv_tier_table.hpp). A tier the backend has no kernels for

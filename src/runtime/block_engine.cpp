@@ -267,6 +267,7 @@ ExecMode BlockEngine::ran_mode(const TensorBlockCall& c) {
 ExecMode BlockEngine::run_block(const TensorBlockCall& c) {
   const ExecMode mode = ran_mode(c);
   with_block(c, [&](Backend& be, Arena& arena, const BlockView& view) {
+    be.use_kernels(c.options.attn_kernel, c.options.gemm_kernel);
     // exact_av_rows: the text and audio rows, from the call's mod runs.
     const std::vector<RowRange> exact = exact_query_rows(c.options, c.runs);
     // kvmix: the block's heads on 8 bits, calibrated on its first call.
@@ -318,6 +319,7 @@ BlockEngine::PlacementReport BlockEngine::last_placement() const {
 SelfCheckResult BlockEngine::self_check(const TensorBlockCall& c) {
   SelfCheckResult r;
   with_block(c, [&](Backend& be, Arena& arena, const BlockView& view) {
+    be.use_kernels(c.options.attn_kernel, c.options.gemm_kernel);
     r = self_check_block(be, arena, view, c.x, c.options, exact_query_rows(c.options, c.runs),
                          kv_mix_.for_block(be, arena, view, c.x, c.options));
   });

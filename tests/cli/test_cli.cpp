@@ -350,7 +350,8 @@ TEST(Cli, HelpListsEveryControl) {
                            "--height",           "--text-len",
                            "--audio-len",        "--seed",
                            "--threads",          "--kv-store",
-                           "--trim-forward",     "--json"})
+                           "--trim-forward",     "--json",
+                           "--attn-kernel",      "--gemm-kernel"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 
@@ -369,8 +370,30 @@ TEST(Cli, HelpIsPrintableText) {
     }
   }
   EXPECT_NE(run_cli("bench --help").out.find("{auto, device, host}"), std::string::npos);
+  EXPECT_NE(run_cli("demo --help").out.find("{default,sm80,sm90}"), std::string::npos);
   // A default shown is the default: no negated flag's {false} beside a flag that is on.
   EXPECT_EQ(run_cli("demo --help").out.find("{false}"), std::string::npos);
+}
+
+// The kernel requests (for the CUDA backend's comparison runs) are controls
+// like the others: the CPU backend, one kernel per op, runs them with the
+// same bits, and the JSON records them; a name that is no request (a variant
+// removed from the build, say) exits 2 naming the choices.
+TEST(Cli, KernelRequestsAreControls) {
+  const Result ok = run_cli("demo --tokens 200 --json --attn-kernel sm80 --gemm-kernel sm80",
+                            /*merge_stderr=*/false);
+  ASSERT_EQ(ok.code, 0) << ok.out;
+  const nlohmann::json j = nlohmann::json::parse(ok.out);
+  EXPECT_TRUE(j["bit_equal"].get<bool>());
+  EXPECT_EQ(j["controls"]["attn_kernel"], "sm80");
+  EXPECT_EQ(j["controls"]["gemm_kernel"], "sm80");
+  for (const char* bad :
+       {"demo --attn-kernel ws-s3", "demo --gemm-kernel s3p2",
+        "bench --only-attention --attn-kernels ws-s3", "kvbench --attn-kernel mma"}) {
+    const Result r = run_cli(bad);
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
+    EXPECT_NE(r.out.find("sm80"), std::string::npos) << bad << ": " << r.out;
+  }
 }
 
 // --trim-forward is on unless --no-trim-forward turns it off (the demo's

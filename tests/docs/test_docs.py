@@ -156,6 +156,19 @@ def test_no_internal_run_numbers_outside_the_results_log():
     assert not bad, "internal run numbers (say the date and GPU):\n" + "\n".join(bad)
 
 
+def test_every_result_file_the_kernel_table_cites_exists():
+    """src/backend/cuda/kernel_choice.hpp names the result file behind each choice (C++ string
+    literals, adjacent ones joined)."""
+    text = read("src/backend/cuda/kernel_choice.hpp")
+    joined = re.sub(r'"\s*\n\s*"', "", text)
+    names = set(re.findall(r"[\w.*{},-]+\.(?:jsonl|json|txt|csv)\b", joined))
+    assert names, "kernel_choice.hpp cites no result file"
+    missing = [n for n in sorted(names)
+               if not any(glob.glob(os.path.join(REPO, "bench", "results", p))
+                          for p in _expand_braces(n))]
+    assert not missing, f"kernel_choice.hpp cites result files that do not exist: {missing}"
+
+
 if __name__ == "__main__":
     failed = 0
     for name, fn in sorted(globals().items()):

@@ -1,6 +1,6 @@
 // GPU test set-up: skip cleanly without a device (or fail, under
-// H3S_REQUIRE_GPU=1); device arenas; host <-> device helpers; the kernel-
-// variant tests' environment restore.
+// H3S_REQUIRE_GPU=1); device arenas; host <-> device helpers; the kernels
+// the suite runs (the binary's --attn-kernel and --gemm-kernel, gpu_main.cpp).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,8 +17,32 @@
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_memory.hpp"
 #include "core/arena.hpp"
+#include "h3s/options.hpp"
 
 namespace h3s::test {
+
+// The kernels every backend and kernel call of the suite runs unless a test
+// names others: `h3s_tests_gpu --attn-kernel=sm80 --gemm-kernel=sm80` runs
+// the suite on the mma.sync route (scripts/device-check.sh); default: each
+// GPU's own. Set once by main (gpu_main.cpp), before any test.
+struct SuiteKernels {
+  AttnKernel attn = AttnKernel::automatic;
+  GemmKernel gemm = GemmKernel::automatic;
+};
+inline SuiteKernels& suite_kernels() {
+  static SuiteKernels k;
+  return k;
+}
+inline AttnKernel attn_kernel() {
+  return suite_kernels().attn;
+}
+inline GemmKernel gemm_kernel() {
+  return suite_kernels().gemm;
+}
+// The CUDA backend over `arena` on the suite's kernels.
+inline std::unique_ptr<Backend> make_gpu_backend(Arena& arena) {
+  return make_cuda_backend(arena, nullptr, attn_kernel(), gemm_kernel());
+}
 
 // Empty when a CUDA device is usable, else why not (the runtime's own words).
 inline std::string cuda_device_problem() {
@@ -99,43 +123,19 @@ class DeviceArray {
   size_t n_ = 0, offset_ = 0;
 };
 
-// ---- kernel variants by environment ----------------------------------------------
-
-// Puts an environment variable back as it was when this was made (unset if
-// it was), also after a failing test: the variant tests switch H3S_*_KERNEL
-// between cases, and later tests must see the process's own choice.
-class EnvRestore {
- public:
-  explicit EnvRestore(const char* name)
-      : name_(name),
-        was_set_(std::getenv(name) != nullptr),
-        saved_(was_set_ ? std::getenv(name) : "") {}
-  ~EnvRestore() {
-    if (was_set_)
-      setenv(name_, saved_.c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-  EnvRestore(const EnvRestore&) = delete;
-  EnvRestore& operator=(const EnvRestore&) = delete;
-
- private:
-  const char* name_;
-  bool was_set_;
-  std::string saved_;
-};
-
 // ---- backend fixture -----------------------------------------------------------
 
-// A CudaBackend on an unbudgeted device arena, and a 4-thread CPU backend to
-// compare against. Skips without a device; synchronizes after each test.
+// A CudaBackend on an unbudgeted device arena (on the suite's kernels: a
+// test that compares kernels calls gpu_->use_kernels, which lasts for the
+// test), and a 4-thread CPU backend to compare against. Skips without a
+// device; synchronizes after each test.
 class GpuBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
     H3S_REQUIRE_GPU();
     memory_ = std::make_unique<cuda::CudaMemory>();
     arena_ = std::make_unique<Arena>(*memory_, 0);
-    gpu_ = std::make_unique<cuda::CudaBackend>(*arena_);
+    gpu_ = std::make_unique<cuda::CudaBackend>(*arena_, nullptr, attn_kernel(), gemm_kernel());
     cpu_ = make_cpu_backend(4);
     weights_ = gpu_->make_weight_store("test weights", 0);
     cpu_weights_ = cpu_->make_weight_store("test weights (cpu)", 0);

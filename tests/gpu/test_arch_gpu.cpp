@@ -40,11 +40,11 @@ TEST(GpuArch, TheLoadedImageDecidesWhichKernelsRun) {
   if (forced_ptx || cc != 90) {
     EXPECT_EQ(ptx, 80) << "cc " << cc << (forced_ptx ? ", PTX JIT forced" : "");
     EXPECT_FALSE(cuda::arch::hopper_kernels());
-    EXPECT_FALSE(cuda::attention_kvi8r_supported()) << "the tiers' kernels need the sm_90a image";
+    EXPECT_NE(cuda::kernel_arch(), cuda::Arch::sm90) << "the Hopper kernels need the sm_90a image";
   } else {
     EXPECT_EQ(ptx, 90);
     EXPECT_TRUE(cuda::arch::hopper_kernels());
-    EXPECT_TRUE(cuda::attention_kvi8r_supported());
+    EXPECT_EQ(cuda::kernel_arch(), cuda::Arch::sm90);
   }
   EXPECT_GE(cuda::arch::max_dynamic_smem_bytes(), 86 * 1024) << "the two-stage W4A8 GEMM";
 }

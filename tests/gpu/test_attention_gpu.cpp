@@ -54,6 +54,7 @@ class GpuAttention : public ::testing::Test {
   void SetUp() override { H3S_REQUIRE_GPU(); }
 };
 
+using test::attn_kernel;
 using test::cuda_check;
 using test::DeviceArray;
 
@@ -182,7 +183,7 @@ GpuResult run_gpu(const Problem& p, int64_t row_chunk, int64_t kv_block, bool fu
                                      accs};
       cuda::attn::FwdEnds ends;
       if (fused_ends) ends = {b == 0, e == p.seq ? out.get() + r0 * ldo : nullptr, ldo};
-      cuda::attention_fwd(fp, ends, nullptr);
+      cuda::attention_fwd(fp, ends, attn_kernel(), nullptr);
     }
     if (!fused_ends) cuda::attention_finish(ls, accs, out.get() + r0 * ldo, ldo, n, heads, nullptr);
   }
@@ -435,7 +436,8 @@ TEST_F(GpuAttention, BlockOffTileBoundaryThrows) {
                                    m.get(),
                                    l.get(),
                                    acc.get()};
-    EXPECT_THROW(cuda::attention_fwd(fp, {}, nullptr), h3s::Error) << "key_begin " << begin;
+    EXPECT_THROW(cuda::attention_fwd(fp, {}, attn_kernel(), nullptr), h3s::Error)
+        << "key_begin " << begin;
   }
   cuda_check(cudaDeviceSynchronize(), "sync");
 }

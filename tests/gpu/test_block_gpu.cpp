@@ -39,7 +39,7 @@ const StreamChunks kPrimeChunks = [] {
 struct GpuBlock {
   cuda::CudaMemory memory;
   Arena arena{memory, 0};
-  std::unique_ptr<Backend> be = make_cuda_backend(arena);
+  std::unique_ptr<Backend> be = make_gpu_backend(arena);
   const ModelWeights* w;
   PackedLayout layout;
   std::unique_ptr<WeightStore> store = be->make_weight_store("block 0", 0);
@@ -203,7 +203,7 @@ TEST(GpuForward, StreamedEqualsStockBitForBit) {
     auto run = [&](const ExecOptions& o) {
       cuda::CudaMemory mem;
       Arena arena(mem, 0);
-      auto be = make_cuda_backend(arena);
+      auto be = make_gpu_backend(arena);
       return run_forward(*be, arena, w, l, in, o);
     };
     const ExecOptions o = streamed_options(64, 100, 77, 128, 50);
@@ -243,7 +243,7 @@ TEST(GpuLatentForward, StreamedEqualsStockAndMatchesTheCpu) {
     auto run = [&](const ExecOptions& o) {
       cuda::CudaMemory mem;
       Arena arena(mem, 0);
-      auto be = make_cuda_backend(arena);
+      auto be = make_gpu_backend(arena);
       return run_latent_forward(*be, arena, w, in, o);
     };
     const LatentOutputs stock = run(ExecOptions::stock());
@@ -293,7 +293,7 @@ TEST(GpuForward, WeightResidencyPlansGiveTheStockBits) {
     auto run = [&](const ModelWeights& weights, const ExecOptions& o) {
       cuda::CudaMemory mem;
       Arena arena(mem, 0);
-      auto be = make_cuda_backend(arena);
+      auto be = make_gpu_backend(arena);
       return run_forward(*be, arena, weights, l, in, o);
     };
     ExecOptions o = streamed_options(64, 100, 77, 0, 50);
@@ -301,7 +301,7 @@ TEST(GpuForward, WeightResidencyPlansGiveTheStockBits) {
     {
       cuda::CudaMemory mem;
       Arena arena(mem, 0);
-      auto be = make_cuda_backend(arena);
+      auto be = make_gpu_backend(arena);
       const WeightPlan all = plan_weights(*be, w, 0);
       est = estimate_activation_peak(w.config, l, o, scratch_model(*be, w, o.kv_store));
       extras = all.extras_bytes;

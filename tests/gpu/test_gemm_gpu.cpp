@@ -32,6 +32,7 @@ namespace h3s {
 namespace {
 
 using test::DeviceArray;
+using test::gemm_kernel;
 using test::sync_check;
 
 // ---- host data ----------------------------------------------------------------
@@ -141,7 +142,7 @@ struct Bf16Problem {
         bias(hbias) {}
   void run(int64_t r0, int64_t rows, Out* y, int64_t ldy, bool with_bias = true) const {
     cuda::gemm_bf16(x.get() + r0 * ldx, ldx, w.get(), with_bias ? bias.get() : nullptr,
-                    y + r0 * ldy, ldy, rows, n, k, nullptr);
+                    y + r0 * ldy, ldy, rows, n, k, gemm_kernel(), nullptr);
     sync_check("gemm_bf16");
   }
 };
@@ -153,6 +154,7 @@ struct I8Problem {
   std::vector<float> hxs, hws, hbias;
   DeviceArray<int8_t> x, w;
   DeviceArray<float> xs, ws, bias;
+  GemmKernel kernel = gemm_kernel();  // the suite's, or the kernel a test compares
   I8Problem(int64_t m_, int64_t n_, int64_t k_, int64_t ldx_, uint32_t seed)
       : m(m_),
         n(n_),
@@ -170,7 +172,7 @@ struct I8Problem {
         bias(hbias) {}
   void run(int64_t r0, int64_t rows, Out* y, int64_t ldy, bool with_bias = true) const {
     cuda::gemm_i8(x.get() + r0 * ldx, ldx, xs.get() + r0, w.get(), ws.get(),
-                  with_bias ? bias.get() : nullptr, y + r0 * ldy, ldy, rows, n, k, nullptr);
+                  with_bias ? bias.get() : nullptr, y + r0 * ldy, ldy, rows, n, k, kernel, nullptr);
     sync_check("gemm_i8");
   }
   // The CPU reference: exact int32 dot, then bf16((float(acc) * xs) * ws) (+ bias).
@@ -349,7 +351,7 @@ TEST_F(GpuGemm, FeatureSlicesMatchFullProduct) {
     p.run(0, m, full.get(), ldy);
     part.fill_bytes(0);
     cuda::gemm_bf16(p.x.get(), k, p.w.get() + f0 * k, p.bias.get() + f0, part.get() + f0, ldy, m,
-                    f1 - f0, k, nullptr);
+                    f1 - f0, k, gemm_kernel(), nullptr);
     sync_check("gemm_bf16 slice");
     const auto a = full.download(), b = part.download();
     int64_t d = 0;
@@ -363,7 +365,7 @@ TEST_F(GpuGemm, FeatureSlicesMatchFullProduct) {
     p.run(0, m, full.get(), ldy);
     part.fill_bytes(0);
     cuda::gemm_i8(p.x.get(), k, p.xs.get(), p.w.get() + f0 * k, p.ws.get() + f0, p.bias.get() + f0,
-                  part.get() + f0, ldy, m, f1 - f0, k, nullptr);
+                  part.get() + f0, ldy, m, f1 - f0, k, gemm_kernel(), nullptr);
     sync_check("gemm_i8 slice");
     const auto a = full.download(), b = part.download();
     int64_t d = 0;
@@ -399,39 +401,36 @@ TEST_F(GpuGemm, I8MatchesInt32Reference) {
   }
 }
 
-// Every gemm_i8 kernel (mma.sync and each wgmma pipeline of gemm_i8_sm90.cu,
-// picked with H3S_GEMM_I8_KERNEL) gives the int32 reference's bits and is
-// row-invariant: 1 row, prime row counts, N tails, a K tail (288 = two
-// 128-byte K-tiles and a quarter), a deep K (more K-tiles than any pipeline
-// holds), x rows off 16-byte boundaries, with and without bias.
-class GpuGemmI8Kernels : public GpuGemm {
- protected:
-  static constexpr const char* kEnv = "H3S_GEMM_I8_KERNEL";
-  test::EnvRestore restore_{kEnv};
-};
-
-TEST_F(GpuGemmI8Kernels, EachKernelMatchesInt32Reference) {
+// Both gemm_i8 kernels (mma.sync, and on Hopper the wgmma pipeline of
+// gemm_i8_sm90.cu; GemmKernel sm80 and default) give the int32 reference's
+// bits and are row-invariant: 1 row, prime row counts, N tails, a K tail
+// (288 = two 128-byte K-tiles and a quarter), a deep K (more K-tiles than the
+// pipeline holds), x rows off 16-byte boundaries, with and without bias.
+TEST_F(GpuGemm, EachI8KernelMatchesInt32Reference) {
   struct Case {
     int64_t m, n, k, ldx;
     bool bias;
   };
   uint32_t seed = 600;
-  for (const char* kernel : {"sm80", "n256s4p2w1", "n256s4p3", "s3p1w1", "s3p2", "s6p4w1"}) {
-    ASSERT_EQ(setenv(kEnv, kernel, 1), 0);
+  for (const GemmKernel kernel : {GemmKernel::sm80, GemmKernel::automatic}) {
+    const std::string name(gemm_kernel_name(kernel));
     for (const Case& c : {Case{1, 768, 512, 512, true}, Case{131, 100, 288, 288, true},
                           Case{263, 1536, 5376, 5376, false}, Case{37, 300, 1024, 1027, true},
                           Case{700, 256, 128, 128, false}}) {
-      SCOPED_TRACE(fmt::format("{}: m={} n={} k={} ldx={}{}", kernel, c.m, c.n, c.k, c.ldx,
+      SCOPED_TRACE(fmt::format("{}: m={} n={} k={} ldx={}{}", name, c.m, c.n, c.k, c.ldx,
                                c.bias ? " bias" : ""));
-      const I8Problem p(c.m, c.n, c.k, c.ldx, ++seed);
+      I8Problem p(c.m, c.n, c.k, c.ldx, ++seed);
+      p.kernel = kernel;
       DeviceArray<uint16_t> y(size_t(c.m * c.n));
       p.run(0, c.m, y.get(), c.n, c.bias);
       std::string where;
       EXPECT_EQ(count_bit_diffs(y.download(), p.reference(c.bias), c.m, c.n, c.n, &where), 0)
           << "differing at" << where;
     }
-    SCOPED_TRACE(kernel);
-    expect_row_invariant(I8Problem(259, 300, 288, 291, ++seed), kChunks);
+    SCOPED_TRACE(name);
+    I8Problem p(259, 300, 288, 291, ++seed);
+    p.kernel = kernel;
+    expect_row_invariant(p, kChunks);
   }
 }
 
@@ -453,7 +452,8 @@ TEST_F(GpuGemm, I8MatchesGolden) {
     ASSERT_EQ(xq.size(), size_t(m * k));
     ASSERT_EQ(want.size(), size_t(m * n));
     DeviceArray<uint16_t> y(size_t(m * n));
-    cuda::gemm_i8(xq.get(), k, xs.get(), w.get(), ws.get(), nullptr, y.get(), n, m, n, k, nullptr);
+    cuda::gemm_i8(xq.get(), k, xs.get(), w.get(), ws.get(), nullptr, y.get(), n, m, n, k,
+                  gemm_kernel(), nullptr);
     sync_check("gemm_i8 golden");
     std::string where;
     EXPECT_EQ(count_bit_diffs(y.download(), want, m, n, n, &where), 0) << "differing at" << where;

@@ -34,6 +34,7 @@ namespace h3s {
 namespace {
 
 using test::DeviceArray;
+using test::gemm_kernel;
 using test::sync_check;
 
 // Scale bytes as a checkpoint may hold them: mostly moderate positive e4m3
@@ -137,20 +138,21 @@ struct W4A8Problem {
   }
 
   // Rows [r0, r0 + rows), output features [f0, f1) into y (row stride ldy,
-  // column f0 at y + f0), as CudaBackend slices them.
+  // column f0 at y + f0), as CudaBackend slices them; `want` picks the
+  // pipeline (sm80: two stages).
   void run_w4a8(int64_t r0, int64_t rows, uint16_t* y, int64_t ldy, bool with_bias, int64_t f0,
-                int64_t f1) const {
+                int64_t f1, GemmKernel want = gemm_kernel()) const {
     cuda::gemm_w4a8(x->get() + r0 * ldx, ldx, xs->get() + r0, codes->get() + f0 * (k / 2),
                     s_rel->get() + f0 * (k / kW4Group), levels->get(), ws->get() + f0,
                     with_bias ? bias->get() + f0 : nullptr, y + r0 * ldy + f0, ldy, rows, f1 - f0,
-                    k, nullptr);
+                    k, want, nullptr);
     sync_check("gemm_w4a8");
   }
   void run_i8(int64_t r0, int64_t rows, uint16_t* y, int64_t ldy, bool with_bias, int64_t f0,
               int64_t f1) const {
     cuda::gemm_i8(x->get() + r0 * ldx, ldx, xs->get() + r0, w_i8->get() + f0 * k, ws->get() + f0,
                   with_bias ? bias->get() + f0 : nullptr, y + r0 * ldy + f0, ldy, rows, f1 - f0, k,
-                  nullptr);
+                  gemm_kernel(), nullptr);
     sync_check("gemm_i8");
   }
 };
@@ -158,12 +160,13 @@ struct W4A8Problem {
 // gemm_w4a8 and gemm_i8 (decoded weights) over all rows and features
 // [f0, f1); unwritten outputs start as different sentinels, so a missed
 // store shows as a difference.
-void expect_same_as_i8(const W4A8Problem& p, bool with_bias, int64_t f0, int64_t f1) {
+void expect_same_as_i8(const W4A8Problem& p, bool with_bias, int64_t f0, int64_t f1,
+                       GemmKernel kernel = gemm_kernel()) {
   const int64_t ldy = p.n + 8;
   DeviceArray<uint16_t> got(size_t(p.m * ldy)), want(size_t(p.m * ldy));
   got.fill_bytes(0x55);
   want.fill_bytes(0x7f);
-  p.run_w4a8(0, p.m, got.get(), ldy, with_bias, f0, f1);
+  p.run_w4a8(0, p.m, got.get(), ldy, with_bias, f0, f1, kernel);
   p.run_i8(0, p.m, want.get(), ldy, with_bias, f0, f1);
   std::string where;
   EXPECT_EQ(count_bit_diffs(got.download(), want.download(), p.m, f0, f1, ldy, &where), 0)
@@ -195,18 +198,10 @@ TEST_F(GpuGemmW4A8, MatchesI8OnDecodedWeights) {
     }
 }
 
-// H3S_GEMM_W4A8_STAGES for one scope (the dispatcher re-reads it per call).
-class StagesEnv {
- public:
-  explicit StagesEnv(const char* stages) { setenv("H3S_GEMM_W4A8_STAGES", stages, 1); }
-  ~StagesEnv() { unsetenv("H3S_GEMM_W4A8_STAGES"); }
-  StagesEnv(const StagesEnv&) = delete;
-  StagesEnv& operator=(const StagesEnv&) = delete;
-};
-
-// The two-stage pipeline (what cards with 99 KiB of shared memory a block
-// run: sm_86, sm_89) gives the three-stage one's bits, and gemm_i8's on the
-// decoded weights; a depth it does not have is refused by name.
+// The two-stage pipeline (GemmKernel::sm80; what cards with 99 KiB of shared
+// memory a block run: sm_86, sm_89) gives the default's bits (three stages
+// where a block may take 112 KiB: Hopper, A100), and gemm_i8's on the
+// decoded weights.
 TEST_F(GpuGemmW4A8, TwoStagePipelineGivesTheThreeStagesBits) {
   struct Case {
     int64_t m, n, k, ldx;
@@ -220,28 +215,12 @@ TEST_F(GpuGemmW4A8, TwoStagePipelineGivesTheThreeStagesBits) {
       const W4A8Problem p(c.m, c.n, c.k, c.ldx, codebook, uint32_t(c.m * 5 + c.k + codebook));
       const int64_t ldy = p.n;
       DeviceArray<uint16_t> three(size_t(p.m * ldy)), two(size_t(p.m * ldy));
-      {
-        const StagesEnv env("3");
-        p.run_w4a8(0, p.m, three.get(), ldy, true, 0, p.n);
-      }
+      p.run_w4a8(0, p.m, three.get(), ldy, true, 0, p.n, GemmKernel::automatic);
       two.fill_bytes(0x55);
-      {
-        const StagesEnv env("2");
-        p.run_w4a8(0, p.m, two.get(), ldy, true, 0, p.n);
-        expect_same_as_i8(p, true, 0, p.n);
-      }
+      p.run_w4a8(0, p.m, two.get(), ldy, true, 0, p.n, GemmKernel::sm80);
+      expect_same_as_i8(p, true, 0, p.n, GemmKernel::sm80);
       EXPECT_EQ(count_bit_diffs(two.download(), three.download(), p.m, 0, p.n, ldy), 0);
     }
-  const W4A8Problem p(3, 64, 64, 64, false, 5u);
-  DeviceArray<uint16_t> y(size_t(3 * 64));
-  const StagesEnv env("4");
-  try {
-    p.run_w4a8(0, p.m, y.get(), 64, true, 0, p.n);
-    ADD_FAILURE() << "H3S_GEMM_W4A8_STAGES=4 was accepted";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("H3S_GEMM_W4A8_STAGES=4: use 2 or 3"), std::string::npos)
-        << e.what();
-  }
 }
 
 // Chunks of rows (straddling the 128-row tile at varying offsets) and single
@@ -350,7 +329,7 @@ TEST_F(GpuGemmW4A8, DecodeEqualsDecodeW4a8ForEveryScaleAndCode) {
     const DeviceArray<uint8_t> codes(q.w4_codes.to_vector()), s_rel(q.w4_s_rel.to_vector());
     DeviceArray<uint16_t> y(size_t(k * n));
     cuda::gemm_w4a8(x.get(), k, ones.get(), codes.get(), s_rel.get(), levels.get(), ones.get(),
-                    nullptr, y.get(), n, k, n, k, nullptr);
+                    nullptr, y.get(), n, k, n, k, gemm_kernel(), nullptr);
     sync_check("gemm_w4a8 identity");
     const std::vector<uint16_t> got = y.download();
     int64_t bad = 0;

@@ -1,7 +1,7 @@
 // The K/V tiers whose stores quantise in groups of tokens (kvi8s: 64-token
 // blocks in 128-token tiles; kvfp4s: 256-token stat blocks) on the GPU
 // (kvi8s on sm_89+: wgmma on Hopper, mma.sync elsewhere; kvfp4s on any GPU through its decode path,
-// the default; H3S_KVFP4S_KERNEL selects the Hopper kernel's variants). Their quantisers are
+// the default; attn_kernel sm90 selects its Hopper kernel). Their quantisers are
 // bit-equal to the definitions of record the CPU backend runs (kvfmt/kvi8s.hpp, kvfmt/kvfp4s.hpp),
 // through the store's open group (chunks of any size). kvi8s' attention (int8 Q K^T and fp8 P V on
 // wgmma) gives the definition's scores bit for bit and differs from it only in ex2.approx, P's 2^8
@@ -238,14 +238,14 @@ TEST_P(GpuKvStore, ChunksAndBlocksGiveTheSinglePassBits) {
   for (const auto& [chunk, block] :
        {std::pair<int64_t, int64_t>{1, 0}, {64, 0}, {131, 0}, {0, 128}, {0, 384}, {7, 256}})
     EXPECT_EQ(on_gpu(p, chunk, block), single) << "row chunk " << chunk << ", kv_block " << block;
-  // Past kvfp4s' decode blocks (16384 keys on Hopper, 4096 elsewhere; 4096
-  // forced below, so every GPU crosses them): two whole blocks and a tail,
-  // chained with K/V blocks that cut them, give the default blocks' bits.
+  // Past kvfp4s' decode blocks (16384 keys on Hopper, 4096 elsewhere and on
+  // the sm80 route, which this runs on every GPU): two whole blocks and a
+  // tail, chained with K/V blocks that cut them, give the single pass's bits.
   const Problem longer(37, 9001, 2, 8301);
+  gpu_->use_kernels(AttnKernel::sm80, gemm_kernel());
+  ASSERT_EQ(gpu_->kv_tier_decode_keys(KvTier::kvfp4s), kKvDecodeKeys);
   const Bits whole = on_gpu(longer);
-  const test::EnvRestore restore("H3S_KVFP4S_DECODE_KEYS");
-  ASSERT_EQ(setenv("H3S_KVFP4S_DECODE_KEYS", "4096", 1), 0);
-  EXPECT_EQ(on_gpu(longer), whole) << longer.label() << ", 4096-key decode blocks";
+  EXPECT_EQ(on_gpu(longer), whole) << longer.label() << ", repeated";
   for (const auto& [chunk, block] : {std::pair<int64_t, int64_t>{0, 4224}, {11, 384}})
     EXPECT_EQ(on_gpu(longer, chunk, block), whole)
         << longer.label() << ", row chunk " << chunk << ", kv_block " << block;
@@ -254,49 +254,20 @@ TEST_P(GpuKvStore, ChunksAndBlocksGiveTheSinglePassBits) {
 INSTANTIATE_TEST_SUITE_P(Tiers, GpuKvStore, ::testing::Values("kvi8s", "kvfp4s"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
-// kvi8s' kernel variants that share the default's arithmetic (the fused
-// exponent with the integer-pipe conversion) and differ only in when each
-// warpgroup does what (ping-pong, the intra-warpgroup overlap with P through
-// shared memory) or where Q's operand sits (registers: io-qr) give the
-// default's bits: one key, a partial tile, tiles plus a tail, chunked
-// queries and chained K/V blocks.
-class GpuKvi8sVariants : public GpuBackendTest {
- protected:
-  static constexpr const char* kEnv = "H3S_KVI8S_KERNEL";
-  test::EnvRestore restore_{kEnv};
-};
-
-TEST_F(GpuKvi8sVariants, ScheduleVariantsGiveTheDefaultsBits) {
-  ASSERT_TRUE(gpu_->has_kv_tier(KvTier::kvi8s)) << "the device runs are on Hopper";
-  uint64_t seed = 8500;
-  for (const auto& [rows, seq, heads] :
-       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {67, 100, 2}, {259, 1000, 3}}) {
-    const Problem p(rows, seq, heads, ++seed);
-    ASSERT_EQ(setenv(kEnv, "fm4-nopp", 1), 0);
-    const Bits want = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
-    const Bits want_chunked = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 256, 61);
-    EXPECT_EQ(want_chunked, want) << p.label() << ": chunks and blocks";
-    for (const char* variant : {"fm4", "io", "io-pp", "io2", "io-qr", "io-pr"}) {
-      ASSERT_EQ(setenv(kEnv, variant, 1), 0);
-      EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0), want)
-          << variant << ", " << p.label();
-      EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 256, 61), want)
-          << variant << ", " << p.label() << ", chunks and blocks";
-    }
-  }
-}
-
 // kvi8s on mma.sync (attn_fwd_i8s_sm89.cu: the kernel on sm_89+ GPUs other
-// than Hopper) runs io-pr's arithmetic (the same int32 scores, P, l and
-// fold) with P V summed by mma.sync instead of wgmma: chunk-invariant, as
-// accurate against the exact attention as io-pr, and near it (only the fp8
-// products' fp32 sums differ). Its tests against the CPU definition run under
-// H3S_KVI8S_KERNEL=mma in scripts/device-check.sh, and on its compute_89 PTX
+// than Hopper, and the sm80 route on Hopper) runs the Hopper kernel's
+// arithmetic with P V summed by mma.sync instead of wgmma and the row sums
+// in fp32 instead of on the tensor cores (the e4m3 P through P V over ones
+// rows): chunk-invariant, as accurate against the exact attention as the
+// Hopper kernel, and near it. Its tests against the CPU definition run with
+// --attn-kernel=sm80 in scripts/device-check.sh, and on its compute_89 PTX
 // in the ptx80 step (the code RTX 40/50-series cards run).
-TEST_F(GpuKvi8sVariants, MmaKernelIsChunkInvariantAndNearTheHopperKernel) {
+class GpuKvi8sKernels : public GpuBackendTest {};
+
+TEST_F(GpuKvi8sKernels, MmaKernelIsChunkInvariantAndNearTheHopperKernel) {
   ASSERT_TRUE(gpu_->has_kv_tier(KvTier::kvi8s)) << "kvi8s runs on compute capability 8.9 and newer";
   // On an sm_89+ card without Hopper's image (scripts/device-check.sh mma there) there is
-  // no io-pr to compare with: the rest still runs. The device runs are on Hopper.
+  // no Hopper kernel to compare with: the rest still runs. The device runs are on Hopper.
   const bool hopper = cuda::arch::hopper_kernels();
   uint64_t seed = 8590;
   for (const auto& [rows, seq, heads] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
@@ -304,14 +275,16 @@ TEST_F(GpuKvi8sVariants, MmaKernelIsChunkInvariantAndNearTheHopperKernel) {
                                          {259, 1000, 3},
                                          {131, 4099, 2}}) {
     const Problem p(rows, seq, heads, ++seed);
+    gpu_->use_kernels(attn_kernel(), gemm_kernel());
     const Bits exact = store_attention(*gpu_, *arena_, p, "bf16", {}, 0, 0, 0);
-    Bits io_pr;
+    Bits sm90;
     if (hopper) {
-      ASSERT_EQ(setenv(kEnv, "io-pr", 1), 0);
-      io_pr = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
+      gpu_->use_kernels(AttnKernel::sm90, gemm_kernel());
+      ASSERT_EQ(gpu_->kv_tier_kernel(KvTier::kvi8s), "io-pr-ts");
+      sm90 = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
     }
-    ASSERT_EQ(setenv(kEnv, "mma", 1), 0);
-    ASSERT_STREQ(cuda::attention_kvi8s_kernel_name(), "mma");
+    gpu_->use_kernels(AttnKernel::sm80, gemm_kernel());
+    ASSERT_EQ(gpu_->kv_tier_kernel(KvTier::kvi8s), "mma");
     const Bits got = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
     EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0), got)
         << p.label() << ", repeated";
@@ -327,152 +300,51 @@ TEST_F(GpuKvi8sVariants, MmaKernelIsChunkInvariantAndNearTheHopperKernel) {
       }
       continue;
     }
-    const Deviation d = deviation(p, got, io_pr);
-    const double io_pr_err = deviation(p, io_pr, exact).rel_rms;
-    std::printf("[ deviation ] kvi8s mma vs io-pr | %s | %s; vs exact %.5g (io-pr %.5g)\n",
-                p.label().c_str(), d.describe().c_str(), err, io_pr_err);
-    // The same e4m3 products summed by another MMA. Measured (H100,
-    // 2026-12-05): rel-rms 3.1e-4 to 5.2e-4, worst row 4.2e-3, max |d| / rms 0.116,
-    // more than an order of fp32 sums alone gives: wgmma's fp8 accumulation
-    // keeps fewer bits than mma.sync's (why kvi8s folds every tile into fp32),
-    // and the mma.sync kernel is the nearer of the two to the exact attention.
-    expect_within(d, DeviationBound{2e-3, 1.5e-2, 0.3}, "mma vs io-pr");
-    EXPECT_LT(err, 1.02 * io_pr_err + 1e-5) << p.label() << " vs exact";
-  }
-}
-
-// The variants with part of P's exponentials as a polynomial on the FMA pipe
-// (io-p8, io-p4, io-qr-p4, io-pr-p8: attn_exp2_poly.hpp, relative error <= 7.5e-5)
-// move an e4m3 probability by one step now and then, so their bits are their
-// own: chunk-invariant like every kernel's, the same with Q in registers or
-// not, and within a small bound of the default (each variant's tests against
-// the CPU definition run under H3S_KVI8S_KERNEL in scripts/device-check.sh).
-TEST_F(GpuKvi8sVariants, PolynomialExponentVariantsAreChunkInvariantAndNearTheDefault) {
-  ASSERT_TRUE(gpu_->has_kv_tier(KvTier::kvi8s)) << "the device runs are on Hopper";
-  uint64_t seed = 8550;
-  for (const auto& [rows, seq, heads] :
-       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {67, 100, 2}, {259, 1000, 3}}) {
-    const Problem p(rows, seq, heads, ++seed);
-    ASSERT_EQ(setenv(kEnv, "io", 1), 0);
-    const Bits io = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
-    for (const char* variant : {"io-p8", "io-p4"}) {
-      ASSERT_EQ(setenv(kEnv, variant, 1), 0);
-      const Bits got = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
-      EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 256, 61), got)
-          << variant << ", " << p.label() << ", chunks and blocks";
-      // The same arithmetic with Q's or P's operand from registers: the same bits.
-      const char* same = std::string(variant) == "io-p4" ? "io-qr-p4" : "io-pr-p8";
-      ASSERT_EQ(setenv(kEnv, same, 1), 0);
-      EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0), got)
-          << same << ", " << p.label();
-      const Deviation d = deviation(p, got, io);
-      std::printf("[ deviation ] kvi8s %s vs io | %s | %s\n", variant, p.label().c_str(),
-                  d.describe().c_str());
-      // Predicted: ~1e-3 rel-rms (5e-4 of the polynomial's P move one e4m3
-      // step, ~10%, at 1/4 of P).
-      expect_within(d, DeviationBound{5e-3, 3e-2, 0.3}, std::string(variant) + " vs io");
+    const Deviation d = deviation(p, got, sm90);
+    const double sm90_err = deviation(p, sm90, exact).rel_rms;
+    std::printf("[ deviation ] kvi8s mma vs io-pr-ts | %s | %s; vs exact %.5g (io-pr-ts %.5g)\n",
+                p.label().c_str(), d.describe().c_str(), err, sm90_err);
+    // The row sums differ: each e4m3 P is off its fp32 p by ~3.6% rms, so
+    // the two denominators differ by ~0.036 / sqrt(effective keys). Measured
+    // between io-pr (this kernel's arithmetic on wgmma) and io-pr-ts (H200,
+    // 2026-12-05): 6.9e-3 rel-rms at 100 keys, 4.1e-3 at 1000, 0.31 max |d| /
+    // rms, the same error against the exact attention to within 10%; mma.sync
+    // against io-pr added 3.1e-4 to 5.2e-4 (H100, 2026-12-05).
+    expect_within(d, DeviationBound{1.5e-2, 6e-2, 0.6}, "mma vs io-pr-ts");
+    EXPECT_LT(err, 1.1 * sm90_err + 1e-4) << p.label() << " vs exact";
+    if (seq >= 100) {
+      EXPECT_NE(got, sm90) << p.label()
+                           << ": the Hopper kernel's row sums are not the tensor cores'";
     }
   }
 }
 
-// The variants whose row sums come from the tensor cores (io-pr-ts,
-// io-pr-ts-p8: P V over e4m3 ones rows, so l sums the e4m3 P the numerator
-// multiplies instead of the fp32 p) have their own bits: chunk-invariant,
-// as accurate against the exact attention as io-pr, and near it (each
-// variant's tests against the CPU definition run under H3S_KVI8S_KERNEL in
-// scripts/device-check.sh).
-TEST_F(GpuKvi8sVariants, TensorCoreRowSumVariantsAreChunkInvariantAndNearTheDefault) {
-  ASSERT_TRUE(gpu_->has_kv_tier(KvTier::kvi8s)) << "the device runs are on Hopper";
-  uint64_t seed = 8570;
-  for (const auto& [rows, seq, heads] :
-       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {67, 100, 2}, {259, 1000, 3}}) {
-    const Problem p(rows, seq, heads, ++seed);
-    const Bits exact = store_attention(*gpu_, *arena_, p, "bf16", {}, 0, 0, 0);
-    ASSERT_EQ(setenv(kEnv, "io-pr", 1), 0);
-    const Bits io_pr = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
-    const double io_pr_err = deviation(p, io_pr, exact).rel_rms;
-    for (const char* variant : {"io-pr-ts", "io-pr-ts-p8"}) {
-      ASSERT_EQ(setenv(kEnv, variant, 1), 0);
-      const Bits got = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
-      EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 256, 61), got)
-          << variant << ", " << p.label() << ", chunks and blocks";
-      EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0), got)
-          << variant << ", " << p.label() << ", repeated";
-      const Deviation d = deviation(p, got, io_pr);
-      const double err = deviation(p, got, exact).rel_rms;
-      std::printf("[ deviation ] kvi8s %s vs io-pr | %s | %s; vs exact %.5g (io-pr %.5g)\n",
-                  variant, p.label().c_str(), d.describe().c_str(), err, io_pr_err);
-      // Each e4m3 P is off its fp32 p by ~3.6% rms, so the two denominators
-      // differ by ~0.036 / sqrt(effective keys): measured (H200, 2026-12-05) 6.9e-3
-      // rel-rms at 100 keys, 4.1e-3 at 1000, 0.31 max |d| / rms; the same
-      // error against the exact attention to within 10%.
-      expect_within(d, DeviationBound{1.5e-2, 6e-2, 0.6}, std::string(variant) + " vs io-pr");
-      EXPECT_LT(err, 1.1 * io_pr_err + 1e-4) << variant << ", " << p.label() << " vs exact";
-      if (seq >= 100 && std::string(variant) == "io-pr-ts") {
-        EXPECT_NE(got, io_pr) << p.label() << ": the row sums are not the tensor cores'";
-      }
-    }
-  }
-}
+// kvfp4s' Hopper kernel (dual-batch2, attn_kernel sm90: two producer
+// warpgroups decoding the codes into the exact kernel's consumers) and its
+// decode path (the default on every GPU: blocks of keys decoded to global
+// memory, then the exact kernel) decode the same bf16 K/V (an exact
+// decode, one rounding from the exact value) for the same consumers: the
+// same bits over one key, a partial tile, tiles plus a tail, 9,001 keys,
+// chunked queries and chained K/V blocks.
+class GpuKvfp4sKernels : public GpuBackendTest {};
 
-// The default in cluster pairs (io-pr-ts-mc2: two adjacent query blocks of
-// a head share every K/V tile, each loaded once from L2 and multicast into
-// both CTAs) runs the default's arithmetic: its bits, with one query block
-// (padded to a pair: the second CTA loads for its peer and stores nothing),
-// odd and even block counts, chunked queries down to one row, and chained
-// K/V blocks.
-TEST_F(GpuKvi8sVariants, ClusterPairsGiveTheDefaultsBits) {
-  ASSERT_TRUE(gpu_->has_kv_tier(KvTier::kvi8s)) << "the device runs are on Hopper";
-  uint64_t seed = 8580;
-  for (const auto& [rows, seq, heads] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
-                                         {67, 100, 2},
-                                         {259, 1000, 3},
-                                         {512, 777, 1},
-                                         {131, 4099, 2}}) {
-    const Problem p(rows, seq, heads, ++seed);
-    ASSERT_EQ(setenv(kEnv, "io-pr-ts", 1), 0);
-    const Bits want = store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0);
-    ASSERT_EQ(setenv(kEnv, "io-pr-ts-mc2", 1), 0);
-    ASSERT_STREQ(cuda::attention_kvi8s_kernel_name(), "io-pr-ts-mc2");
-    EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, 0, 0), want) << p.label();
-    for (const auto& [block, chunk] :
-         {std::pair<int64_t, int64_t>{256, 61}, {128, 1}, {384, 0}, {0, 129}})
-      EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvi8s", {}, 0, block, chunk), want)
-          << p.label() << ", kv_block " << block << ", row chunk " << chunk;
-  }
-}
-
-// kvfp4s' kernel variants decode the same bf16 K/V (an exact decode, one
-// rounding from the exact value) for the same consumers, whether one
-// producer warpgroup decodes both operands or one each does (dual), or a
-// decode kernel writes blocks of keys to global memory for the exact
-// kernel (decode: the default on every GPU): the same
-// bits over one key, a partial tile, tiles plus a tail, 9,001 keys (several
-// 4096-key decode blocks off Hopper, one 16384-key block on it; the chunk
-// test above forces 4096 everywhere), chunked queries and chained K/V blocks.
-class GpuKvfp4sVariants : public GpuBackendTest {
- protected:
-  static constexpr const char* kEnv = "H3S_KVFP4S_KERNEL";
-  test::EnvRestore restore_{kEnv};
-};
-
-TEST_F(GpuKvfp4sVariants, ProducerVariantsGiveTheSameBits) {
-  ASSERT_TRUE(cuda::attention_kvfp4s_supported()) << "the device runs are on Hopper";
+TEST_F(GpuKvfp4sKernels, HopperKernelGivesTheDecodePathsBits) {
+  ASSERT_TRUE(cuda::arch::hopper_kernels()) << "the device runs are on Hopper";
+  // The table's default whatever the suite's kernels (its automatic is the decode path).
+  cuda::CudaBackend table(*arena_, nullptr, AttnKernel::automatic, gemm_kernel());
+  ASSERT_EQ(table.kv_tier_kernel(KvTier::kvfp4s), "decode");
+  gpu_->use_kernels(AttnKernel::sm90, gemm_kernel());
+  ASSERT_EQ(gpu_->kv_tier_kernel(KvTier::kvfp4s), "dual-batch2");
   uint64_t seed = 8600;
   for (const auto& [rows, seq, heads] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
                                          {67, 100, 2},
                                          {259, 1000, 3},
                                          {29, 9001, 2}}) {
     const Problem p(rows, seq, heads, ++seed);
-    ASSERT_EQ(setenv(kEnv, "codes2-batch4", 1), 0);
-    const Bits want = store_attention(*gpu_, *arena_, p, "kvfp4s", {}, 0, 0, 0);
-    for (const char* variant : {"codes2-batch2", "dual-batch2", "dual-batch4", "decode"}) {
-      ASSERT_EQ(setenv(kEnv, variant, 1), 0);
-      EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvfp4s", {}, 0, 0, 0), want)
-          << variant << ", " << p.label();
-      EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvfp4s", {}, 0, 256, 61), want)
-          << variant << ", " << p.label() << ", chunks and blocks";
-    }
+    const Bits want = store_attention(table, *arena_, p, "kvfp4s", {}, 0, 0, 0);
+    EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvfp4s", {}, 0, 0, 0), want) << p.label();
+    EXPECT_EQ(store_attention(*gpu_, *arena_, p, "kvfp4s", {}, 0, 256, 61), want)
+        << p.label() << ", chunks and blocks";
   }
 }
 
@@ -480,10 +352,11 @@ TEST_F(GpuKvfp4sVariants, ProducerVariantsGiveTheSameBits) {
 // writes the definition's bf16 K~ and V~ (kvfp4s::decode_kv_row) for every
 // key and head of a range: from key 0 or a later stat block, one key, a
 // partial tile, a range across stat blocks to the sequence's end.
-TEST_F(GpuKvfp4sVariants, DecodeKernelWritesTheDefinitionsBf16) {
-  ASSERT_EQ(setenv(kEnv, "decode", 1), 0);  // the store on any GPU
+TEST_F(GpuKvfp4sKernels, DecodeKernelWritesTheDefinitionsBf16) {
   ASSERT_TRUE(gpu_->has_kv_tier(KvTier::kvfp4s));
-  EXPECT_EQ(gpu_->kv_tier_kernel(KvTier::kvfp4s), "decode");  // what kvbench records
+  // What kvbench records: the store's default on every GPU, and the sm80 route's.
+  gpu_->use_kernels(AttnKernel::sm80, gemm_kernel());
+  EXPECT_EQ(gpu_->kv_tier_kernel(KvTier::kvfp4s), "decode");
   const Problem p(1, 1000, 3, 8700);
   std::unique_ptr<KvStore> store =
       make_resident_kv_store(*gpu_, *arena_, KvTier::kvfp4s, p.seq, p.heads, kHd, 0, {});

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "backend/cuda/arch/device_arch.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/kernels.hpp"
 #include "exec/forward.hpp"
@@ -37,7 +38,7 @@ TEST(GpuPlacement, HostStagedKvEqualsStockAndStaysUnderThePrediction) {
     auto run = [&](const ExecOptions& o) {
       cuda::CudaMemory mem;
       Arena arena(mem, 0);
-      auto be = make_cuda_backend(arena);
+      auto be = make_gpu_backend(arena);
       return run_forward(*be, arena, w, l, in, o);
     };
     const ForwardOutputs stock = run(ExecOptions::stock());
@@ -83,18 +84,21 @@ TEST(GpuPlacement, KvTierForwardsStayUnderThePrediction) {
     SCOPED_TRACE(tier);
     cuda::CudaMemory mem;
     Arena arena(mem, 0);
-    auto be = make_cuda_backend(arena);
+    auto be = make_gpu_backend(arena);
     ExecOptions o = streamed_options(97, 100, 77, 0, 50);
     o.kv_store = parse_kv_tier(tier);
     const ScratchModel scratch = scratch_model(*be, w, o.kv_store);
     EXPECT_EQ(scratch.kv_tier_runs, be->has_kv_tier(o.kv_store));
     const std::string_view t = tier;
-    const bool decodes = t == "kvi8r"
-                             ? cuda::attention_kvi8r_decodes()
-                             : (t == "kvfp4s" || t == "kvmix") && cuda::attention_kvfp4s_decodes();
-    // kvfp4s decodes 16384 keys at a time on Hopper, 4096 elsewhere; kvi8r 4096.
-    const int64_t keys = t != "kvi8r" && cuda::attention_kvfp4s_supported() ? 16384 : 4096;
-    EXPECT_EQ(scratch.kv_decode_keys, be->has_kv_tier(o.kv_store) && decodes ? keys : 0);
+    // kvfp4s (and kvmix's 4-bit heads) decode unless its Hopper kernel runs
+    // (sm90), 16384 keys at a time on Hopper, 4096 elsewhere and on the sm80
+    // route; kvi8r decodes 4096 off Hopper and on that route.
+    const bool hopper = cuda::arch::hopper_kernels() && attn_kernel() != AttnKernel::sm80;
+    int64_t keys = 0;
+    if ((t == "kvfp4s" || t == "kvmix") && attn_kernel() != AttnKernel::sm90)
+      keys = hopper ? 16384 : 4096;
+    if (t == "kvi8r" && !hopper) keys = 4096;
+    EXPECT_EQ(scratch.kv_decode_keys, be->has_kv_tier(o.kv_store) ? keys : 0);
     const ForwardOutputs s = run_forward(*be, arena, w, l, in, o);
     const Placement& p = s.placement;
     SCOPED_TRACE(p.describe());
@@ -118,7 +122,7 @@ TEST(GpuPlacement, ResidualStagedAtTheSmallestBudgetEqualsStock) {
     const ForwardInputs in = random_inputs(w.config, l, 3);
     cuda::CudaMemory mem;
     Arena arena(mem, 0);
-    auto be = make_cuda_backend(arena);
+    auto be = make_gpu_backend(arena);
     const ForwardOutputs stock = run_forward(*be, arena, w, l, in, ExecOptions::stock());
     ExecOptions o = streamed_options(97, 100, 77, 0, 50);
     const WeightPlan all = plan_weights(*be, w, 0);

@@ -27,7 +27,8 @@ struct BenchArgs {
   bool skip_attention = false;
   bool only_attention = false;
   bool phase_times = false;  // synchronise at the streamed block's phase starts, report each
-  std::vector<std::string> attn_kernels;  // extra attention kernels to time (H3S_ATTN_KERNEL names)
+  // --attn-kernels: attention alone again on these requests (--attn-kernel names)
+  std::vector<std::string> attn_kernels;
   // TEST ONLY (tests/cli, the hidden flag --test-flip-streamed-bit): flips the
   // lowest bit of the streamed block's first output value before the
   // comparison, so that a test sees a real mismatch reported and exit 3. No

@@ -153,6 +153,27 @@ void add_control_flags(CLI::App& cmd, ExecOptions& o, std::string& final_gemm) {
       "keep the text and patch embeds through the blocks (the same math, more memory)");
   cmd.add_flag("--self-check", o.self_check,
                "block 0: stock vs streamed for full/q/kv/mlp/none variants, one line in ulps");
+  add_kernel_flags(cmd, o);
+}
+
+void add_kernel_flags(CLI::App& cmd, ExecOptions& o) {
+  // Strings, parsed once checked: a CheckedTransformer over the enums would
+  // print their raw bytes in its error.
+  cmd.add_option_function<std::string>(
+         "--attn-kernel", [&o](const std::string& s) { o.attn_kernel = parse_attn_kernel(s); },
+         "CUDA, comparison runs: default (per tier, the kernel chosen for this GPU), sm80 (the "
+         "mma.sync route other GPUs take, also on Hopper) or sm90 (each tier's Hopper kernel; "
+         "kvfp4s' instead of its decode path); each its own bits")
+      ->check(CLI::IsMember({"default", "sm80", "sm90"}))
+      ->type_name("TEXT")
+      ->default_str("default");
+  cmd.add_option_function<std::string>(
+         "--gemm-kernel", [&o](const std::string& s) { o.gemm_kernel = parse_gemm_kernel(s); },
+         "CUDA, comparison runs: default or sm80 (what RTX 30/40 cards run: bf16 and int8 on "
+         "mma.sync, W4A8 in two stages); the same bits")
+      ->check(CLI::IsMember({"default", "sm80"}))
+      ->type_name("TEXT")
+      ->default_str("default");
 }
 
 ModelConfig config_from(const RunArgs& a) {

@@ -42,6 +42,9 @@ void add_run_flags(CLI::App& cmd, RunArgs& a);
 // The controls of docs/FEATURES.md "Controls" alone (--q-chunk ... --self-check), for commands
 // that take their model and shape from files (h3s forward).
 void add_control_flags(CLI::App& cmd, ExecOptions& o, std::string& final_gemm);
+// --attn-kernel and --gemm-kernel (ExecOptions::attn_kernel, gemm_kernel: the
+// CUDA backend's kernels for comparison runs), part of the controls.
+void add_kernel_flags(CLI::App& cmd, ExecOptions& o);
 
 ModelConfig config_from(const RunArgs& a);
 // The packed layout the flags describe; throws Error(invalid_argument) naming

@@ -100,6 +100,8 @@ int run_forward_cmd(ForwardArgs& a) {
     a.exec.vram_budget = chosen.vram_budget;
     a.exec.kv_store = chosen.kv_store;
     a.exec.exact_av_rows = chosen.exact_av_rows;
+    a.exec.attn_kernel = chosen.attn_kernel;
+    a.exec.gemm_kernel = chosen.gemm_kernel;
   }
   a.exec.validate();
   // Before any work: a run must not compute and then fail to write, nor write

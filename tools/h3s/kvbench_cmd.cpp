@@ -180,6 +180,13 @@ void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a) {
                  "kernel, which matters at short sequences)")
       ->check(whole_at_least(1))
       ->capture_default_str();
+  cmd.add_option_function<std::string>(
+         "--attn-kernel", [&a](const std::string& s) { a.attn_kernel = parse_attn_kernel(s); },
+         "cuda: the kernels of the tier and of the exact attention beside it, as h3s bench's "
+         "--attn-kernel (default, sm80, sm90); the JSON names both")
+      ->check(CLI::IsMember({"default", "sm80", "sm90"}))
+      ->type_name("TEXT")
+      ->default_str("default");
   cmd.add_flag("--no-baseline{false}", a.baseline,
                "skip the baseline recipe (computed on the host, O(tokens^2): hours at 217k)");
   cmd.add_flag("--json", a.json, "one JSON object on stdout");
@@ -196,6 +203,7 @@ int run_kvbench(const KvBenchArgs& args) {
   if (!a.checkpoint.empty() && !wants_checkpoint) a.inputs.push_back("checkpoint");
   EngineBackend b(a.backend, 0, 0, a.threads);
   Backend& be = b.ops();
+  be.use_kernels(a.attn_kernel, GemmKernel::automatic);
   if (!be.has_kv_tier(a.kv_store))
     fail(ErrorKind::invalid_argument,
          "kvbench: the {} backend has no {} kernels yet; measure the definition of record with "
@@ -227,6 +235,7 @@ int run_kvbench(const KvBenchArgs& args) {
         fmt::print(stderr, "h3s kvbench: block {}'s q, k, v from a forward of {} ({} tokens)...\n",
                    a.block, a.checkpoint, a.tokens);
       CapturedQkv c = capture_block_qkv(b, a.checkpoint, a.block, a.tokens, a.seed);
+      be.use_kernels(a.attn_kernel, GemmKernel::automatic);  // the forward ran its own
       if (c.head_dim != kHd)
         fail(ErrorKind::invalid_argument,
              "kvbench --checkpoint {}: head_dim {}, the K/V tiers are defined for {}", a.checkpoint,

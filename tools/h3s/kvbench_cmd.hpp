@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "h3s/kv_tier.hpp"
+#include "h3s/options.hpp"
 
 namespace h3s::cli {
 
@@ -30,6 +31,7 @@ struct KvBenchArgs {
   bool json = false;
   std::vector<int> kv_mix_heads;  // kvmix: given heads on 8 bits (empty: calibrated per input)
   int64_t kv_mix_count = 0;       // kvmix: heads the calibration picks (0: half)
+  AttnKernel attn_kernel = AttnKernel::automatic;  // --attn-kernel: the CUDA kernels timed
 };
 void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a);
 int run_kvbench(const KvBenchArgs& a);

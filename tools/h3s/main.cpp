@@ -126,13 +126,18 @@ int run_demo(RunArgs& a) {
   stock_opt.exact_av_rows = a.exec.exact_av_rows;
   stock_opt.kv_mix_heads = a.exec.kv_mix_heads;
   stock_opt.kv_mix_count = a.exec.kv_mix_count;
+  stock_opt.attn_kernel = a.exec.attn_kernel;  // the same kernels: the same bits
+  stock_opt.gemm_kernel = a.exec.gemm_kernel;
   const ForwardOutputs stock = forward(p, a, stock_opt, "stock");
   const ForwardOutputs streamed = forward(p, a, a.exec, "streamed");
   // An approximate tier's error: its stock output against the exact store's.
   const bool approximate = !kv_tier_exact(a.exec.kv_store);
   std::pair<double, double> vs_exact{0.0, 0.0};  // video, audio rel-rms
   if (approximate) {
-    const ForwardOutputs exact = forward(p, a, ExecOptions::stock(), "stock, exact K/V store");
+    ExecOptions exact_opt = ExecOptions::stock();
+    exact_opt.attn_kernel = a.exec.attn_kernel;
+    exact_opt.gemm_kernel = a.exec.gemm_kernel;
+    const ForwardOutputs exact = forward(p, a, exact_opt, "stock, exact K/V store");
     vs_exact = {rel_rms(exact.video, stock.video), rel_rms(exact.audio, stock.audio)};
   }
   // Bits, not values: -0 vs +0 or two NaN payloads are not equal.
@@ -169,7 +174,9 @@ int run_demo(RunArgs& a) {
           {"final_layer_gemm", a.final_gemm},
           {"kv_store", std::string(kv_tier_name(a.exec.kv_store))},
           {"exact_av_rows", a.exec.exact_av_rows},
-          {"trim_forward", a.exec.trim_forward}}},
+          {"trim_forward", a.exec.trim_forward},
+          {"attn_kernel", std::string(attn_kernel_name(a.exec.attn_kernel))},
+          {"gemm_kernel", std::string(gemm_kernel_name(a.exec.gemm_kernel))}}},
         {"log", streamed.log},
     };
     // The streamed run's weight plan and placement (the stock run has no budget).
@@ -224,6 +231,8 @@ int run_one(RunArgs& a, bool stock_mode) {
   opt.exact_av_rows = a.exec.exact_av_rows;
   opt.kv_mix_heads = a.exec.kv_mix_heads;
   opt.kv_mix_count = a.exec.kv_mix_count;
+  opt.attn_kernel = a.exec.attn_kernel;
+  opt.gemm_kernel = a.exec.gemm_kernel;
   const ForwardOutputs out = forward(p, a, opt, stock_mode ? "stock" : "streamed");
   if (a.json) {
     nlohmann::json j = {{"command", "run"},

@@ -64,22 +64,19 @@ void CpuBackend::kvfp4s_quantize(std::span<const Tensor> k_parts, std::span<cons
   const int64_t heads = out.k_code.cols() / kCodeBytes, seq = out.rows();
   expect_store(out, heads, op);
   const KvBlockRows in(k_parts, v_parts, heads * kHd, first_row, seq, kBlock, op);
-  pool_.parallel_for(in.blocks() * heads, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<uint16_t> kb(static_cast<size_t>(kBlock * kHd)),
-        vb(static_cast<size_t>(kBlock * kHd));
-    for (int64_t task = t0; task < t1; ++task) {
-      const int64_t b = task / heads, h = task % heads;
-      const int64_t rows = in.copy_head(b, h, kHd, kb.data(), vb.data());
-      const int64_t row = first_row + b * kBlock, block = row / kBlock;
-      kvfp4s::quantise_k_block(kb.data(), kHd, rows, out.k_code.row<uint8_t>(row) + h * kCodeBytes,
-                               out.k_code.row_stride(), out.k_scale.row<uint8_t>(row) + h * kScales,
-                               out.k_scale.row_stride(), out.k_global.row<float>(block) + h,
-                               out.k_mean.row<uint16_t>(block) + h * kHd);
-      kvfp4s::quantise_v_block(vb.data(), kHd, rows, out.v_code.row<uint8_t>(row) + h * kCodeBytes,
-                               out.v_code.row_stride(), out.v_scale.row<uint8_t>(row) + h * kScales,
-                               out.v_scale.row_stride(), out.v_global.row<float>(block) + h);
-    }
-  });
+  in.for_each_block_head(
+      pool_, heads, kHd,
+      [&](int64_t b, int64_t h, int64_t rows, const uint16_t* k, const uint16_t* v) {
+        const int64_t row = first_row + b * kBlock, block = row / kBlock;
+        kvfp4s::quantise_k_block(
+            k, kHd, rows, out.k_code.row<uint8_t>(row) + h * kCodeBytes, out.k_code.row_stride(),
+            out.k_scale.row<uint8_t>(row) + h * kScales, out.k_scale.row_stride(),
+            out.k_global.row<float>(block) + h, out.k_mean.row<uint16_t>(block) + h * kHd);
+        kvfp4s::quantise_v_block(v, kHd, rows, out.v_code.row<uint8_t>(row) + h * kCodeBytes,
+                                 out.v_code.row_stride(),
+                                 out.v_scale.row<uint8_t>(row) + h * kScales,
+                                 out.v_scale.row_stride(), out.v_global.row<float>(block) + h);
+      });
 }
 
 void CpuBackend::attention_kvfp4s(const Tensor& q, const KvFp4sView& kv, RowRange keys,
@@ -95,31 +92,24 @@ void CpuBackend::attention_kvfp4s(const Tensor& q, const KvFp4sView& kv, RowRang
   expect_unit_col_stride(q, op, "q");
   expect_store(kv, heads, op);
   checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
-  // Tasks of (head, kRowBlock query rows): each key tile decoded once per task.
-  constexpr int64_t kRowBlock = 32;
-  const int64_t row_blocks = (rows + kRowBlock - 1) / kRowBlock;
-  pool_.parallel_for(heads * row_blocks, 1, [&](int64_t t0, int64_t t1) {
-    auto scratch = std::make_unique<kvfp4s::Scratch>();  // 130 KiB: not on the stack
-    for (int64_t task = t0; task < t1; ++task) {
-      const int64_t h = task / row_blocks, r0 = task % row_blocks * kRowBlock;
-      const int64_t n = std::min(kRowBlock, rows - r0);
-      const kvfp4s::HeadRows head{.k_code = kv.k_code.row<uint8_t>(0) + h * kCodeBytes,
-                                  .k_scale = kv.k_scale.row<uint8_t>(0) + h * kScales,
-                                  .v_code = kv.v_code.row<uint8_t>(0) + h * kCodeBytes,
-                                  .v_scale = kv.v_scale.row<uint8_t>(0) + h * kScales,
-                                  .k_global = kv.k_global.row<float>(0) + h,
-                                  .v_global = kv.v_global.row<float>(0) + h,
-                                  .k_mean = kv.k_mean.row<uint16_t>(0) + h * kHd,
-                                  .code_stride = kv.k_code.row_stride(),
-                                  .scale_stride = kv.k_scale.row_stride(),
-                                  .global_stride = kv.k_global.row_stride(),
-                                  .mean_stride = kv.k_mean.row_stride()};
-      const int64_t at = r0 * heads + h;
-      kvfp4s::attend_rows(q.row<uint16_t>(r0) + h * kHd, q.row_stride(), n, head, keys.begin,
-                          keys.end, s.m.view.ptr<float>() + at, s.l.view.ptr<float>() + at, heads,
-                          s.acc.view.ptr<float>() + at * kHd, heads * kHd, *scratch);
-    }
-  });
+  for_each_head_rows<kvfp4s::Scratch>(
+      pool_, heads, rows, [&](int64_t h, int64_t r0, int64_t n, kvfp4s::Scratch& scratch) {
+        const kvfp4s::HeadRows head{.k_code = kv.k_code.row<uint8_t>(0) + h * kCodeBytes,
+                                    .k_scale = kv.k_scale.row<uint8_t>(0) + h * kScales,
+                                    .v_code = kv.v_code.row<uint8_t>(0) + h * kCodeBytes,
+                                    .v_scale = kv.v_scale.row<uint8_t>(0) + h * kScales,
+                                    .k_global = kv.k_global.row<float>(0) + h,
+                                    .v_global = kv.v_global.row<float>(0) + h,
+                                    .k_mean = kv.k_mean.row<uint16_t>(0) + h * kHd,
+                                    .code_stride = kv.k_code.row_stride(),
+                                    .scale_stride = kv.k_scale.row_stride(),
+                                    .global_stride = kv.k_global.row_stride(),
+                                    .mean_stride = kv.k_mean.row_stride()};
+        const int64_t at = r0 * heads + h;
+        kvfp4s::attend_rows(q.row<uint16_t>(r0) + h * kHd, q.row_stride(), n, head, keys.begin,
+                            keys.end, s.m.view.ptr<float>() + at, s.l.view.ptr<float>() + at, heads,
+                            s.acc.view.ptr<float>() + at * kHd, heads * kHd, scratch);
+      });
 }
 
 void CpuBackend::kvfp4s_decode(const KvFp4sView& kv, RowRange keys, const Tensor& k,

@@ -39,18 +39,14 @@ void CpuBackend::kvi8s_quantize(std::span<const Tensor> k_parts, std::span<const
   const int64_t heads = out.k_code.cols() / kHd, seq = out.rows();
   expect_store(out, heads, op);
   const KvBlockRows in(k_parts, v_parts, heads * kHd, first_row, seq, kTile, op);
-  pool_.parallel_for(in.blocks() * heads, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<uint16_t> kb(static_cast<size_t>(kTile * kHd)),
-        vb(static_cast<size_t>(kTile * kHd));
-    for (int64_t task = t0; task < t1; ++task) {
-      const int64_t b = task / heads, h = task % heads;
-      const int64_t rows = in.copy_head(b, h, kHd, kb.data(), vb.data());
-      const int64_t row = first_row + b * kTile;
-      kvi8s::quantise_tile(kb.data(), vb.data(), kHd, rows, out.k_code.row<int8_t>(row) + h * kHd,
-                           out.k_code.row_stride(), out.v_code.row<uint8_t>(h * kHd) + row,
-                           out.v_code.row_stride(), header_of(out, heads, row / kTile, h));
-    }
-  });
+  in.for_each_block_head(
+      pool_, heads, kHd,
+      [&](int64_t b, int64_t h, int64_t rows, const uint16_t* k, const uint16_t* v) {
+        const int64_t row = first_row + b * kTile;
+        kvi8s::quantise_tile(k, v, kHd, rows, out.k_code.row<int8_t>(row) + h * kHd,
+                             out.k_code.row_stride(), out.v_code.row<uint8_t>(h * kHd) + row,
+                             out.v_code.row_stride(), header_of(out, heads, row / kTile, h));
+      });
 }
 
 void CpuBackend::attention_kvi8s(const Tensor& q, const KvI8sView& kv, RowRange keys,

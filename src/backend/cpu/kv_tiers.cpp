@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/kv_block_rows.hpp"
 #include "backend/op_checks.hpp"
 #include "kvfmt/kvi8r.hpp"
 
@@ -86,28 +87,19 @@ void CpuBackend::attention_kvi8r(const Tensor& q, const KvI8View& kv, RowRange k
          s.head_dim, kHd);
   checks::kvi8r_attention_args(q, s.rows, heads, kv.k_code, kv.k_scale, kv.v_code, kv.v_scale, keys,
                                kAttnKvTile, Device::host);
-  // Tasks of (head, kRowBlock query rows): each key tile dequantised once per
-  // task (one row a task dequantised it per row: 15x the exact store's
-  // forward on the tiny model).
-  constexpr int64_t kRowBlock = 32;
-  const int64_t row_blocks = (rows + kRowBlock - 1) / kRowBlock;
-  pool_.parallel_for(heads * row_blocks, 1, [&](int64_t t0, int64_t t1) {
-    auto scratch = std::make_unique<kvi8r::Scratch>();  // 129 KiB: not on the stack
-    for (int64_t task = t0; task < t1; ++task) {
-      const int64_t h = task / row_blocks, r0 = task % row_blocks * kRowBlock;
-      const int64_t n = std::min(kRowBlock, rows - r0);
-      const kvi8r::HeadRows head{kv.k_code.row<uint8_t>(0) + h * kHd,
-                                 kv.k_scale.row<uint16_t>(0) + h * kv.k_scale.stride[1],
-                                 kv.v_code.row<uint8_t>(0) + h * kHd,
-                                 kv.v_scale.row<uint16_t>(0) + h * kv.v_scale.stride[1],
-                                 kv.k_code.row_stride(),
-                                 kv.k_scale.row_stride()};
-      const int64_t at = r0 * heads + h;
-      kvi8r::attend_rows(q.row<uint16_t>(r0) + h * kHd, q.row_stride(), n, head, keys.begin,
-                         keys.end, s.m.view.ptr<float>() + at, s.l.view.ptr<float>() + at, heads,
-                         s.acc.view.ptr<float>() + at * kHd, heads * kHd, *scratch);
-    }
-  });
+  for_each_head_rows<kvi8r::Scratch>(
+      pool_, heads, rows, [&](int64_t h, int64_t r0, int64_t n, kvi8r::Scratch& scratch) {
+        const kvi8r::HeadRows head{kv.k_code.row<uint8_t>(0) + h * kHd,
+                                   kv.k_scale.row<uint16_t>(0) + h * kv.k_scale.stride[1],
+                                   kv.v_code.row<uint8_t>(0) + h * kHd,
+                                   kv.v_scale.row<uint16_t>(0) + h * kv.v_scale.stride[1],
+                                   kv.k_code.row_stride(),
+                                   kv.k_scale.row_stride()};
+        const int64_t at = r0 * heads + h;
+        kvi8r::attend_rows(q.row<uint16_t>(r0) + h * kHd, q.row_stride(), n, head, keys.begin,
+                           keys.end, s.m.view.ptr<float>() + at, s.l.view.ptr<float>() + at, heads,
+                           s.acc.view.ptr<float>() + at * kHd, heads * kHd, scratch);
+      });
 }
 
 void CpuBackend::attn_state_finish_rotated(const AttnState& s, const Tensor& out) {

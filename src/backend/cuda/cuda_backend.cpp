@@ -85,12 +85,19 @@ std::pair<Rows, Rows> as_rows2(const Tensor& x, const Tensor& y, const char* op)
 
 // ---- construction and weight views --------------------------------------------------
 
-CudaBackend::CudaBackend(Arena& scratch, cudaStream_t stream) : scratch_(scratch), stream_(stream) {
+CudaBackend::CudaBackend(Arena& scratch, cudaStream_t stream, AttnKernel attn, GemmKernel gemm)
+    : scratch_(scratch),
+      stream_(stream),
+      attn_default_(attn),
+      attn_(attn),
+      gemm_default_(gemm),
+      gemm_(gemm) {
   if (scratch.device() != Device::cuda)
     fail(ErrorKind::invalid_argument,
          "cuda backend: the scratch arena must be device memory (an Arena over CudaMemory)");
   check(cudaGetDevice(&device_), "cuda backend: device");
   arch::expect_supported_device();  // sm_80 or newer: the oldest image this build carries
+  check_request(attn_, kernel_arch());
   if (!stream_) {
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cuda backend: stream");
     own_stream_ = true;
@@ -100,6 +107,13 @@ CudaBackend::CudaBackend(Arena& scratch, cudaStream_t stream) : scratch_(scratch
 CudaBackend::~CudaBackend() {
   (void)cudaStreamSynchronize(stream_);
   if (own_stream_) (void)cudaStreamDestroy(stream_);
+}
+
+void CudaBackend::use_kernels(AttnKernel attn, GemmKernel gemm) {
+  attn = attn == AttnKernel::automatic ? attn_default_ : attn;
+  check_request(attn, kernel_arch());
+  attn_ = attn;
+  gemm_ = gemm == GemmKernel::automatic ? gemm_default_ : gemm;
 }
 
 DeviceWeights DeviceWeights::of(const QuantLinear& w) {
@@ -190,11 +204,11 @@ void CudaBackend::quantized_linear(const uint16_t* x, int64_t ldx, ActInput inpu
   if (w.format == WeightFormat::w4a8) {
     // Features [f0, f0 + n) are rows f0.. of every packed array.
     gemm_w4a8(q, k, s, w.w4_codes + f0 * (k / 2), w.w4_s_rel + f0 * (k / kW4Group), w.w4_levels,
-              w.w_scale + f0, bias, y.ptr<uint16_t>(), y.stride[0], m, n, k, stream_);
+              w.w_scale + f0, bias, y.ptr<uint16_t>(), y.stride[0], m, n, k, gemm_, stream_);
     return;
   }
   gemm_i8(q, k, s, w.w_i8 + f0 * k, w.w_scale + f0, bias, y.ptr<uint16_t>(), y.stride[0], m, n, k,
-          stream_);
+          gemm_, stream_);
 }
 
 void CudaBackend::linear(const Tensor& x, const QuantLinear& w, const Tensor& y,
@@ -212,7 +226,7 @@ void CudaBackend::linear(const Tensor& x, const QuantLinear& w, const Tensor& y,
     case WeightFormat::bf16:
     case WeightFormat::nvfp4:
       gemm_bf16(x.ptr<uint16_t>(), x.stride[0], d.w_bf16 + f0 * k, bias, y.ptr<uint16_t>(),
-                y.stride[0], m, n, k, stream_);
+                y.stride[0], m, n, k, gemm_, stream_);
       return;
     case WeightFormat::int8:
     case WeightFormat::w4a8:
@@ -248,7 +262,8 @@ void CudaBackend::swiglu_linear(const Tensor& f, const QuantLinear& w, const Ten
       Buffer act = scratch_.allocate(size_t(m * ffn) * sizeof(uint16_t), "swiglu activations");
       uint16_t* a = static_cast<uint16_t*>(act.data());
       swiglu_bf16(f.ptr<uint16_t>(), f.stride[0], a, ffn, m, ffn, stream_);
-      gemm_bf16(a, ffn, d.w_bf16, d.bias, y.ptr<uint16_t>(), y.stride[0], m, w.out, ffn, stream_);
+      gemm_bf16(a, ffn, d.w_bf16, d.bias, y.ptr<uint16_t>(), y.stride[0], m, w.out, ffn, gemm_,
+                stream_);
       return;
     }
     case WeightFormat::f32:
@@ -314,7 +329,7 @@ void CudaBackend::attention_with_ends(const Tensor& q, const KvView& kv, RowRang
       kv.k.dtype == DType::f16 ? cuda::attn::KvType::f16 : cuda::attn::KvType::bf16};
   const cuda::attn::FwdEnds fe{ends.fresh, ends.out ? ends.out->ptr<uint16_t>() : nullptr,
                                ends.out ? ends.out->stride[0] : 0};
-  attention_fwd(p, fe, stream_);
+  attention_fwd(p, fe, attn_, stream_);
 }
 
 void CudaBackend::attention(const Tensor& q, const KvView& kv, RowRange keys, AttnState& s) {
@@ -480,15 +495,16 @@ double CudaBackend::device_seconds(const std::function<void()>& enqueue) {
 }
 
 std::string_view CudaBackend::attention_kernel() const {
-  return attention_kernel_name();
+  return kernel_name(attention_choice(Op::attention, attn_));
 }
 
 }  // namespace h3s::cuda
 
 namespace h3s {
 
-std::unique_ptr<Backend> make_cuda_backend(Arena& scratch, cudaStream_t stream) {
-  return std::make_unique<cuda::CudaBackend>(scratch, stream);
+std::unique_ptr<Backend> make_cuda_backend(Arena& scratch, cudaStream_t stream, AttnKernel attn,
+                                           GemmKernel gemm) {
+  return std::make_unique<cuda::CudaBackend>(scratch, stream, attn, gemm);
 }
 
 }  // namespace h3s

@@ -47,8 +47,13 @@ struct DeviceWeights {
 class CudaBackend final : public Backend {
  public:
   // scratch: an arena over device memory. stream: the caller's stream, or
-  // nullptr to create (and own) a non-blocking one.
-  explicit CudaBackend(Arena& scratch, cudaStream_t stream = nullptr);
+  // nullptr to create (and own) a non-blocking one. attn, gemm: what
+  // automatic means in use_kernels (automatic: kernel_choice.hpp's choice
+  // for this GPU; the GPU test binary's --attn-kernel and --gemm-kernel
+  // set them, so its whole suite runs on one route).
+  explicit CudaBackend(Arena& scratch, cudaStream_t stream = nullptr,
+                       AttnKernel attn = AttnKernel::automatic,
+                       GemmKernel gemm = GemmKernel::automatic);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -64,6 +69,11 @@ class CudaBackend final : public Backend {
   // created itself is released. Defined in cuda_stream_switch.cpp.
   void set_stream(cudaStream_t stream);
   void use_stream(void* stream) override { set_stream(static_cast<cudaStream_t>(stream)); }
+  // Throws Error(invalid_argument) for a request this GPU cannot run (sm90
+  // off Hopper), before any op.
+  void use_kernels(AttnKernel attn, GemmKernel gemm) override;
+  AttnKernel attn_kernel() const { return attn_; }
+  GemmKernel gemm_kernel() const { return gemm_; }
 
   void rms_norm_mod(const Tensor& x, const Tensor& gamma, float eps, const ModTable* mod,
                     std::span<const ModRun> runs, const Tensor& out) override;
@@ -135,12 +145,16 @@ class CudaBackend final : public Backend {
                         const DeviceWeights& w, int64_t f0, int64_t n, const Tensor& y);
   // The device int32 [rows] row -> mod row index of `runs` (-1 elsewhere).
   Buffer mod_rows(std::span<const ModRun> runs, int64_t rows);
+  // What `tier`'s attention runs here now (kernel_choice.hpp).
+  Kernel tier_kernel(KvTier tier) const;
 
   Arena& scratch_;
   std::unique_ptr<PinnedMemory> pinned_ = std::make_unique<PinnedMemory>();
   cudaStream_t stream_ = nullptr;
   bool own_stream_ = false;
-  int device_ = 0;  // current when the backend was made
+  int device_ = 0;                  // current when the backend was made
+  AttnKernel attn_default_, attn_;  // use_kernels' automatic, and the kernels now
+  GemmKernel gemm_default_, gemm_;
 };
 
 }  // namespace h3s::cuda
@@ -148,7 +162,9 @@ class CudaBackend final : public Backend {
 namespace h3s {
 
 // The CUDA backend over `scratch` (an Arena on CudaMemory) on `stream`
-// (nullptr: the backend creates its own).
-std::unique_ptr<Backend> make_cuda_backend(Arena& scratch, cudaStream_t stream = nullptr);
+// (nullptr: the backend creates its own); attn, gemm as CudaBackend's.
+std::unique_ptr<Backend> make_cuda_backend(Arena& scratch, cudaStream_t stream = nullptr,
+                                           AttnKernel attn = AttnKernel::automatic,
+                                           GemmKernel gemm = GemmKernel::automatic);
 
 }  // namespace h3s

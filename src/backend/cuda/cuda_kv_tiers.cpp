@@ -2,15 +2,15 @@
 // bit-exact with the definition of record; its attention on Hopper the
 // warp-specialised kernel over int8 codes, attn_fwd_i8r_sm90.cu, elsewhere
 // its decode path: fp16 blocks for the exact kernel's fp16 instance), kvi8s
-// (Hopper: its quantiser bit-exact, its attention on int8/fp8 wgmma,
-// attn_fwd_i8s_sm90.cu) and kvfp4s (its quantiser bit-exact; its attention
-// by default the decode path on every GPU, bf16 blocks for the exact
-// kernel, and on Hopper the same bits as attn_fwd_fp4s_sm90.cu, which
-// H3S_KVFP4S_KERNEL selects). Tiers without kernels here report so through
-// has_kv_tier, and the executor keeps the exact store (kv/kv_store.cpp logs
-// the one line).
+// (its quantiser bit-exact, its attention on int8/fp8 wgmma on Hopper,
+// attn_fwd_i8s_sm90.cu, on mma.sync on 8.9+, attn_fwd_i8s_sm89.cu) and
+// kvfp4s (its quantiser bit-exact; its attention the decode path on every
+// GPU, bf16 blocks for the exact kernel, and on Hopper the same bits as
+// attn_fwd_fp4s_sm90.cu, which ExecOptions::attn_kernel sm90 selects).
+// kernel_choice.hpp decides which per call. Tiers without kernels here
+// report so through has_kv_tier, and the executor keeps the exact store
+// (kv/kv_store.cpp logs the one line).
 #include <algorithm>
-#include <cstdlib>
 #include <string_view>
 
 #include "backend/cuda/common.cuh"
@@ -27,40 +27,6 @@ namespace h3s::cuda {
 namespace {
 
 constexpr int64_t kHd = 128;  // kvi8r::kDim
-// Keys of every head a decode path (kvfp4s, kvi8r) decodes at once: a
-// multiple of the attention tile, so each block starts on one (the exact
-// kernel's tiles are then the Hopper kernel's, and blocks chain as kv_block
-// does). Each block costs the exact kernel a round trip of the query chunk's
-// fp32 state, against 2 x keys x 7168 x 2 bytes of scratch at H3's 56 heads
-// (117 MB at 4096), beside a 217k-token store of 1.76 GB (kvfp4s) or 3.1 GB
-// (kvi8r). Measured on the H200 at 217k tokens: 1.00x the exact kernel's
-// time at 4096 on the compute_80 code; on Hopper 1.02x at 4096 and 0.96x at
-// 16384, so Hopper (80 GB and up) takes 16384 (docs/PERFORMANCE.md).
-static_assert(kKvDecodeKeys % kAttnKvTile == 0 && kKvDecodeKeysHopper % kAttnKvTile == 0,
-              "decode blocks start on attention tiles");
-
-// `fallback`, or `env` (H3S_KVFP4S_DECODE_KEYS, H3S_KVI8R_DECODE_KEYS) for
-// measurements (fewer launches and state round trips against more scratch).
-// Re-read per call, as the kernel choices are; the planner asks the same
-// function.
-int64_t decode_keys(const char* env, int64_t fallback) {
-  const char* set = std::getenv(env);
-  if (set == nullptr || *set == '\0') return fallback;
-  char* end = nullptr;
-  const long long keys = std::strtoll(set, &end, 10);
-  if (*end != '\0' || keys <= 0 || keys % kAttnKvTile != 0)
-    fail(ErrorKind::invalid_argument,
-         "{}={}: give a positive multiple of the {}-key attention tile (the default here is {})",
-         env, set, kAttnKvTile, fallback);
-  return keys;
-}
-int64_t kvfp4s_decode_keys() {
-  return decode_keys("H3S_KVFP4S_DECODE_KEYS",
-                     attention_kvfp4s_supported() ? kKvDecodeKeysHopper : kKvDecodeKeys);
-}
-int64_t kvi8r_decode_keys() {
-  return decode_keys("H3S_KVI8R_DECODE_KEYS", kKvDecodeKeys);
-}
 
 // The decode kernels store 16-byte groups: contiguous [keys, heads, 128]
 // rows, 16-byte aligned (the shapes are checks::decoded_kv_args').
@@ -87,46 +53,41 @@ void expect_heads_bf16(const Tensor& t, const char* op, const char* operand) {
 
 }  // namespace
 
-bool CudaBackend::has_kv_tier(KvTier tier) const {
+Kernel CudaBackend::tier_kernel(KvTier tier) const {
   switch (tier) {
-    case KvTier::bf16:
-      return true;
     case KvTier::kvi8r:
-      return attention_kvi8r_supported() || attention_kvi8r_decodes();
+      return attention_choice(Op::kvi8r, attn_);
     case KvTier::kvi8s:
-      return attention_kvi8s_supported();
+      return attention_choice(Op::kvi8s, attn_);
     case KvTier::kvfp4s:
-      return attention_kvfp4s_supported() || attention_kvfp4s_decodes();
-    case KvTier::kvmix:
-      // Its two stores' kernels (kvfp4s' decode path wherever it runs).
-      return attention_kvi8s_supported() &&
-             (attention_kvfp4s_supported() || attention_kvfp4s_decodes());
+      return attention_choice(Op::kvfp4s, attn_);
+    default:
+      return attention_choice(Op::attention, attn_);
   }
-  return false;
+}
+
+bool CudaBackend::has_kv_tier(KvTier tier) const {
+  if (tier == KvTier::kvmix)  // its two stores' kernels
+    return tier_kernel(KvTier::kvi8s) != Kernel::none &&
+           tier_kernel(KvTier::kvfp4s) != Kernel::none;
+  return tier_kernel(tier) != Kernel::none;
 }
 
 int64_t CudaBackend::kv_tier_decode_keys(KvTier tier) const {
-  // (kvmix decodes its 4-bit heads only: the whole width bounds them.)
-  if (tier == KvTier::kvi8r) return attention_kvi8r_decodes() ? kvi8r_decode_keys() : 0;
-  return (tier == KvTier::kvfp4s || tier == KvTier::kvmix) && attention_kvfp4s_decodes()
-             ? kvfp4s_decode_keys()
-             : 0;
+  // Each decode block costs the exact kernel a round trip of the query
+  // chunk's fp32 state, against 2 x keys x 7168 x 2 bytes of scratch at H3's
+  // 56 heads. (kvmix decodes its 4-bit heads only: the whole width bounds them.)
+  if (tier != KvTier::kvi8r && tier != KvTier::kvfp4s && tier != KvTier::kvmix) return 0;
+  const KvTier decoded = tier == KvTier::kvmix ? KvTier::kvfp4s : tier;
+  return decode_keys(tier_kernel(decoded), kernel_arch(), attn_);
 }
 
 std::string CudaBackend::kv_tier_kernel(KvTier tier) const {
   if (!has_kv_tier(tier) || tier == KvTier::bf16) return std::string(attention_kernel());
-  switch (tier) {
-    case KvTier::kvi8r:
-      return attention_kvi8r_kernel_name();
-    case KvTier::kvi8s:
-      return attention_kvi8s_kernel_name();
-    case KvTier::kvfp4s:
-      return attention_kvfp4s_kernel_name();
-    default:
-      // kvmix: each head on its store's kernel.
-      return std::string("kvi8s ") + attention_kvi8s_kernel_name() + ", kvfp4s " +
-             attention_kvfp4s_kernel_name();
-  }
+  if (tier == KvTier::kvmix)  // each head on its store's kernel
+    return std::string("kvi8s ") + std::string(kernel_name(tier_kernel(KvTier::kvi8s))) +
+           ", kvfp4s " + std::string(kernel_name(tier_kernel(KvTier::kvfp4s)));
+  return std::string(kernel_name(tier_kernel(tier)));
 }
 
 void CudaBackend::kvi8r_quantize(const Tensor& src, const Tensor& code, const Tensor& scale) {
@@ -154,8 +115,8 @@ void CudaBackend::attention_kvi8r(const Tensor& q, const KvI8View& kv, RowRange 
   checks::kvi8r_attention_args(q, s.rows, s.heads, kv.k_code, kv.k_scale, kv.v_code, kv.v_scale,
                                keys, kAttnKvTile, Device::cuda);
   if (s.rows == 0) return;
-  if (attention_kvi8r_decodes()) {
-    attention_kvi8r_decoded(*this, scratch_, q, kv, keys, s, kvi8r_decode_keys());
+  if (tier_kernel(KvTier::kvi8r) == Kernel::kvi8r_decode) {
+    attention_kvi8r_decoded(*this, scratch_, q, kv, keys, s, kv_tier_decode_keys(KvTier::kvi8r));
     return;
   }
   const attn::KvI8rFwdParams p{q.ptr<uint16_t>(),
@@ -283,7 +244,7 @@ void CudaBackend::attention_kvi8s(const Tensor& q, const KvI8sView& kv, RowRange
                                s.m.view.ptr<float>(),
                                s.l.view.ptr<float>(),
                                s.acc.view.ptr<float>()};
-  cuda::attention_kvi8s(p, stream_);
+  cuda::attention_kvi8s(p, tier_kernel(KvTier::kvi8s), stream_);
 }
 
 namespace {
@@ -352,8 +313,8 @@ void CudaBackend::attention_kvfp4s(const Tensor& q, const KvFp4sView& kv, RowRan
   const Kvfp4sStore st = fp4s_store(kv, s.heads, op);
   checks::expect_attention_keys(keys, kv.rows(), kAttnKvTile, op);
   if (s.rows == 0) return;
-  if (attention_kvfp4s_decodes()) {
-    attention_kvfp4s_decoded(*this, scratch_, q, kv, keys, s, kvfp4s_decode_keys());
+  if (tier_kernel(KvTier::kvfp4s) == Kernel::kvfp4s_decode) {
+    attention_kvfp4s_decoded(*this, scratch_, q, kv, keys, s, kv_tier_decode_keys(KvTier::kvfp4s));
     return;
   }
   const attn::KvFp4sFwdParams p{q.ptr<uint16_t>(),

@@ -11,11 +11,16 @@
 // Row invariance (backend.hpp): output row r depends only on input row r.
 // No kernel chooses its algorithm, tile or split by the number of rows, and
 // every reduction over K runs in a fixed order.
+//
+// Where a family has more than one kernel, the entry point takes the
+// caller's request (ExecOptions::attn_kernel / gemm_kernel, through
+// CudaBackend::use_kernels) and kernel_choice.hpp decides, per call.
 #pragma once
 
 #include <cstdint>
 
 #include "backend/cuda/attention/attn_params.cuh"
+#include "backend/cuda/kernel_choice.hpp"
 
 typedef struct CUstream_st* cudaStream_t;
 
@@ -25,14 +30,14 @@ namespace h3s::cuda {
 // y[m, n] = bf16(sum_k x[m, k] * w[n, k] (+ bias[n])), fp32 accumulation in a
 // fixed K order (no split-K).
 void gemm_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, const float* bias, uint16_t* y,
-               int64_t ldy, int64_t m, int64_t n, int64_t k, cudaStream_t s);
+               int64_t ldy, int64_t m, int64_t n, int64_t k, GemmKernel want, cudaStream_t s);
 // fp32 islands: y = x W^T (+ bias), fp32 in and out, fixed K order.
 void gemm_f32(const float* x, int64_t ldx, const float* w, const float* bias, float* y, int64_t ldy,
               int64_t m, int64_t n, int64_t k, cudaStream_t s);
 // int8 x int8 -> exact int32, epilogue y = bf16((float(acc) * xs[m]) * ws[n]) (+ bias).
 void gemm_i8(const int8_t* xq, int64_t ldx, const float* xs, const int8_t* w, const float* ws,
              const float* bias, uint16_t* y, int64_t ldy, int64_t m, int64_t n, int64_t k,
-             cudaStream_t s);
+             GemmKernel want, cudaStream_t s);
 // gemm_i8 with W4A8 weights decoded to int8 inside the kernel: bit-identical
 // to gemm_i8 on decode_w4a8's weights (model/quant_linear.hpp). codes: [n, k/2]
 // 4-bit codes, even column in the low nibble; s_rel: e4m3 [n, k/16]; levels:
@@ -40,7 +45,10 @@ void gemm_i8(const int8_t* xq, int64_t ldx, const float* xs, const int8_t* w, co
 // k/16 bytes); k a multiple of 32.
 void gemm_w4a8(const int8_t* xq, int64_t ldx, const float* xs, const uint8_t* w_codes,
                const uint8_t* w_s_rel, const float* levels, const float* ws, const float* bias,
-               uint16_t* y, int64_t ldy, int64_t m, int64_t n, int64_t k, cudaStream_t s);
+               uint16_t* y, int64_t ldy, int64_t m, int64_t n, int64_t k, GemmKernel want,
+               cudaStream_t s);
+// The kernel a GEMM family runs here for `want` (what benchmarks record).
+Kernel gemm_choice(Op op, GemmKernel want);
 
 // ---- int8 ConvRot activation quantiser (quant/) -----------------------------
 // Bit-exact with h3s::quantize_row_convrot (model/convrot.cpp) per row; k a
@@ -82,10 +90,14 @@ void qk_norm_rope(uint16_t* t, int64_t ldt, int64_t m, int64_t heads, const uint
 // State: m, l fp32 [rows, heads]; acc fp32 [rows, heads, 128]; read and
 // written in place, so consecutive calls over aligned key blocks repeat the
 // single-pass arithmetic. `ends` fuses the reset (fresh) and the finish (out)
-// into the call where the kernel can (attn_dispatch.cpp picks the kernel).
-void attention_fwd(const attn::FwdParams& p, const attn::FwdEnds& ends, cudaStream_t s);
-// The attention kernel this device runs (H3S_ATTN_KERNEL overrides).
-const char* attention_kernel_name();
+// into the call where the kernel can; `want` picks the kernel
+// (kernel_choice.hpp; fp16 K/V take the mma.sync kernel's fp16 instance).
+void attention_fwd(const attn::FwdParams& p, const attn::FwdEnds& ends, AttnKernel want,
+                   cudaStream_t s);
+// The kernel `op` (the exact attention or a tier) runs on this device for
+// `want`: kernel_choice.hpp's choose() for the device's architecture; throws
+// naming the fix when the device cannot run the request (sm90 off Hopper).
+Kernel attention_choice(Op op, AttnKernel want);
 // out = bf16(acc / l), [rows, heads * 128] with row stride ldo.
 void attention_finish(const float* l, const float* acc, uint16_t* out, int64_t ldo, int64_t rows,
                       int64_t heads, cudaStream_t s);
@@ -104,19 +116,11 @@ void kvi8r_rotate_heads(uint16_t* t, int64_t ldt, int64_t rows, int64_t heads, c
 // out = bf16(rotate(acc / l)) per (row, head).
 void kvi8r_finish_rotated(const float* l, const float* acc, uint16_t* out, int64_t ldo,
                           int64_t rows, int64_t heads, cudaStream_t s);
-// The tier's attention (attn::KvI8rFwdParams): continues the state, or
-// starts it when fresh; the state always ends stored. Hopper only:
-// attention_kvi8r_supported() says whether this device runs it.
+// The tier's Hopper kernel (attn::KvI8rFwdParams; Kernel::kvi8r_sm90):
+// continues the state, or starts it when fresh; the state always ends
+// stored. Elsewhere (Kernel::kvi8r_decode) the backend runs its decode
+// path: kvi8r_decode, then the exact kernel's fp16 instance.
 void attention_kvi8r(const attn::KvI8rFwdParams& p, bool fresh, cudaStream_t s);
-bool attention_kvi8r_supported();
-// The variant that runs (H3S_KVI8R_KERNEL overrides: attn_dispatch.cpp
-// lists them; "decode" when the decode path runs).
-const char* attention_kvi8r_kernel_name();
-// Whether kvi8r attends by kvi8r_decode and the exact attention kernel's
-// fp16 instance: off Hopper by default, on Hopper with
-// H3S_KVI8R_KERNEL=decode (throws naming the fix for a Hopper variant asked
-// for elsewhere).
-bool attention_kvi8r_decodes();
 // Decodes keys [key_begin, key_begin + n) of every head to the fp16 K~ =
 // fp16(code x scale) and V~ of kvfmt/kvi8r.hpp, the bits the Hopper kernel's
 // producer writes: key r's head h at k + r * ldk + 128 h (and v). Codes
@@ -128,12 +132,10 @@ void kvi8r_decode(const uint8_t* k_code, const uint8_t* v_code, int64_t code_str
                   int64_t scale_head, int64_t key_begin, int64_t n, int64_t heads, uint16_t* k,
                   int64_t ldk, uint16_t* v, int64_t ldv, cudaStream_t s);
 // The kvi8s tier's attention (kvfmt/kvi8s.hpp): int8 Q K^T, fp8 P V, on
-// wgmma (Hopper) or mma.sync (sm_89 and newer otherwise); the state always
-// ends stored. attention_kvi8s_supported() says whether this device runs
-// it; H3S_KVI8S_KERNEL picks the Hopper variant, or mma.
-void attention_kvi8s(const attn::KvI8sFwdParams& p, cudaStream_t s);
-bool attention_kvi8s_supported();
-const char* attention_kvi8s_kernel_name();
+// wgmma (Kernel::kvi8s_sm90) or mma.sync (Kernel::kvi8s_sm89: sm_89 and
+// newer); the state always ends stored. `k` is attention_choice's (none:
+// refused, naming the fix).
+void attention_kvi8s(const attn::KvI8sFwdParams& p, Kernel k, cudaStream_t s);
 // K/V rows [first_row, first_row + n) of a tier's quantiser, given as up to
 // two row-wise parts (a kept tail, then the chunk).
 struct KvRowParts {
@@ -163,16 +165,11 @@ struct Kvfp4sStore {
 // n whole 256-token stat blocks unless they end the sequence.
 void kvfp4s_quantize(const KvRowParts& in, int64_t first_row, int64_t heads, const Kvfp4sStore& out,
                      cudaStream_t s);
-// The kvfp4s tier's attention on Hopper: the codes decoded to bf16 in shared
-// memory, the exact kernel's consumers; the state always ends stored.
+// The kvfp4s tier's Hopper kernel (Kernel::kvfp4s_sm90, a comparison run's:
+// the decode path, kvfp4s_decode then the exact kernel, is the default on
+// every GPU): the codes decoded to bf16 in shared memory, the exact
+// kernel's consumers; the state always ends stored.
 void attention_kvfp4s(const attn::KvFp4sFwdParams& p, cudaStream_t s);
-bool attention_kvfp4s_supported();  // that Hopper kernel runs here
-// The variant that runs (H3S_KVFP4S_KERNEL; "decode" for the decode path).
-const char* attention_kvfp4s_kernel_name();
-// Whether kvfp4s attends by kvfp4s_decode and the exact attention kernel:
-// by default on every GPU (on Hopper the faster), unless H3S_KVFP4S_KERNEL
-// names a Hopper variant (throws naming the fix off Hopper).
-bool attention_kvfp4s_decodes();
 // Decodes keys [key_begin, key_begin + n) of every head to the bf16 K~ and
 // V~ kvfmt/kvfp4s.hpp defines, the bits the Hopper kernel's producer writes:
 // key r's head h at k + r * ldk + 128 h (and v). Codes 8-byte aligned with

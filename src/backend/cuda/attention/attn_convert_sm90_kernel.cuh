@@ -1,9 +1,11 @@
 // The kernel shape both converting tiers share (kvi8r, kvfp4s): the
 // warp-specialised exact kernel's consumers (AttnWsConsumer, reading the
-// 16-bit K/V ring as they always do) fed by a producer warpgroup that loads
-// the tier's codes with TMA and converts them into that ring (a Load class:
-// attn_i8r_sm90_load.cuh, attn_fp4s_sm90_load.cuh), in the shared-memory
-// layout of AttnI8rSmem under the tier's traits; and its launch.
+// 16-bit K/V ring as they always do) fed by producer warpgroups that load
+// the tier's codes and convert them into that ring (a Load class:
+// attn_i8r_sm90_dual_direct_load.cuh, attn_fp4s_sm90_dual_load.cuh), in the
+// shared-memory layout of AttnI8rSmem under the tier's traits; and its
+// launch. (Its entry repeats attn_fwd_ws_sm90.cu's with these types: each
+// family keeps its own, so no change to one moves another's kernel.)
 #pragma once
 
 #include <cuda_runtime.h>

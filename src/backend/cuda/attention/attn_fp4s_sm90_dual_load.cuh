@@ -5,7 +5,9 @@
 // on anything else and the decode issue-bound: one warp a scheduler decoding
 // K then V. Two warpgroups give each scheduler two independent decode chains,
 // and K's decode of tile t + 1 no longer waits for V's of tile t (kvi8r's
-// dual producer, attn_i8r_sm90_dual_load.cuh, the same way).
+// dual producer the same way). Its loop is kvi8r's dual direct one
+// (attn_i8r_sm90_dual_direct_load.cuh) over a code ring instead of
+// registers: the two operands' decodes differ in every step between.
 //
 // Per operand X (K or V), its warpgroup's 128 threads, per key tile t:
 //

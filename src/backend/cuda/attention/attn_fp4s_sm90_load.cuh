@@ -1,13 +1,11 @@
-// The producer warpgroup of the kvfp4s attention. Thread 0 issues the TMA
-// loads (Q once; the K and V code tiles in key order into the code ring,
-// kI8Stages tiles ahead). All 128 threads then, per key tile t:
-//
-//   thread i writes key i's K and V scales (bf16), and threads 0-63 the
-//   tile's K means, thread 64 its globals (all loaded from global memory one
-//   tile ahead) into the stage's slot; the warpgroup meets at a named
-//   barrier; wait K codes[t] and the 16-bit stage's release; decode (below)
-//   into the stage in the exact kernel's swizzled layout; fence (wgmma reads
-//   through the async proxy); arrive K full; release the codes. Then V.
+// The kvfp4s producer's work on one operand (the dual producer,
+// attn_fp4s_sm90_dual_load.cuh, runs it on each of its two warpgroups):
+// thread i loads key i's scales (bf16), threads 0-63 the tile's K means and
+// thread 64 its globals, all from global memory one tile ahead, into the
+// stage's slot (fetch, put); then the code tile is decoded into the stage
+// in the exact kernel's swizzled layout (decode). The one-warpgroup producer
+// that ran both operands in turn lost to the dual one; its loop is in
+// bench/results/experiments/removed_kvfp4s_variants.diff.
 //
 // Decoding (kv/fp4_decode.cuh, shared with the decode kernel other GPUs run)
 // takes no conversion instruction for the codes. Then per pair, as
@@ -148,59 +146,6 @@ struct AttnFp4sLoad {
         i8r::st_shared_u128(dst0 + (i + b) * T::kPassBytes, o[0], o[1], o[2], o[3]);
         i8r::st_shared_u128(dst1 + (i + b) * T::kPassBytes, o[4], o[5], o[6], o[7]);
       }
-    }
-  }
-
-  __device__ static void issue_codes(const AttnFp4sParams& p, const AttnI8rSmem<T>& s, int32_t head,
-                                     int t) {
-    issue_code_tile(p.base, s, false, head, t);
-    issue_code_tile(p.base, s, true, head, t);
-  }
-
-  __device__ static void run(const AttnFp4sParams& p, const AttnI8rSmem<T>& s, AttnWsTile tile,
-                             int n_tiles, int tid) {
-    const int32_t head = int32_t(tile.head);
-    const bool issuer = tid == 0;
-    const ConvertPlan items = convert_plan<T>(tid);
-    if (issuer) {
-      arch::tma_prefetch_desc(&p.base.q_map);
-      arch::tma_prefetch_desc(&p.base.k_map);
-      arch::tma_prefetch_desc(&p.base.v_map);
-      issue_q(p.base, s, tile);
-      for (int t = 0; t < T::kI8Stages && t < n_tiles; ++t) issue_codes(p, s, head, t);
-    }
-    OperandData next_k = fetch<false>(p, head, 0, n_tiles, tid);
-    OperandData next_v = fetch<true>(p, head, 0, n_tiles, tid);
-    for (int t = 0; t < n_tiles; ++t) {
-      const int s8 = t % T::kI8Stages, stage = t % T::kStages;
-      const uint32_t parity8 = uint32_t((t / T::kI8Stages) & 1);
-      const uint32_t free_parity = uint32_t((t / T::kStages) & 1) ^ 1u;
-      const OperandData now_k = next_k, now_v = next_v;
-      next_k = fetch<false>(p, head, t + 1, n_tiles, tid);
-      next_v = fetch<true>(p, head, t + 1, n_tiles, tid);
-      // The tile's slot: the slots alternate with the stage, and a thread
-      // writes tile t + 1's only after this barrier of tile t, which every
-      // thread reaches after decoding tile t - 1.
-      const uint32_t slot = s.k_scales(stage);
-      put<false>(slot, now_k, tid);
-      put<true>(slot, now_v, tid);
-      arch::named_bar_sync(T::kScaleBarrier, T::kConverterThreads);
-
-      arch::mbar_wait(s.k_codes_full(s8), parity8);
-      arch::mbar_wait(s.k_empty(stage), free_parity);
-      decode<true>(s.k_codes(s8), s.k(stage), slot, items);
-      wgmma::fence_proxy_async_smem();
-      arch::mbar_arrive(s.k_full(stage));
-      arch::mbar_arrive(s.k_codes_empty(s8));
-
-      arch::mbar_wait(s.v_codes_full(s8), parity8);
-      arch::mbar_wait(s.v_empty(stage), free_parity);
-      decode<false>(s.v_codes(s8), s.v(stage), slot, items);
-      wgmma::fence_proxy_async_smem();
-      arch::mbar_arrive(s.v_full(stage));
-      arch::mbar_arrive(s.v_codes_empty(s8));
-
-      if (issuer && t + T::kI8Stages < n_tiles) issue_codes(p, s, head, t + T::kI8Stages);
     }
   }
 };

@@ -1,6 +1,6 @@
 // The kvi8s attention on mma.sync, for the GPUs without wgmma that have
 // 8-bit tensor cores for both products (sm_89 and newer: RTX 40/50-series,
-// L4, L40; Hopper runs it when H3S_KVI8S_KERNEL=mma): per tile S = Q8
+// L4, L40; Hopper runs it for attn_kernel sm80): per tile S = Q8
 // [K; digits]^T on mma.m16n8k32.s8 (exact int32), the Hopper consumer's
 // softmax and P packing (AttnI8sConsumer, the same arithmetic), O_t = P V on
 // mma.m16n8k32.e4m3 into a fresh fp32 accumulator, and the fold acc =

@@ -2,10 +2,12 @@
 // the tier's store (kvfmt/kvi8s.hpp), under AttnI8sTraits: the producer's TMA
 // loads (attn_i8s_sm90_load.cuh) feed two consumer warpgroups
 // (attn_i8s_sm90_mainloop.cuh); and its launcher, which builds the TMA maps.
-// The variants (ping-pong, the fused exponent with cached descriptors, the
-// integer-pipe conversion, the schedules, Q or P in registers, the FMA-pipe
-// exponent, the row sums on the tensor cores) are built side by side so
-// one binary measures them.
+// One instantiation, io-pr-ts (kernel_choice.hpp): the overlap schedule with
+// P from registers and the row sums on the tensor cores, over the fused
+// exponent and the integer-pipe conversion. The traits still spell the
+// dials the variants that lost turned (ping-pong, the serial schedules, Q in
+// registers, the FMA-pipe exponent, cluster pairs); those instantiations are
+// in bench/results/experiments/removed_kvi8s_variants.diff.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -19,6 +21,7 @@
 #include "backend/cuda/attention/attn_i8s_sm90_smem.cuh"
 #include "backend/cuda/attention/attn_i8s_sm90_traits.cuh"
 #include "backend/cuda/attention/attn_params.cuh"
+#include "backend/cuda/attention/attn_tier_sm90_launch.hpp"
 #include "backend/cuda/attention/attn_ws_sm90_scheduler.cuh"
 #include "backend/cuda/common.cuh"
 
@@ -60,13 +63,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 template <class T>
 void launch(const KvI8sFwdParams& f, cudaStream_t s) {
   AttnI8sParams p{};
-  const uint64_t kQRowBytes = uint64_t(T::kHeadDim) * 2;
-  const uint32_t q_box[3] = {uint32_t(T::kHalfDims), 1, uint32_t(T::kBlockM)};
-  p.base.q_map =
-      arch::encode_bf16_swizzle128({f.q,
-                                    {uint64_t(T::kHeadDim), uint64_t(f.heads), uint64_t(f.rows)},
-                                    {kQRowBytes, uint64_t(f.ldq) * 2}},
-                                   q_box, "kvi8s attention q");
+  p.base = tier_base<T>(f, false, "kvi8s");
   const uint32_t k_box[3] = {uint32_t(T::kRowBytes), 1, uint32_t(T::kBlockN)};
   p.base.k_map =
       arch::encode_u8_swizzle128({f.k_code,
@@ -89,15 +86,6 @@ void launch(const KvI8sFwdParams& f, cudaStream_t s) {
   const uint32_t hv_box[3] = {uint32_t(T::kRowBytes), uint32_t(T::kHeaderVRows), 1};
   p.header_k_map = arch::encode_u8_swizzle128(header, hk_box, "kvi8s attention header (K)");
   p.header_v_map = arch::encode_u8_swizzle128(header, hv_box, "kvi8s attention header (V)");
-  p.base.rows = f.rows;
-  p.base.heads = f.heads;
-  p.base.key_begin = f.key_begin;
-  p.base.key_end = f.key_end;
-  p.base.m = f.m;
-  p.base.l = f.l;
-  p.base.acc = f.acc;
-  p.base.out = nullptr;
-  p.base.fresh = false;
   const auto kernel = attn_fwd_i8s_sm90<T>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmemBytes));
   dim3 grid = AttnWsStaticScheduler<T>::grid(f.rows, f.heads);
@@ -126,54 +114,15 @@ void launch(const KvI8sFwdParams& f, cudaStream_t s) {
 
 }  // namespace i8s
 
-// The default's dials (fm4: four stages, four sum chains, the fused
-// exponent with the integer-pipe conversion) under a schedule, with Q in
-// registers or not, P's in registers or not (overlap) and 1 / kPolyEvery of
-// P on the FMA pipe.
-template <bool kPingPong, AttnI8sSchedule kSchedule, bool kQInRegs = false, int kPolyEvery = 0,
-          bool kPInRegs = false, bool kSumOnTc = false, int kClusterCtas = 1>
-using AttnI8sFm4 = AttnI8sTraits<4, 4, kPingPong, true, true, kSchedule, kQInRegs, kPolyEvery,
-                                 kPInRegs, kSumOnTc, kClusterCtas>;
+// io-pr-ts: four stages, four sum chains, the fused exponent with the
+// integer-pipe conversion, no ping-pong, the overlap schedule, Q from shared
+// memory, no FMA-pipe exponent, P from registers, the row sums on the tensor
+// cores, one CTA a cluster.
+using AttnI8sIoPrTs =
+    AttnI8sTraits<4, 4, false, true, true, AttnI8sSchedule::overlap, false, 0, true, true, 1>;
 
-void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v, cudaStream_t s) {
-  constexpr AttnI8sSchedule kIo = AttnI8sSchedule::overlap;
-  switch (v) {
-    case AttnI8sVariant::fm4_nopp:
-      return i8s::launch<AttnI8sTraits<4, 4, false, true, true>>(p, s);
-    case AttnI8sVariant::fm4:
-      return i8s::launch<AttnI8sTraits<4, 4, true, true, true>>(p, s);
-    case AttnI8sVariant::f4:
-      return i8s::launch<AttnI8sTraits<4, 4, true, true, false>>(p, s);
-    case AttnI8sVariant::s4:
-      return i8s::launch<AttnI8sTraits<4, 4, true, false, false>>(p, s);
-    case AttnI8sVariant::s4_nopp:
-      return i8s::launch<AttnI8sTraits<4, 4, false, false, false>>(p, s);
-    case AttnI8sVariant::io:
-      return i8s::launch<AttnI8sFm4<false, kIo>>(p, s);
-    case AttnI8sVariant::io2:
-      return i8s::launch<AttnI8sFm4<false, AttnI8sSchedule::overlap_fold>>(p, s);
-    case AttnI8sVariant::io_pp:
-      return i8s::launch<AttnI8sFm4<true, kIo>>(p, s);
-    case AttnI8sVariant::io_qr:
-      return i8s::launch<AttnI8sFm4<false, kIo, true>>(p, s);
-    case AttnI8sVariant::io_p8:
-      return i8s::launch<AttnI8sFm4<false, kIo, false, 8>>(p, s);
-    case AttnI8sVariant::io_p4:
-      return i8s::launch<AttnI8sFm4<false, kIo, false, 4>>(p, s);
-    case AttnI8sVariant::io_qr_p4:
-      return i8s::launch<AttnI8sFm4<false, kIo, true, 4>>(p, s);
-    case AttnI8sVariant::io_pr:
-      return i8s::launch<AttnI8sFm4<false, kIo, false, 0, true>>(p, s);
-    case AttnI8sVariant::io_pr_ts:
-      return i8s::launch<AttnI8sFm4<false, kIo, false, 0, true, true>>(p, s);
-    case AttnI8sVariant::io_pr_ts_mc2:
-      return i8s::launch<AttnI8sFm4<false, kIo, false, 0, true, true, 2>>(p, s);
-    case AttnI8sVariant::io_pr_ts_p8:
-      return i8s::launch<AttnI8sFm4<false, kIo, false, 8, true, true>>(p, s);
-    case AttnI8sVariant::io_pr_p8:
-      return i8s::launch<AttnI8sFm4<false, kIo, false, 8, true>>(p, s);
-  }
-  fail_internal("attention_fwd_kvi8s_sm90: unknown variant");
+void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, cudaStream_t s) {
+  i8s::launch<AttnI8sIoPrTs>(p, s);
 }
 
 }  // namespace h3s::cuda::attn

@@ -2,8 +2,9 @@
 // composes the producer (attn_ws_sm90_load.cuh), the consumer mainloop
 // (attn_ws_sm90_mainloop.cuh) and the state ends (attn_ws_sm90_epilogue.cuh)
 // under AttnWsTraits, and its launcher, which builds the TMA descriptors.
-// Variants (ring stages, ping-pong on or off) are instantiated side by side
-// so one binary measures them all; attn_dispatch.cpp picks one per device.
+// One instantiation: a 2-stage ring with ping-pong (kernel_choice.hpp; the
+// variants that lost, a third stage and no ping-pong, are in
+// bench/results/experiments/removed_attn_ws_variants.diff).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -85,19 +86,8 @@ void launch(const FwdParams& f, const FwdEnds& ends, cudaStream_t s) {
 
 }  // namespace ws
 
-void attention_fwd_ws_sm90(const FwdParams& p, const FwdEnds& ends, AttnWsVariant v,
-                           cudaStream_t s) {
-  switch (v) {
-    case AttnWsVariant::stages2_pingpong:
-      return ws::launch<AttnWsTraits<2, true>>(p, ends, s);
-    case AttnWsVariant::stages3_pingpong:
-      return ws::launch<AttnWsTraits<3, true>>(p, ends, s);
-    case AttnWsVariant::stages2:
-      return ws::launch<AttnWsTraits<2, false>>(p, ends, s);
-    case AttnWsVariant::stages3:
-      return ws::launch<AttnWsTraits<3, false>>(p, ends, s);
-  }
-  fail_internal("attention_fwd_ws_sm90: unknown variant");
+void attention_fwd_ws_sm90(const FwdParams& p, const FwdEnds& ends, cudaStream_t s) {
+  ws::launch<AttnWsTraits<2, true>>(p, ends, s);
 }
 
 }  // namespace h3s::cuda::attn

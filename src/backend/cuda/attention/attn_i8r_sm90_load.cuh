@@ -1,16 +1,13 @@
-// The producer warpgroup of the kvi8r attention. Thread 0 issues the TMA
-// loads (Q once; the int8 code tiles of K and V in key order into the code
-// ring, kI8Stages tiles ahead). All 128 threads then, per key tile t:
-//
-//   thread i writes key i's K and V scales (loaded from global memory one
-//   tile ahead) to the stage's scale slots; the warpgroup meets at a named
-//   barrier; wait K codes[t] and the 16-bit stage's release; dequantise the
-//   codes into the stage (fp16 of code x scale, the exact kernel's swizzled
-//   layout); fence (wgmma reads through the async proxy); arrive K full;
-//   release the codes.                          Then the same for V.
-//
-// So the consumers are the exact kernel's (fp16 operands) and never see a
-// scale. The dequantisation is kv/i8r_decode.cuh's (the decode kernel's).
+// What the converting tiers' producers share (kvi8r's,
+// attn_i8r_sm90_dual_direct_load.cuh; kvfp4s', attn_fp4s_sm90_dual_load.cuh):
+// shared-memory accessors, each converter thread's item plan, the TMA issue
+// of Q and of a code tile, and kvi8r's per-key scale and item stores. The
+// items are stored fp16 of code x scale in the exact kernel's swizzled
+// layout, so the consumers are the exact kernel's (fp16 operands) and never
+// see a scale. The dequantisation is kv/i8r_decode.cuh's (the decode
+// kernel's). The one-warpgroup producer that first ran these (a code ring
+// kI8Stages deep) lost to the dual direct one; its loop is in
+// bench/results/experiments/removed_kvi8r_variants.diff.
 #pragma once
 
 #include <cstdint>
@@ -145,31 +142,8 @@ struct AttnI8rLoad {
     store_chunk(dst, w.x, w.y, scale2);
   }
 
-  // One code tile -> one fp16 tile: kPasses passes of one item per thread,
-  // kBatch items loaded before the first is converted (the loads are ordered
-  // asm, so batching is what overlaps their latency). Pass i's rows are
-  // kRowsPerPass further on: kPassBytes in both tiles, kRowsPerPass scales.
-  __device__ static void convert(uint32_t codes, uint32_t tile, uint32_t scales,
-                                 const ConvertPlan& plan) {
-    constexpr uint32_t kPassScaleBytes = T::kRowsPerPass * T::kScaleItemBytes;
-    const uint32_t src = codes + plan.src, dst = tile + plan.dst0;
-    const uint32_t sc = scales + plan.scale;
-#pragma unroll
-    for (int i = 0; i < T::kPasses; i += T::kBatch) {
-      uint32_t s2[T::kBatch];
-      uint2 w[T::kBatch];
-#pragma unroll
-      for (int b = 0; b < T::kBatch; ++b)
-        s2[b] = i8r::ld_shared_scale2(sc + (i + b) * kPassScaleBytes);
-#pragma unroll
-      for (int b = 0; b < T::kBatch; ++b) w[b] = i8r::ld_shared_u64(src + (i + b) * T::kPassBytes);
-#pragma unroll
-      for (int b = 0; b < T::kBatch; ++b) store_item(dst + (i + b) * T::kPassBytes, w[b], s2[b]);
-    }
-  }
-
   // Key `tid` of tile t's fp16 scale in `scale` (K's or V's), 0 past the
-  // keys (masked); the dual producers' one operand each.
+  // keys (masked); the dual producer's one operand each.
   __device__ static uint16_t key_scale(const AttnI8rParams& p, const uint16_t* scale,
                                        AttnWsTile tile, int n_tiles, int t, int tid) {
     const int64_t key = p.base.key_begin + int64_t(t) * T::kBlockN + tid;
@@ -180,71 +154,6 @@ struct AttnI8rLoad {
   // Key `tid`'s fp16 scale into a tile's scale slot.
   __device__ static void store_scale(uint32_t scales, int tid, uint16_t bits) {
     i8r::st_shared_u16(scales + uint32_t(tid) * T::kScaleItemBytes, bits);
-  }
-
-  __device__ static void issue_codes(const AttnI8rParams& p, const AttnI8rSmem<T>& s, int32_t head,
-                                     int t) {
-    issue_code_tile(p.base, s, false, head, t);
-    issue_code_tile(p.base, s, true, head, t);
-  }
-
-  __device__ static void run(const AttnI8rParams& p, const AttnI8rSmem<T>& s, AttnWsTile tile,
-                             int n_tiles, int tid) {
-    const int32_t head = int32_t(tile.head);
-    const bool issuer = tid == 0;
-    const ConvertPlan items = convert_plan<T>(tid);
-    if (issuer) {
-      arch::tma_prefetch_desc(&p.base.q_map);
-      arch::tma_prefetch_desc(&p.base.k_map);
-      arch::tma_prefetch_desc(&p.base.v_map);
-      issue_q(p.base, s, tile);
-      for (int t = 0; t < T::kI8Stages && t < n_tiles; ++t) issue_codes(p, s, head, t);
-    }
-    // This thread's key of each tile: its scales are read one tile ahead.
-    auto scales_of = [&](int t, uint16_t& ks, uint16_t& vs) {
-      const int64_t key = p.base.key_begin + int64_t(t) * T::kBlockN + tid;
-      const bool live = t < n_tiles && key < p.base.key_end;
-      const int64_t at = key * p.scale_key + int64_t(tile.head) * p.scale_head;
-      ks = live ? p.k_scale[at] : uint16_t(0);  // past the keys: 0 (and masked)
-      vs = live ? p.v_scale[at] : uint16_t(0);
-    };
-    // Tile t stores the scales loaded during tile t - 1 and loads tile
-    // t + 1's into the other pair of registers.
-    auto tile_step = [&](int t, uint16_t ks, uint16_t vs, uint16_t& ks_next, uint16_t& vs_next) {
-      const int s8 = t % T::kI8Stages, stage = t % T::kStages;
-      const uint32_t parity8 = uint32_t((t / T::kI8Stages) & 1);
-      const uint32_t free_parity = uint32_t((t / T::kStages) & 1) ^ 1u;
-      scales_of(t + 1, ks_next, vs_next);
-      // The tile's scales to every converter. The slots alternate with the
-      // stage: a thread writes tile t + 1's only after this barrier of tile
-      // t, which every thread reaches after reading tile t - 1's.
-      store_scale(s.k_scales(stage), tid, ks);
-      store_scale(s.v_scales(stage), tid, vs);
-      arch::named_bar_sync(T::kScaleBarrier, T::kConverterThreads);
-
-      arch::mbar_wait(s.k_codes_full(s8), parity8);
-      arch::mbar_wait(s.k_empty(stage), free_parity);
-      convert(s.k_codes(s8), s.k(stage), s.k_scales(stage), items);
-      wgmma::fence_proxy_async_smem();
-      arch::mbar_arrive(s.k_full(stage));
-      arch::mbar_arrive(s.k_codes_empty(s8));
-
-      arch::mbar_wait(s.v_codes_full(s8), parity8);
-      arch::mbar_wait(s.v_empty(stage), free_parity);
-      convert(s.v_codes(s8), s.v(stage), s.v_scales(stage), items);
-      wgmma::fence_proxy_async_smem();
-      arch::mbar_arrive(s.v_full(stage));
-      arch::mbar_arrive(s.v_codes_empty(s8));
-
-      if (issuer && t + T::kI8Stages < n_tiles) issue_codes(p, s, head, t + T::kI8Stages);
-    };
-    uint16_t ks[2], vs[2];
-    scales_of(0, ks[0], vs[0]);
-    for (int t = 0; t < n_tiles; ++t) {
-      tile_step(t, ks[0], vs[0], ks[1], vs[1]);
-      ks[0] = ks[1];
-      vs[0] = vs[1];
-    }
   }
 };
 

@@ -1,6 +1,6 @@
-// What both attention forward kernels (attn_fwd_sm80.cu: mma.sync, any sm_80+;
-// attn_fwd_sm90.cu: wgmma, sm_90a) take, and the constants they must share so
-// that either one continues the other's state arithmetic.
+// What the attention forward kernels (attn_fwd_sm80.cu: mma.sync, any sm_80+;
+// attn_fwd_ws_sm90.cu: wgmma and TMA, sm_90a) take, and the constants they
+// must share so that either one continues the other's state arithmetic.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -64,10 +64,6 @@ struct FwdEnds {
   int64_t ldo = 0;
 };
 
-// The warp-specialised kernel's variants built side by side (ring stages,
-// ping-pong between the consumer warpgroups); attn_dispatch.cpp picks one.
-enum class AttnWsVariant { stages2_pingpong, stages3_pingpong, stages2, stages3 };
-
 // The kvi8r tier's attention (kvfmt/kvi8r.hpp): q rotated bf16 as FwdParams';
 // K and V int8 codes [keys, heads * 128] (row stride code_stride bytes) and
 // fp16 scales, key r of head h at r * scale_key + h * scale_head (the store's
@@ -90,17 +86,6 @@ struct KvI8rFwdParams {
   float* m;
   float* l;
   float* acc;
-};
-// Its variants (attn_i8r_sm90_traits.cuh; the 16-bit ring has 2 stages in
-// all): one producer warpgroup over a 2-stage code ring, or two (one per
-// operand) over the ring or loading their codes from L2 into registers. The
-// variants these dominated (1-stage rings, 16-code items, 8-code items 4
-// ahead, dual direct with 3 fp16 stages) were removed on 2026-12-04; their
-// measurements are in docs/PERFORMANCE.md "kvi8r" and bench/results/LOG.md.
-enum class AttnI8rVariant {
-  codes2_item8_b8,  // one producer warpgroup, 8 items loaded ahead (consumers at 216)
-  dual_item8,       // two producer warpgroups over the code ring (consumers at 216)
-  dual_direct2,     // two producer warpgroups, codes from L2 into registers (consumers at 192)
 };
 
 // The kvi8s tier's attention (kvfmt/kvi8s.hpp): q rotated bf16 as FwdParams';
@@ -125,29 +110,6 @@ struct KvI8sFwdParams {
   float* m;
   float* l;
   float* acc;
-};
-// Its variants: the fused exponent, the conversion on the integer pipe,
-// ping-pong, the intra-warpgroup overlap, Q or P in registers, part of the
-// exponentials on the FMA pipe, the row sums on the tensor cores
-// (attn_i8s_sm90_traits.cuh).
-enum class AttnI8sVariant {
-  io,
-  io2,
-  io_pp,
-  io_qr,
-  io_p8,
-  io_p4,
-  io_qr_p4,
-  io_pr,
-  io_pr_ts,
-  io_pr_ts_p8,
-  io_pr_ts_mc2,
-  io_pr_p8,
-  fm4_nopp,
-  fm4,
-  f4,
-  s4,
-  s4_nopp
 };
 
 // The kvfp4s tier's attention (kvfmt/kvfp4s.hpp): q rotated bf16 as FwdParams';
@@ -178,23 +140,19 @@ struct KvFp4sFwdParams {
   float* acc;
 };
 
-// Its variants: one or two producer warpgroups (dual: one per operand), and
-// the decoder batch (attn_fp4s_sm90_traits.cuh; a third code stage or a batch
-// of 8 spills the one-warpgroup producer).
-enum class AttnFp4sVariant { codes2_batch2, codes2_batch4, dual_batch2, dual_batch4 };
-
-// Launchers; callers (attn_dispatch.cpp) validate and check the device first.
+// Launchers, one kernel each (kernel_choice.hpp names them; the variants
+// that lost are in bench/results/experiments/removed_*_variants.diff).
+// Callers (attn_dispatch.cpp) validate and check the device first.
 void attention_fwd_sm80(const FwdParams& p, cudaStream_t s);  // mma.sync, any sm_80+
-void attention_fwd_sm90(const FwdParams& p, cudaStream_t s);  // wgmma, cp.async (sm_90a)
-void attention_fwd_ws_sm90(const FwdParams& p, const FwdEnds& ends, AttnWsVariant v,
+void attention_fwd_ws_sm90(const FwdParams& p, const FwdEnds& ends,
                            cudaStream_t s);  // warp-specialised, TMA (sm_90a)
-void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh, AttnI8rVariant v,
+void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh,
                               cudaStream_t s);  // the same with int8 K/V (sm_90a)
-void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, AttnI8sVariant v,
+void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p,
                               cudaStream_t s);  // int8 QK, fp8 PV (sm_90a)
 void attention_fwd_kvi8s_sm89(const KvI8sFwdParams& p,
                               cudaStream_t s);  // the same on mma.sync (sm_89+)
-void attention_fwd_kvfp4s_sm90(const KvFp4sFwdParams& p, AttnFp4sVariant v,
+void attention_fwd_kvfp4s_sm90(const KvFp4sFwdParams& p,
                                cudaStream_t s);  // fp4 K/V decoded to bf16 (sm_90a)
 
 }  // namespace h3s::cuda::attn

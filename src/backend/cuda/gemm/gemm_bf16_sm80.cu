@@ -1,17 +1,15 @@
 // gemm_bf16: y = bf16(x W^T + bias) with bf16 tensor-core MMAs (mma.sync
 // m16n8k16, fp32 accumulate), the shared mma mainloop and a direct
 // register -> global epilogue; and the entry point, which runs the wgmma
-// kernel (gemm_bf16_sm90.cu) on sm_90. One kernel per device, never per call
-// shape; H3S_GEMM_KERNEL=sm80 forces this one (comparison runs).
+// kernel (gemm_bf16_sm90.cu) on Hopper (kernel_choice.hpp). One kernel per
+// device and request, never per call shape; GemmKernel::sm80 runs this one
+// there too (comparison runs).
 #include <cuda_bf16.h>
 
-#include <cstdlib>
-#include <cstring>
-
-#include "backend/cuda/arch/device_arch.hpp"
 #include "backend/cuda/gemm/gemm_launch.cuh"
 #include "backend/cuda/gemm/gemm_mainloop_sm80.cuh"
 #include "backend/cuda/gemm/gemm_traits.cuh"
+#include "backend/cuda/kernel_choice.hpp"
 #include "backend/cuda/kernels.hpp"
 
 namespace h3s::cuda {
@@ -57,26 +55,16 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinCtasPerSm)
   }
 }
 
-bool bf16_on_wgmma() {
-  const char* force = std::getenv("H3S_GEMM_KERNEL");
-  if (force != nullptr && std::strcmp(force, "sm80") == 0) return false;
-  return device_has_wgmma();
-}
-
 }  // namespace
-
-bool device_has_wgmma() {
-  return arch::hopper_kernels();
-}
-
 }  // namespace gemm
 
 void gemm_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, const float* bias, uint16_t* y,
-               int64_t ldy, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
+               int64_t ldy, int64_t m, int64_t n, int64_t k, GemmKernel want, cudaStream_t s) {
   constexpr const char* op = "gemm_bf16";
   if (!gemm::check_gemm_shape(op, m, n, k, ldx, ldy)) return;
   const gemm::MmaOperandsArgs p = gemm::make_mma_args<gemm::Bf16Operands>(op, x, ldx, w, m, n, k);
-  if (gemm::bf16_on_wgmma()) return gemm::gemm_bf16_sm90(p, bias, y, ldy, s);
+  if (choose(Op::gemm_bf16, kernel_arch(), want) == Kernel::gemm_bf16_sm90)
+    return gemm::gemm_bf16_sm90(p, bias, y, ldy, s);
   gemm::launch_mma_kernel(op, gemm::gemm_bf16_m128n128k64_sm80, p, s, bias, y, ldy);
 }
 

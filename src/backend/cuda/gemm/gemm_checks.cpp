@@ -1,11 +1,6 @@
 // Argument checks of the GEMM entry points (see gemm_checks.hpp).
 #include "backend/cuda/gemm/gemm_checks.hpp"
 
-#include <cstdlib>
-#include <cstring>
-#include <string>
-#include <string_view>
-
 #include "core/error.hpp"
 
 namespace h3s::cuda::gemm {
@@ -42,32 +37,9 @@ void fail_cuda(const char* op, const char* what, const char* cuda_error) {
   fail(ErrorKind::internal, "{}: {} failed: {}", op, what, cuda_error);
 }
 
-int gemm_i8_sm90_choice(const char* const* names, int count) {
-  const char* all = std::getenv("H3S_GEMM_KERNEL");
-  if (all != nullptr && std::strcmp(all, "sm80") == 0) return -1;
-  const char* env = std::getenv("H3S_GEMM_I8_KERNEL");
-  const std::string_view want = env != nullptr ? env : "";
-  if (want.empty()) return 0;
-  if (want == "sm80") return -1;
-  std::string known = "sm80";
-  for (int i = 0; i < count; ++i) {
-    if (want == names[i]) return i;
-    known += std::string(", ") + names[i];
-  }
-  fail(ErrorKind::invalid_argument, "H3S_GEMM_I8_KERNEL={} is not a kernel; choose one of {}", want,
-       known);
-}
-
-int gemm_w4a8_stages(const char* op, int smem_limit, int smem3, int smem2) {
-  const char* env = std::getenv("H3S_GEMM_W4A8_STAGES");
-  if (env != nullptr && env[0] != '\0') {
-    const std::string_view want = env;
-    if (want != "2" && want != "3")
-      fail(ErrorKind::invalid_argument, "H3S_GEMM_W4A8_STAGES={}: use 2 or 3", want);
-    return want[0] - '0';
-  }
-  if (smem_limit >= smem3) return 3;
-  if (smem_limit >= smem2) return 2;
+Kernel gemm_w4a8_choice(const char* op, GemmKernel want, int smem_limit, int smem3, int smem2) {
+  const Kernel k = choose_w4a8(want, smem_limit, smem3, smem2);
+  if (k != Kernel::none) return k;
   fail(ErrorKind::invalid_argument,
        "{}: a block may take {} bytes of shared memory on this GPU; the W4A8 GEMM needs {}", op,
        smem_limit, smem2);

@@ -8,8 +8,8 @@
 //
 // Bits: the int32 sums are exact whatever the order of the products, and the
 // epilogue is gemm_i8's per element (DequantCols), so every output is the
-// mma.sync kernel's bit for bit (tested against the int32 reference with
-// each pipeline), and row-invariant for the same reason.
+// mma.sync kernel's bit for bit (tested against the int32 reference), and
+// row-invariant for the same reason.
 //
 // The pipeline (I8Sm90Pipe): kStages shared stages, tiles copied kPrefetch
 // K-tiles ahead of the MMAs, and kInFlight groups of wgmmas left running
@@ -19,7 +19,6 @@
 
 #include "backend/cuda/arch/wgmma.cuh"
 #include "backend/cuda/arch/wgmma_i8f8.cuh"
-#include "backend/cuda/gemm/gemm_checks.hpp"
 #include "backend/cuda/gemm/gemm_epilogue_sm80.cuh"
 #include "backend/cuda/gemm/gemm_launch.cuh"
 #include "backend/cuda/gemm/gemm_mainloop_sm80.cuh"
@@ -150,15 +149,11 @@ __global__ void __launch_bounds__(T::kThreads, P::kCtasPerSm)
 #endif
 }
 
-// The pipelines one binary carries (H3S_GEMM_I8_KERNEL names one). The default,
-// n256s4p2w1, was the fastest in the int8 block on the H200 (docs/PERFORMANCE.md
-// "The GEMMs"): 128 x 256 tiles, four 48 KiB stages, tiles copied two K-tiles ahead
-// and one MMA group across the barrier.
+// The one pipeline built, n256s4p2w1, the fastest in the int8 block on the H200
+// (kernel_choice.hpp, docs/PERFORMANCE.md "The GEMMs"): 128 x 256 tiles, four 48 KiB
+// stages, tiles copied two K-tiles ahead and one MMA group across the barrier. The
+// pipelines that lost are in bench/results/experiments/removed_gemm_i8_variants.diff.
 using PipeN256S4P2W1 = I8Sm90Pipe<256, 4, 2, 1, 1>;
-using PipeN256S4P3 = I8Sm90Pipe<256, 4, 3, 0, 1>;
-using PipeS3P1W1 = I8Sm90Pipe<128, 3, 1, 1, 2>;  // 2 CTAs an SM, one MMA group across the barrier
-using PipeS3P2 = I8Sm90Pipe<128, 3, 2, 0, 2>;    // gemm_bf16_sm90's pipeline
-using PipeS6P4W1 = I8Sm90Pipe<128, 6, 4, 1, 1>;  // 1 CTA an SM, four tiles in flight
 
 template <class P>
 void launch(MmaOperandsArgs p, const float* xs, const float* ws, const float* bias, uint16_t* y,
@@ -170,28 +165,9 @@ void launch(MmaOperandsArgs p, const float* xs, const float* ws, const float* bi
 
 }  // namespace
 
-bool gemm_i8_sm90(const MmaOperandsArgs& p, const float* xs, const float* ws, const float* bias,
+void gemm_i8_sm90(const MmaOperandsArgs& p, const float* xs, const float* ws, const float* bias,
                   uint16_t* y, int64_t ldy, cudaStream_t s) {
-  static const char* const kNames[] = {"n256s4p2w1", "n256s4p3", "s3p1w1", "s3p2", "s6p4w1"};
-  switch (gemm_i8_sm90_choice(kNames, 5)) {
-    case 0:
-      launch<PipeN256S4P2W1>(p, xs, ws, bias, y, ldy, s);
-      return true;
-    case 1:
-      launch<PipeN256S4P3>(p, xs, ws, bias, y, ldy, s);
-      return true;
-    case 2:
-      launch<PipeS3P1W1>(p, xs, ws, bias, y, ldy, s);
-      return true;
-    case 3:
-      launch<PipeS3P2>(p, xs, ws, bias, y, ldy, s);
-      return true;
-    case 4:
-      launch<PipeS6P4W1>(p, xs, ws, bias, y, ldy, s);
-      return true;
-    default:
-      return false;  // sm80: the mma.sync kernel
-  }
+  launch<PipeN256S4P2W1>(p, xs, ws, bias, y, ldy, s);
 }
 
 }  // namespace h3s::cuda::gemm

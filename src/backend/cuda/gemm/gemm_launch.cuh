@@ -60,13 +60,9 @@ void launch_tiles(const char* op, Kernel kernel, int smem_bytes, int64_t tiles, 
 void gemm_bf16_sm90(const MmaOperandsArgs& p, const float* bias, uint16_t* y, int64_t ldy,
                     cudaStream_t s);
 
-// gemm_i8's wgmma kernels (gemm_i8_sm90.cu; sm_90 only): false when
-// H3S_GEMM_I8_KERNEL / H3S_GEMM_KERNEL ask for the mma.sync kernel instead.
-bool gemm_i8_sm90(const MmaOperandsArgs& p, const float* xs, const float* ws, const float* bias,
+// gemm_i8's wgmma kernel (gemm_i8_sm90.cu; sm_90 only).
+void gemm_i8_sm90(const MmaOperandsArgs& p, const float* xs, const float* ws, const float* bias,
                   uint16_t* y, int64_t ldy, cudaStream_t s);
-// True where the Hopper kernels run (arch::hopper_kernels(): the wgmma
-// GEMMs' condition).
-bool device_has_wgmma();
 
 // The mma GEMMs that share mma_mainloop (gemm_bf16, gemm_i8).
 template <class Kernel, class... Args>

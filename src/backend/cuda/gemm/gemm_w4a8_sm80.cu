@@ -271,7 +271,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinCtasPerSm)
 
 void gemm_w4a8(const int8_t* xq, int64_t ldx, const float* xs, const uint8_t* w_codes,
                const uint8_t* w_s_rel, const float* levels, const float* ws, const float* bias,
-               uint16_t* y, int64_t ldy, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
+               uint16_t* y, int64_t ldy, int64_t m, int64_t n, int64_t k, GemmKernel want,
+               cudaStream_t s) {
   using W = gemm::W4A8TileSm80<>;
   constexpr const char* op = "gemm_w4a8";
   if (!gemm::check_gemm_shape(op, m, n, k, ldx, ldy)) return;
@@ -288,8 +289,8 @@ void gemm_w4a8(const int8_t* xq, int64_t ldx, const float* xs, const uint8_t* w_
   p.levels = levels;
   using W2 = gemm::W4A8TileSm80<2>;
   using W3 = gemm::W4A8TileSm80<3>;
-  if (gemm::gemm_w4a8_stages(op, arch::max_dynamic_smem_bytes(), W3::kSmemBytes, W2::kSmemBytes) ==
-      3)
+  if (gemm::gemm_w4a8_choice(op, want, arch::max_dynamic_smem_bytes(), W3::kSmemBytes,
+                             W2::kSmemBytes) == Kernel::gemm_w4a8_s3)
     gemm::launch_tiles(op, gemm::gemm_w4a8_m128n128k128_sm80<W3>, W3::kSmemBytes,
                        p.mma.tiles_m * p.mma.tiles_n, s, p, xs, ws, bias, y, ldy);
   else
