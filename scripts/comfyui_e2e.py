@@ -93,6 +93,11 @@ def setup_comfy(comfy_dir, cpu, extra_args=()):
     import comfy.options
 
     comfy.options.enable_args_parsing()
+    if not cpu:
+        # PyTorch's allocator as main.py picks it before torch touches CUDA: with a CUDA 13
+        # torch, backend:cudaMallocAsync (the driver's stream-ordered pool), unless
+        # --disable-cuda-malloc
+        import cuda_malloc  # noqa: F401
     import comfy.model_management as mm
 
     if cpu:  # ComfyUI runs fp32 on CPU; the bf16 path is what a GPU runs

@@ -77,6 +77,22 @@ def release_torch_cache(device):
     return cached - (torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
 
 
+def comfy_cast_buffers(device):
+    """Bytes of ComfyUI's dynamic-VRAM cast buffers on `device` (comfy-aimdo VRAMBuffers, one
+    per offload stream): grown to the largest cast group a step needed and kept until the
+    prompt ends (model_management.reset_cast_buffers), outside PyTorch's allocator."""
+    try:
+        import comfy.model_management as mm
+
+        total = 0
+        for buf in list(getattr(mm, "STREAM_AIMDO_CAST_BUFFERS", {}).values()):
+            if str(getattr(buf, "device", device)) in (str(device), str(getattr(device, "index", ""))):
+                total += int(buf.size())
+        return total
+    except Exception:
+        return 0
+
+
 def device_budget(device, held_bytes=0):
     """(budget bytes, parts dict) for h3stream's own allocations at a block call on a CUDA
     `device`; held_bytes: what the call itself will hold beside them (its weight casts)."""
@@ -89,9 +105,14 @@ def device_budget(device, held_bytes=0):
     avail = free + evictable - reserve - int(held_bytes)
     margin = max(avail // 20, MARGIN_MIN)
     budget = max(avail - margin, 0)
+    # What holds the rest of the card, for the plan line and a refusal: a user (and we) can
+    # then tell PyTorch's live tensors and cache from ComfyUI's cast buffers and weights.
     return budget, {"free": free, "comfy_offloadable": evictable, "reserve": reserve,
                     "held": int(held_bytes), "margin": margin, "budget": budget,
-                    "torch_cache_released": released}
+                    "torch_cache_released": released,
+                    "torch_allocated": int(torch.cuda.memory_allocated(device)),
+                    "torch_reserved": int(torch.cuda.memory_reserved(device)),
+                    "comfy_cast_buffers": comfy_cast_buffers(device)}
 
 
 def module_bytes(module):
@@ -109,4 +130,15 @@ def describe(parts):
     return (f"free {g(parts['free'])}{released} + model weights ComfyUI can offload "
             f"{g(parts['comfy_offloadable'])} - this block's weights {g(parts['held'])} - "
             f"ComfyUI's reserve {g(parts['reserve'])} - margin {g(parts['margin'])} = "
-            f"{g(parts['budget'])}")
+            f"{g(parts['budget'])}{holders(parts)}")
+
+
+def holders(parts):
+    """'; the card also holds PyTorch ... and ComfyUI's cast buffers ...' where known."""
+    if "torch_allocated" not in parts:
+        return ""
+    g = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
+    cached = parts["torch_reserved"] - parts["torch_allocated"]
+    return (f" (the card also holds PyTorch's tensors {g(parts['torch_allocated'])} + its "
+            f"cache {g(max(cached, 0))}, ComfyUI's cast buffers "
+            f"{g(parts.get('comfy_cast_buffers', 0))})")

@@ -296,6 +296,9 @@ class StreamedBlock:
             placement = getattr(engine, "last_placement", None) or "?"  # the planner's line
             budget = (f"; budget {comfy_budget.describe(run.last_budget)}"
                       if run.last_budget else "")
+            slab = getattr(engine, "weight_bytes", 0) or 0
+            if slab:  # the per-call weight slab h3stream keeps between calls
+                budget += f"; h3stream's weight slab {slab / comfy_budget.GIB:.2f} GiB"
             run.progress.block_done(0, blocks, x.shape[0], f"{placement}{budget}")
         else:
             run.progress.block_done(self.index, blocks, x.shape[0], None)

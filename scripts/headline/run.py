@@ -91,7 +91,8 @@ def start_comfy(comfy_dir, cpu, machine_ram_gib=None):
     nodes, stubbed = comfyui_e2e.setup_comfy(comfy_dir, cpu, extra_args=["--fast-disk"])
     if dynamic:
         wb.dynamic_vram_after_comfy()
-    return nodes, {"dynamic_vram": dynamic, "fast_disk": True, "av_stubbed": stubbed}
+    return nodes, {"dynamic_vram": dynamic, "fast_disk": True, "av_stubbed": stubbed,
+                   "torch_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF")}
 
 
 def load_reference(path):
