@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Two builds of h3s, the same bits? Runs `h3s forward` with each over the same synthetic
-# checkpoints and inputs, for every weight format and K/V tier, streamed (prime chunks, every
+# 1-block full-width checkpoints (--preset h3 --blocks 1, seeded weights) and inputs, for every weight format and K/V tier, streamed (prime chunks, every
 # block streamed) and stock, and compares the output hashes (`h3s forward --json`'s
 # output_hash: equal hashes, equal bits). For a change that must keep the default kernels'
 # bits, e.g. the kernel_choice.hpp change of 2026-12-06 (OLD: the binaries of 7722032, NEW:
@@ -8,7 +8,9 @@
 # any hash differs or a run fails.
 #   usage: bash scripts/compare-bits.sh OLD_H3S NEW_H3S [formats] [tiers]
 #   env:   BACKEND (cuda), LATENT ("17 48 86": latent frames, height, width; ~18k tokens),
-#          OUT (/tmp/h3s-out: the files go to $OUT/compare-bits)
+#          OUT (/tmp/h3s-out: the files go to $OUT/compare-bits), PRESET (h3; tiny for a
+#          quick CPU run). The compute_80 PTX path: run it again with CUDA_FORCE_PTX_JIT=1
+#          in the environment (process-wide, so each h3s process loads the PTX).
 set -uo pipefail
 old=${1:?usage: compare-bits.sh OLD_H3S NEW_H3S [formats] [tiers]}
 new=${2:?usage: compare-bits.sh OLD_H3S NEW_H3S [formats] [tiers]}
@@ -26,10 +28,11 @@ hash_of() {  # hash_of H3S FLAGS...: the output hash of one forward, or "failed"
     echo failed
 }
 bad=0
+echo "compare-bits: $(basename "$old") vs $(basename "$new"), preset ${PRESET:-h3} 1 block, backend $backend${CUDA_FORCE_PTX_JIT:+, CUDA_FORCE_PTX_JIT=$CUDA_FORCE_PTX_JIT}" | tee "$work/summary.txt"
 for f in ${formats//,/ }; do
   ck=$work/ck_$f.safetensors
   in=$work/in_$f.safetensors
-  "$new" make-checkpoint --preset tiny --blocks 2 --format "$f" "$ck" >/dev/null 2>&1 &&
+  "$new" make-checkpoint --preset "${PRESET:-h3}" --blocks 1 --format "$f" "$ck" >/dev/null 2>&1 &&
     "$new" make-inputs --checkpoint "$ck" --output "$in" --latent-t "$lt" --latent-h "$lh" \
       --latent-w "$lw" >/dev/null 2>&1 || { echo "$f: no checkpoint or inputs"; bad=1; continue; }
   for t in ${tiers//,/ }; do
