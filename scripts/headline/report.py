@@ -2,8 +2,10 @@
 """The headline runs side by side: each run's latest record (run.py), completed with what
 needs two runs, and a markdown table.
 
-  bit_equal             a fenced run of ours against ours_unfenced, bit for bit (null where
-                        either latent is missing or the run is not ours)
+  bit_equal             a fenced run of ours against ours_unfenced, bit for bit: the latents
+                        compared where both files are here, else their SHA-256 and shapes
+                        (run.py hashes the bytes; records from two machines compare so);
+                        null where either is missing or the run is not ours
   rel_rms_vs_exact      ours_kvi8s (and any run) against ours_unfenced, the exact store
   rel_rms_vs_reference  any run against the reference node's latent
   ratio_vs_reference    our steady step over the reference's (same machine)
@@ -71,10 +73,19 @@ def rel_rms(a, b):
 def complete(runs):
     lat = {name: load_latent(r) for name, r in runs.items()}
     exact, ref = lat.get(EXACT), lat.get("reference")
+    exact_rec = runs.get(EXACT)
     ref_step = runs.get("reference", {}).get("seconds_per_step")
     ok = True
     for name, r in runs.items():
         mine = lat[name]
+        if (name != EXACT and r["node"] == "ours" and (mine is None or exact is None)
+                and exact_rec and r.get("latent_sha256") and exact_rec.get("latent_sha256")):
+            # one of the files is on another machine: the bytes' hashes and the shapes
+            r["bit_equal"] = (r["latent_sha256"] == exact_rec["latent_sha256"]
+                              and r.get("latent_shapes") == exact_rec.get("latent_shapes"))
+            r["bit_equal_to"] = f"{EXACT} (SHA-256)"
+            if name in MUST_EQUAL and not r["bit_equal"]:
+                ok = False
         if name != EXACT and r["node"] in ("ours", "ours_kvi8s") and mine is not None and exact is not None:
             if r["node"] == "ours":
                 r["bit_equal"] = bits_equal(mine, exact)
@@ -86,12 +97,15 @@ def complete(runs):
             r["rel_rms_vs_reference"] = rel_rms(mine, ref)
         if (r["node"] in ("ours", "ours_kvi8s") and ref_step and r.get("seconds_per_step")
                 and r.get("outcome") == "completed" and runs["reference"].get("outcome") == "completed"):
-            r["ratio_vs_reference"] = round(r["seconds_per_step"] / ref_step, 3)
+            same = r.get("env", {}).get("device") == runs["reference"].get("env", {}).get("device")
+            r["ratio_vs_reference"] = round(r["seconds_per_step"] / ref_step, 3) if same else None
     return ok
 
 
 def markdown(runs):
-    cols = ("name", "node", "format", "blocks", "tokens", "fence_free_gib", "outcome",
+    for r in runs.values():
+        r.setdefault("gpu", r.get("env", {}).get("device"))
+    cols = ("name", "gpu", "node", "format", "blocks", "tokens", "fence_free_gib", "outcome",
             "seconds_per_step", "first_step_extra_s", "device_peak_gib", "host_peak_gib",
             "fallback_blocks", "bit_equal", "rel_rms_vs_exact", "rel_rms_vs_reference",
             "ratio_vs_reference")
