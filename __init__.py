@@ -25,6 +25,18 @@ if __name__ == "h3stream":
     sys.modules[__name__] = _module  # what `import h3stream` returns
     _spec.loader.exec_module(_module)
 else:
-    from .integrations.comfyui import NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS
+    # The pack by its path, as this module's child: ComfyUI names this module by the
+    # folder's path, but pytest collecting from the root may import it with no package
+    # (a folder name that is no identifier), where a relative import fails.
+    import importlib.util
+
+    _pack_init = os.path.join(os.path.dirname(os.path.abspath(__file__)), "integrations",
+                              "comfyui", "__init__.py")
+    _spec = importlib.util.spec_from_file_location(f"{__name__}.integrations.comfyui", _pack_init)
+    _pack = importlib.util.module_from_spec(_spec)
+    sys.modules[_spec.name] = _pack
+    _spec.loader.exec_module(_pack)
+    NODE_CLASS_MAPPINGS = _pack.NODE_CLASS_MAPPINGS
+    NODE_DISPLAY_NAME_MAPPINGS = _pack.NODE_DISPLAY_NAME_MAPPINGS
 
     __all__ = ["NODE_CLASS_MAPPINGS", "NODE_DISPLAY_NAME_MAPPINGS"]
