@@ -289,7 +289,7 @@ if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] && [
     step wheel_install 120 python3 -m pip install -q --no-index --no-deps --no-compile \
       --no-cache-dir --target "$site" .whl/h3stream-*.whl
     step pytest_cuda 300 env PYTHONPATH="$site" PYTHONDONTWRITEBYTECODE=1 \
-      bash -c 'cd tests/python && python3 -m pytest -q -rs -p no:cacheprovider .'
+      bash -c 'cd tests/python && python3 -m pytest -q -rs -p no:cacheprovider --confcutdir=. .'
   else
     echo "no .whl/h3stream-*.whl: build it with scripts/device-build.sh --wheel"
     failed+=("pytest_cuda (no CUDA wheel carried)")

@@ -65,15 +65,19 @@ step "h3stream installed"
 # From tests/python, so `import h3stream` is the installed package, not python/.
 # torch, safetensors and h3stream are installed now: a test that needs them fails
 # instead of skipping (integrations/comfyui/tests/conftest.py need()).
+# --confcutdir: pytest collects from that folder down, never the repository root,
+# whose __init__.py (the node pack's entry) it would import as a package named after
+# the checkout's folder, with that folder's parent put first on sys.path.
 export H3S_REQUIRE_MODULE=1
 py=$(cd "$(dirname "$py")" && pwd)/python
 cd tests/python
-"$py" -m pytest -q -p no:cacheprovider .
+"$py" -m pytest -q -p no:cacheprovider --confcutdir=. .
 step "pytest done"
 
 # The ComfyUI node pack's own tests (no ComfyUI needed: fakes of its model
 # classes, and of h3stream where a test says so; test_mlp_half_real.py runs the
 # installed module).
 cd ../..
-"$py" -m pytest -q -p no:cacheprovider integrations/comfyui/tests
+"$py" -m pytest -q -p no:cacheprovider --confcutdir=integrations/comfyui/tests \
+  integrations/comfyui/tests
 step "node pack pytest done"

@@ -4,8 +4,9 @@
 # `cmake --install` and the example consumer (examples/embed) built against it, the
 # same suite under AddressSanitizer + UndefinedBehaviorSanitizer, the style
 # check, the docs check (tests/docs), a smoke run of the micro-benchmarks, a 30 s
-# libFuzzer smoke run of the checkpoint parsers (scripts/fuzz.sh) and the Python
-# package: `pip install .` then pytest (scripts/python-test.sh). Used by CI (.ci/run).
+# libFuzzer smoke run of the checkpoint parsers (scripts/fuzz.sh), the Python
+# package: `pip install .` then pytest (scripts/python-test.sh), and the CPU wheel
+# (scripts/build-wheel.sh --cpu). Used by CI (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
@@ -74,4 +75,18 @@ phase "Python module: pip install . + pytest (tests/python)"
 # A CPU-only wheel (H3S_PYTHON_CUDA=ON adds the CUDA backend): the CUDA code was
 # compiled by the release build above.
 bash scripts/python-test.sh
+
+phase "the CPU wheel: scripts/build-wheel.sh --cpu (auditwheel, install into Python 3.12+)"
+# The release wheel's path without CUDA (the fat CUDA build is too long for CI's 2 cores).
+bash scripts/build-wheel.sh --cpu
+# The repository as a node pack in ComfyUI's own loader, where a ComfyUI checkout and a
+# Python with its requirements are here (the e2e set-up, docs/COMFYUI.md); a fresh clone
+# has neither.
+comfy=${H3S_COMFYUI:-.ext/ComfyUI}
+comfy_py=${H3S_COMFYUI_PYTHON:-build-e2e/venv/bin/python}
+if [ -d "$comfy" ] && [ -x "$comfy_py" ]; then
+  "$comfy_py" scripts/comfyui_pack_load.py "$comfy"
+else
+  echo "comfyui-pack-load: skipped (no $comfy or $comfy_py; H3S_COMFYUI, H3S_COMFYUI_PYTHON)"
+fi
 phase "done"

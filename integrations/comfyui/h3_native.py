@@ -28,7 +28,9 @@ def load(printer=print, module_name="h3stream"):
             _state["reason"] = _why(e)
             printer(f"{PREFIX} native module '{module_name}' not loaded, 'H3 Streamed Blocks' "
                     f"is unavailable (the other H3 nodes work): {_state['reason']}. "
-                    "Fix: `pip install <h3stream repo>` into ComfyUI's Python (docs/COMFYUI.md).")
+                    "Fix: run the h3stream repository's install.py with ComfyUI's Python (it "
+                    "installs the h3stream wheel), or `pip install <h3stream repo>` into it "
+                    "(docs/COMFYUI.md).")
     return _state["module"], _state["reason"]
 
 

@@ -12,6 +12,7 @@ nothing here links against libtorch.
 """
 
 from ._load import native as _native
+from ._build_info import build_info
 from .engine import Engine
 from .mod_runs import mod_runs
 from .rope import rope_from_comfy
@@ -57,4 +58,4 @@ def cuda_built() -> bool:
 
 
 __all__ = ["Engine", "Options", "rope_from_comfy", "mod_runs", "make_checkpoint", "convrot_quantize",
-           "has_cuda", "cuda_built", "ATTN_KV_TILE", "__version__"]
+           "has_cuda", "cuda_built", "build_info", "ATTN_KV_TILE", "__version__"]

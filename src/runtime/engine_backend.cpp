@@ -3,6 +3,8 @@
 
 #include "core/error.hpp"
 #ifdef H3S_HAVE_CUDA
+#include "backend/cuda/arch/device_arch.hpp"
+#include "backend/cuda/arch/device_arch_probe.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_device.hpp"
 #include "backend/cuda/cuda_memory.hpp"
@@ -23,6 +25,38 @@ int cuda_device_count() {
   return cuda::device_count();
 #else
   return 0;
+#endif
+}
+
+int cuda_runtime_version() {
+#ifdef H3S_HAVE_CUDA
+  return cuda::runtime_version();
+#else
+  return 0;
+#endif
+}
+
+int cuda_driver_version() {
+#ifdef H3S_HAVE_CUDA
+  return cuda::driver_version();
+#else
+  return 0;
+#endif
+}
+
+CudaDeviceImage cuda_device_image(int device) {
+#ifdef H3S_HAVE_CUDA
+  const cuda::DeviceGuard on(device);
+  CudaDeviceImage image;
+  image.name = cuda::device_name(device);
+  image.compute_capability = cuda::arch::device_compute_capability();
+  image.binary_version = cuda::arch::image_binary_version();
+  image.ptx_version = cuda::arch::image_ptx_version();
+  return image;
+#else
+  (void)device;
+  fail(ErrorKind::invalid_argument,
+       "this h3stream was built without the CUDA backend: it has no GPU images");
 #endif
 }
 

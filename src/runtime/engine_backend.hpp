@@ -18,6 +18,27 @@ namespace h3s {
 bool cuda_built();
 // Visible CUDA devices; 0 without the CUDA backend, a driver or a device.
 int cuda_device_count();
+// The CUDA runtime linked in (1000 * major + 10 * minor, e.g. 13000); 0
+// without the CUDA backend.
+int cuda_runtime_version();
+// The newest CUDA version the installed driver supports, in the same form; 0
+// without the CUDA backend or a driver.
+int cuda_driver_version();
+
+// Which of this build's GPU images a device runs (the Python build_info()).
+struct CudaDeviceImage {
+  std::string name;
+  int compute_capability = 0;  // major * 10 + minor
+  // The backend's kernels as the driver loaded them: the machine code's
+  // architecture and the PTX version it was compiled from. Equal: machine
+  // code this build ships (sm_90a: 90, 90); binary above ptx: the driver
+  // compiled the PTX for this device; 0: no image loads.
+  int binary_version = 0;
+  int ptx_version = 0;
+};
+// Throws Error(invalid_argument) without the CUDA backend or the device. Creates
+// the device's CUDA context (asking the driver loads the kernels).
+CudaDeviceImage cuda_device_image(int device);
 // Device -> host copy on `device` in the order of the caller's `stream` (a
 // cudaStream_t as an integer, 0: the legacy default stream), waited for; throws
 // without the CUDA backend.

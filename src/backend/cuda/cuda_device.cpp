@@ -19,6 +19,25 @@ int device_count() {
   return n;
 }
 
+int runtime_version() {
+  return CUDART_VERSION;
+}
+
+int driver_version() {
+  int v = 0;
+  if (cudaDriverGetVersion(&v) != cudaSuccess) return 0;  // sets 0 itself without a driver
+  return v;
+}
+
+std::string device_name(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "?";
+  }
+  return prop.name;
+}
+
 DeviceGuard::DeviceGuard(int device) {
   const int n = device_count();
   if (n == 0)

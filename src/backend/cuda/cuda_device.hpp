@@ -3,12 +3,23 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace h3s::cuda {
 
 // Number of visible CUDA devices; 0 when there is no driver or no device
 // (never throws: "is there a GPU" is a question, not an error).
 int device_count();
+
+// The CUDA runtime linked in, as CUDART_VERSION: 1000 * major + 10 * minor.
+int runtime_version();
+
+// The newest CUDA version the installed driver supports, in the same form; 0
+// without a driver.
+int driver_version();
+
+// Device `device`'s name ("?" when it cannot be read).
+std::string device_name(int device);
 
 // Makes `device` the current device for this host thread while the guard
 // lives and restores the previous one after. Throws Error(invalid_argument)

@@ -9,4 +9,10 @@ namespace h3s::cuda::arch {
 // the driver cannot load this build's kernels on it.
 int image_ptx_version();
 
+// The machine code the driver runs those kernels as (major * 10 + minor): the
+// image's own architecture (80 for the sm_80 image, also on an sm_86 device;
+// 90 for sm_90a), or the device's when the driver compiled the PTX; 0 when
+// none loads.
+int image_binary_version();
+
 }  // namespace h3s::cuda::arch
