@@ -112,7 +112,37 @@ def device_budget(device, held_bytes=0):
                     "torch_cache_released": released,
                     "torch_allocated": int(torch.cuda.memory_allocated(device)),
                     "torch_reserved": int(torch.cuda.memory_reserved(device)),
+                    "torch_allocator": torch_allocator(),
                     "comfy_cast_buffers": comfy_cast_buffers(device)}
+
+
+def torch_allocator():
+    """PyTorch's CUDA allocator backend: 'native' (its caching allocator) or
+    'cudaMallocAsync' (what ComfyUI's main.py picks unless --disable-cuda-malloc)."""
+    import torch
+
+    try:
+        return str(torch.cuda.get_allocator_backend())
+    except Exception:
+        return "unknown"
+
+
+# PyTorch's cache still held after empty_cache() above which a refusal names the allocator.
+STUCK_CACHE = 1 * GIB
+
+
+def allocator_hint(parts):
+    """A refusal's hint when PyTorch's native allocator keeps a cache it could not hand back
+    (its segments are freed only whole: behind a 15.4 GiB fence on an H200 step 2 was refused
+    with 13.3 GiB held, where the cudaMallocAsync backend handed 4.19 GiB back; 2026-12-06)."""
+    if parts.get("torch_allocator") != "native":
+        return ""
+    cached = parts.get("torch_reserved", 0) - parts.get("torch_allocated", 0)
+    if cached < STUCK_CACHE:
+        return ""
+    return (f" PyTorch's native allocator keeps {cached / GIB:.2f} GiB it could not hand back: "
+            "start ComfyUI without --disable-cuda-malloc (its default cudaMallocAsync allocator "
+            "returns it).")
 
 
 def module_bytes(module):

@@ -99,6 +99,7 @@ class _Run:
         """The message of a block call h3stream cannot fit: the engine's reason, what ComfyUI
         could give, and the controls that change it."""
         given = (f" ComfyUI can give h3stream {comfy_budget.describe(self.last_budget)}."
+                 f"{comfy_budget.allocator_hint(self.last_budget)}"
                  if self.last_budget else "")
         return (f"H3 Streamed Blocks cannot run block {index} at {x.shape[0]} tokens on {x.device}: "
                 f"{err}.{given} To fit: close other GPU work, give vram_budget (MiB) explicitly, "

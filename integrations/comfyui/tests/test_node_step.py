@@ -239,3 +239,53 @@ def test_pytorch_cache_goes_back_to_the_driver_before_the_budget(pack, monkeypat
     state.update(reserved=allocated + 100 * 2**20, free=GIB)
     _budget, parts = budget_mod.device_budget(torch.device("cuda", 0))
     assert parts["torch_cache_released"] == 0 and parts["free"] == GIB
+
+
+def test_budget_names_what_else_holds_the_card(pack, monkeypatch):
+    """The plan line and a refusal say what holds the card beside h3stream: PyTorch's tensors
+    and cache, ComfyUI's cast buffers (comfy-aimdo's, outside PyTorch's allocator)."""
+    budget_mod = sys.modules["h3s_comfyui_pack.comfy_budget"]
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (4 * GIB, 16 * GIB))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 3 * GIB + GIB // 4)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 3 * GIB)
+    monkeypatch.setattr(torch.cuda, "get_allocator_backend", lambda: "cudaMallocAsync",
+                        raising=False)
+    _fake_aimdo(monkeypatch, enabled=False, resident=0)
+
+    class CastBuffer:  # comfy_aimdo.vram_buffer.VRAMBuffer's size()
+        def __init__(self, n, device):
+            self.n, self.device = n, device
+
+        def size(self):
+            return self.n
+
+    mm = sys.modules["comfy.model_management"]
+    monkeypatch.setattr(mm, "STREAM_AIMDO_CAST_BUFFERS",
+                        {"s1": CastBuffer(GIB, 0), "s2": CastBuffer(GIB // 2, 0),
+                         "other": CastBuffer(7 * GIB, 1)}, raising=False)
+    _budget, parts = budget_mod.device_budget(torch.device("cuda", 0))
+    assert parts["comfy_cast_buffers"] == GIB + GIB // 2  # cuda:1's buffer is not this card's
+    text = budget_mod.describe(parts)
+    assert "PyTorch's tensors 3.00 GiB + its cache 0.25 GiB" in text
+    assert "ComfyUI's cast buffers 1.50 GiB" in text
+    assert budget_mod.allocator_hint(parts) == ""  # cudaMallocAsync hands its cache back
+
+
+def test_refusal_names_the_native_allocator_when_its_cache_is_stuck(pack, monkeypatch):
+    """Under PyTorch's native allocator a cache empty_cache() cannot hand back (segments are
+    freed only whole) is named, with the fix; a small one, or the async allocator's, is not."""
+    budget_mod = sys.modules["h3s_comfyui_pack.comfy_budget"]
+    stuck = {"torch_allocator": "native", "torch_reserved": 9 * GIB, "torch_allocated": 3 * GIB}
+    hint = budget_mod.allocator_hint(stuck)
+    assert "6.00 GiB" in hint and "--disable-cuda-malloc" in hint
+    assert budget_mod.allocator_hint(dict(stuck, torch_reserved=3 * GIB + GIB // 2)) == ""
+    assert budget_mod.allocator_hint(dict(stuck, torch_allocator="cudaMallocAsync")) == ""
+    ns = streamed(pack)
+    m = ns.apply_streamed(FakePatcher(), {"min_tokens": 0}, h3=make_fake_h3())
+    run = m.model_options["transformer_options"]["patches_replace"]["dit"][("double_block", 0)].run
+    run.last_budget = dict(stuck, free=GIB, comfy_offloadable=0, reserve=0, held=0,
+                           margin=GIB // 2, budget=GIB // 2, torch_cache_released=0,
+                           comfy_cast_buffers=0)
+    x = types.SimpleNamespace(shape=(216476, 5120), device="cuda:0")
+    msg = run.refusal(0, x, "vram_budget 0.50 GiB cannot hold this block call")
+    assert "native allocator keeps 6.00 GiB" in msg and "kv_store kvi8s" in msg
