@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build h3stream from nothing and run every CPU test (the CUDA backend and its
 # GPU tests are compiled when nvcc is present; without a GPU they skip): the release suite,
+# with nvcc the off-Hopper kernels' resources per image (scripts/kernel-resources.sh),
 # `cmake --install` and the example consumer (examples/embed) built against it, the
 # same suite under AddressSanitizer + UndefinedBehaviorSanitizer, the style
 # check, the docs check (tests/docs), a smoke run of the micro-benchmarks, a 30 s
@@ -36,6 +37,16 @@ build/pyenv/bin/pip install -q safetensors numpy
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DH3S_PYTHON="$PWD/build/pyenv/bin/python" >/dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs"
+
+# Where the release build found nvcc: every off-Hopper kernel's registers, spills and static
+# shared memory per image of the release wheel (sm_80/86/89/120), from ptxas's report; fails
+# past the limits an RTX card sets (~80 s on 2 cores the first time, reports cached in
+# build/kernel-resources).
+nvcc_path=$(sed -n 's/^CMAKE_CUDA_COMPILER:[A-Z]*=//p' build/CMakeCache.txt)
+if [ -n "$nvcc_path" ] && [ -x "$nvcc_path" ]; then
+  phase "kernel resources off Hopper (scripts/kernel-resources.sh)"
+  PATH="$(dirname "$nvcc_path"):$PATH" H3S_JOBS="$jobs" bash scripts/kernel-resources.sh
+fi
 
 phase "cmake --install + the example consumer (examples/embed) against it"
 rm -rf build/install build/embed

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/arch/smem_limits.hpp"
 #include "backend/cuda/attention/attn_params.cuh"
 
 namespace h3s::cuda::attn {
@@ -79,7 +80,9 @@ struct AttnFwdTraits {
                 "tiles start on a swizzle period, so (row % 8) is the lane's row in its matrix");
   static_assert(kBlockM * kChunksPerRow % kThreads == 0, "Q tile splits evenly over threads");
   static_assert(kBlockN * kChunksPerRow % kThreads == 0, "K/V tile splits evenly over threads");
-  static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 per-block shared memory opt-in");
+  // 96 KiB: the kernel runs on every sm_80+ GPU, RTX 30/40/50 cards included.
+  static_assert(kSmemBytes <= size_t(arch::kSmemOptInSm86),
+                "exceeds the shared memory a block may take on sm_86/89/120");
   static_assert(kStages == 2, "the main loop is written for one tile in flight");
 };
 

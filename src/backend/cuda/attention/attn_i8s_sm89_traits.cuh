@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/arch/smem_limits.hpp"
 #include "backend/cuda/attention/attn_params.cuh"
 #include "kvfmt/kvi8s.hpp"
 
@@ -86,8 +87,8 @@ struct AttnI8sSm89Traits {
                     kVOffset % kAtomBytes == 0 && kKCodeBytes % kAtomBytes == 0 &&
                     kVCodeBytes % kAtomBytes == 0,
                 "the swizzle (and the header reads) assume tiles on 1024-byte boundaries");
-  // 99 KiB: the opt-in limit of sm_86/sm_89/sm_120 cards (the smallest).
-  static_assert(kSmemBytes <= 99 * 1024, "exceeds the shared memory of an RTX 40/50-series SM");
+  static_assert(kSmemBytes <= size_t(arch::kSmemOptInSm86),
+                "exceeds the shared memory a block may take on sm_89/120");
 };
 
 }  // namespace h3s::cuda::attn

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "backend/cuda/arch/mma_sm80.cuh"
+#include "backend/cuda/arch/smem_limits.hpp"
 
 namespace h3s::cuda::gemm {
 
@@ -87,6 +88,9 @@ struct MmaTileSm80 {
                 "every thread copies the same number of chunks");
   static_assert(kStages >= 2, "the pipeline needs a stage to fill while one is read");
   static_assert(kMinCtasPerSm * kSmemBytes <= 227 * 1024, "shared memory per SM (sm_90)");
+  // gemm_bf16 and gemm_i8 run this tile on every sm_80+ GPU, RTX 30/40/50 cards included.
+  static_assert(kSmemBytes <= arch::kSmemOptInSm86,
+                "exceeds the shared memory a block may take on sm_86/89/120");
 
   // Byte offset of logical chunk `chunk` of row `row` inside a tile.
   __device__ static constexpr uint32_t swizzle(int row, int chunk) {

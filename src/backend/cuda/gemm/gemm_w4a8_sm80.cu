@@ -30,6 +30,7 @@
 // so ~0.6x gemm_i8's time. L2 -> SM traffic for the codes equals gemm_i8's
 // for int8 B: a warp's 16-byte copies use half of each 32-byte sector.
 #include "backend/cuda/arch/device_arch.hpp"
+#include "backend/cuda/arch/smem_limits.hpp"
 #include "backend/cuda/gemm/gemm_epilogue_sm80.cuh"
 #include "backend/cuda/gemm/gemm_launch.cuh"
 #include "backend/cuda/gemm/gemm_mainloop_sm80.cuh"
@@ -289,6 +290,12 @@ void gemm_w4a8(const int8_t* xq, int64_t ldx, const float* xs, const uint8_t* w_
   p.levels = levels;
   using W2 = gemm::W4A8TileSm80<2>;
   using W3 = gemm::W4A8TileSm80<3>;
+  // Two stages run wherever a block may take 99 KiB (sm_86/89/120); three only
+  // where arch::max_dynamic_smem_bytes() says they fit (choose_w4a8: A100, Hopper).
+  static_assert(W2::kSmemBytes <= arch::kSmemOptInSm86,
+                "exceeds the shared memory a block may take on sm_86/89/120");
+  static_assert(W3::kSmemBytes <= arch::kSmemOptInSm80,
+                "exceeds the shared memory a block may take on sm_80");
   if (gemm::gemm_w4a8_choice(op, want, arch::max_dynamic_smem_bytes(), W3::kSmemBytes,
                              W2::kSmemBytes) == Kernel::gemm_w4a8_s3)
     gemm::launch_tiles(op, gemm::gemm_w4a8_m128n128k128_sm80<W3>, W3::kSmemBytes,

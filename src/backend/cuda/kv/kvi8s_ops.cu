@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/arch/smem_limits.hpp"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.hpp"
 #include "backend/cuda/kv/kv_row_parts.cuh"
@@ -49,7 +50,10 @@ struct TileSmem {
   float warp_max[kWarps];
   float v_amax[kVHalves][kDim];
 };
-constexpr int kSmemBytes = int(sizeof(TileSmem));
+constexpr int kSmemBytes = int(sizeof(TileSmem));  // 99,360 bytes
+// The quantiser runs where the kvi8s store does: sm_89/120 (RTX 40/50 cards) and Hopper.
+static_assert(kSmemBytes <= arch::kSmemOptInSm86,
+              "exceeds the shared memory a block may take on sm_89/120");
 
 // The call's row i (bf16 bits) of head h: the kept tail's rows first.
 using Rows = KvRowPartsView<kvi8s::kDim>;

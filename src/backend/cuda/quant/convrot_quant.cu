@@ -16,7 +16,9 @@
 
 #include <bit>
 #include <cstdint>
+#include <string>
 
+#include "backend/cuda/arch/device_arch.hpp"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.hpp"
 
@@ -219,13 +221,27 @@ __global__ void __launch_bounds__(kThreads)
 template <ActInput kMode>
 void launch(const uint16_t* x, int64_t ldx, int8_t* q, int64_t ldq, float* scale, int64_t m,
             int64_t k, cudaStream_t s) {
+  // The dynamic shared memory grows with k (the row buffer): a run-time value,
+  // bounded here by what a block may take on this GPU. The model's rows (k at
+  // most its FFN width, 14,336: 37,376 bytes) fit the 48 KiB every GPU gives.
   const size_t smem = size_t(kWorkspaceBytes) + size_t(k) * sizeof(uint16_t);
   constexpr size_t kDefaultSmem = 48 * 1024;
   if (smem > kDefaultSmem) {
-    // k > 20,224: opt in to the large carve-out (up to 227 KiB on sm_90).
-    const cudaError_t e = cudaFuncSetAttribute(
-        quantize_convrot_kernel<kMode>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-    if (e != cudaSuccess) fail_cuda("quantize_convrot: row too long for shared memory", e);
+    // k > 20,224: opt in to the large carve-out, up to the device's per-block
+    // maximum less the kernel's static shared memory: 99 KiB on sm_86/89/120
+    // (arch::kSmemOptInSm86: k up to 46,080), 163 KiB on sm_80, 227 KiB on sm_90.
+    cudaFuncAttributes attr{};
+    cudaError_t e = cudaFuncGetAttributes(&attr, quantize_convrot_kernel<kMode>);
+    if (e != cudaSuccess) fail_cuda("quantize_convrot: kernel attributes", e);
+    const size_t limit = size_t(arch::max_dynamic_smem_bytes()) - attr.sharedSizeBytes;
+    if (smem > limit)
+      fail_internal(("quantize_convrot: a row of k = " + std::to_string(k) + " needs " +
+                     std::to_string(smem) + " bytes of dynamic shared memory; a block may take " +
+                     std::to_string(limit) + " on this GPU")
+                        .c_str());
+    e = cudaFuncSetAttribute(quantize_convrot_kernel<kMode>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    if (e != cudaSuccess) fail_cuda("quantize_convrot: reserving shared memory", e);
   }
   const bool vec_in = aligned_to(x, 16) && ldx % 8 == 0;  // k % 256 == 0 keeps `up` aligned
   const bool vec_out = aligned_to(q, 8) && ldq % 8 == 0;
