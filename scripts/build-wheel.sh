@@ -81,6 +81,12 @@ fi
 raw=$work/raw-$mode
 rm -rf "$raw"
 mkdir -p "$out"
+if [ "$mode" = cuda ]; then
+  # auditwheel as wheels beside the release wheel: the GPU machine reaches no index, and
+  # scripts/device-check.sh wheel runs `auditwheel show` there (carry dist/)
+  "$tools/bin/python" -m pip download -q --disable-pip-version-check --no-deps -d dist/tools \
+    auditwheel pyelftools packaging
+fi
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 step "pip wheel ($mode, ${CMAKE_BUILD_PARALLEL_LEVEL} jobs; log: $work/build-$mode.log)"
 if ! "$tools/bin/python" -m pip wheel . --no-deps --disable-pip-version-check -w "$raw" \

@@ -6,7 +6,12 @@
 # compute-sanitizer, the Python tests on the CUDA wheel, the node pack in a real ComfyUI
 # (scripts/comfyui-e2e.sh, carry .ext), block benchmark and the PyTorch reference; JSON and
 # logs under $OUT.
-#   usage: bash scripts/device-check.sh [tests|bench|placement|attention|tiers|ptx80|decode|mma|all] [token list] [formats]
+#   usage: bash scripts/device-check.sh [tests|bench|placement|attention|tiers|ptx80|decode|mma|wheel|all] [token list] [formats]
+# wheel: the release wheel (dist/, scripts/build-wheel.sh; carry dist and .ext) where nothing
+# else is: a fresh venv (--system-site-packages for the image's PyTorch only), PATH without
+# nvcc or a compiler, LD_LIBRARY_PATH unset; pip install of the wheel (no index),
+# build_info(), ldd of the extension, auditwheel show (auditwheel carried as wheels in
+# dist/tools/), the CUDA Python tests and the node pack in a real ComfyUI on that venv.
 # mma: kvi8s' mma.sync kernel (RTX 40/50-series): tests on Hopper and on its PTX, sanitizers,
 # kvbench beside the Hopper kernel, then on the PTX path kvbench and the int8 block for
 # MMA_TIERS (default kvi8s kvmix; MMA_BLOCK= skips the blocks).
@@ -219,7 +224,7 @@ if [ "$mode" = ptx80 ]; then
   [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
 fi
 if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] &&
-  [ "$mode" != decode ] && [ "$mode" != mma ]; then
+  [ "$mode" != decode ] && [ "$mode" != mma ] && [ "$mode" != wheel ]; then
   # The sm_80 code on this GPU (see ptx80 above). Hopper-only tests are left out: the
   # Hopper kernels of kvi8r/kvi8s/kvmix (kvi8s runs its mma.sync kernel from the
   # compute_89 PTX, kvfp4s and kvi8r by their decode paths, the default there, and
@@ -263,7 +268,7 @@ if [ "$mode" = ptx80 ] || [ "$mode" = decode ]; then
   done
 fi
 if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] && [ "$mode" != ptx80 ] &&
-  [ "$mode" != decode ] && [ "$mode" != mma ]; then
+  [ "$mode" != decode ] && [ "$mode" != mma ] && [ "$mode" != wheel ]; then
   step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
   [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
   # The other attention kernel (the mma.sync kernel of other GPUs) through the attention
@@ -308,6 +313,55 @@ if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] && [
     failed+=("comfyui_e2e (no ComfyUI carried)")
   fi
 fi
+if [ "$mode" = wheel ]; then
+  whl=$(ls dist/h3stream-*-cp312-abi3-manylinux_*_x86_64.whl 2>/dev/null | head -n 1)
+  if [ -z "$whl" ]; then
+    echo "no dist/h3stream-*-cp312-abi3-manylinux_*.whl: build it with scripts/build-wheel.sh"
+    failed+=("wheel (no release wheel carried)")
+  else
+    venv=/tmp/h3s-wheel-venv
+    clean=/tmp/h3s-clean-path  # the commands the steps use, and no compiler
+    rm -rf "$venv" "$clean" && mkdir -p "$clean"
+    "${WHEEL_PYTHON:-python3}" -m venv --system-site-packages "$venv"  # the device image's 3.12
+    for t in bash sh env cat ls mkdir rm cp mv tar gzip grep sed awk head tail sort tee \
+      dirname basename readlink date sleep timeout nvidia-smi ldd uname find xargs wc cut tr; do
+      p=$(command -v "$t") && ln -s "$p" "$clean/$t"
+    done
+    # (an array, not a function: step runs its command under timeout)
+    clean_env=(env -u LD_LIBRARY_PATH -u PYTHONPATH PATH="$venv/bin:$clean" H3S_REQUIRE_GPU=1)
+    step wheel_env 30 "${clean_env[@]}" bash -c 'for c in nvcc gcc cc c++ g++ clang; do
+      command -v "$c" && { echo "a compiler on PATH: $c"; exit 1; }; done
+      echo "PATH=$PATH; no compiler; LD_LIBRARY_PATH ${LD_LIBRARY_PATH-unset}"; python --version'
+    # ComfyUI's import-time wheels (carried in .whl/ for the e2e) beside ours, never .whl's h3stream
+    deps=$(ls .whl/*.whl dist/tools/*.whl 2>/dev/null | grep -v '/h3stream-' | tr '\n' ' ')
+    step wheel_install 180 "${clean_env[@]}" python -m pip install -q --no-index --no-deps \
+      --disable-pip-version-check "$whl" $deps
+    step wheel_build_info 60 "${clean_env[@]}" python -c 'import h3stream, json
+info = h3stream.build_info()
+print(json.dumps(info, indent=1))
+assert info.get("cuda") and info["cuda"].get("device"), "build_info: no GPU image in use"
+missing = {"sm_80", "sm_86", "sm_89", "sm_90a", "sm_120"} - set(info["cuda"]["sass"])
+assert not missing, f"build_info: the wheel lacks {sorted(missing)}"'
+    step wheel_ldd 30 "${clean_env[@]}" bash -c 'ldd "$(python -c "import h3stream._h3stream as m; print(m.__file__)")"'
+    if "${clean_env[@]}" python -c 'import auditwheel' 2>/dev/null; then
+      step wheel_auditwheel 60 "${clean_env[@]}" python -m auditwheel show "$whl"
+    else
+      echo "no auditwheel carried (dist/tools/: scripts/build-wheel.sh downloads it)"
+      failed+=("wheel_auditwheel (not carried)")
+    fi
+    step wheel_pytest_cuda 300 "${clean_env[@]}" PYTHONDONTWRITEBYTECODE=1 \
+      bash -c 'cd tests/python && python -m pytest -q -rs -p no:cacheprovider --confcutdir=. .'
+    if [ -d .ext/ComfyUI ]; then
+      e2e_out=/tmp/h3s-wheel-e2e
+      rm -rf "$e2e_out"
+      step wheel_comfyui_e2e 400 "${clean_env[@]}" OUT="$e2e_out" PYTHON="$venv/bin/python" \
+        bash scripts/comfyui-e2e.sh .ext/ComfyUI int8,bf16
+      tar -czf "$OUT/wheel-comfyui-e2e.tgz" -C "$e2e_out" . 2>/dev/null
+    else
+      failed+=("wheel_comfyui_e2e (no .ext/ComfyUI carried)")
+    fi
+  fi
+fi
 if [ "$mode" = placement ] || [ "$mode" = all ]; then
   ptokens=${PLACEMENT_TOKENS:-217088}
   # Two repetitions, the faster reported: the first pins the host staging
@@ -349,7 +403,7 @@ if [ "$mode" = attention ]; then
   fi
 fi
 if [ "$mode" != tests ] && [ "$mode" != ptx80 ] && [ "$mode" != placement ] && [ "$mode" != attention ] &&
-  [ "$mode" != tiers ] && [ "$mode" != decode ] && [ "$mode" != mma ]; then
+  [ "$mode" != tiers ] && [ "$mode" != decode ] && [ "$mode" != mma ] && [ "$mode" != wheel ]; then
   for f in ${formats//,/ }; do
     step "bench_$f" 300 $bin/h3s bench --backend cuda --preset h3 --format "$f" \
       --token-list "$tokens" --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384
