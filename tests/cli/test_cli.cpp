@@ -332,6 +332,22 @@ TEST(Cli, BenchExitsThreeWhenBitsDifferAndSaysWhenItDidNotCompare) {
   EXPECT_EQ(help.out.find("--test-flip-streamed-bit"), std::string::npos) << "a test-only flag";
 }
 
+TEST(Cli, DemoExitsThreeWhenBitsDiffer) {
+  // The mismatch path, forced by the hidden test flag: exit 3 (not 1, other errors), the
+  // table and the JSON both say so.
+  Result r = run_cli("demo --tokens 300 --threads 2 --test-flip-streamed-bit");
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("bit-equal: NO"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("h3s demo: the streamed forward's bits differ"), std::string::npos) << r.out;
+  r = run_cli("demo --tokens 300 --threads 2 --json --test-flip-streamed-bit",
+              /*merge_stderr=*/false);
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("bit_equal"), false) << r.out;
+  const Result help = run_cli("demo --help");
+  EXPECT_NE(help.out.find("3 when they differ"), std::string::npos) << help.out;
+  EXPECT_EQ(help.out.find("--test-flip-streamed-bit"), std::string::npos) << "a test-only flag";
+}
+
 TEST(Cli, TooSmallBudgetFailsWithTheNumbers) {
   const Result r = run_cli("demo --tokens 300 --memory-budget 1MiB");
   EXPECT_EQ(r.code, 1) << r.out;

@@ -119,6 +119,10 @@ nlohmann::json kv_mix_json(const ForwardOutputs& out) {
   return mix;
 }
 
+// TEST ONLY (tests/cli, the hidden flag --test-flip-streamed-bit): flips one bit of the
+// streamed output before the comparison, so the mismatch path (exit 3) is exercised.
+bool demo_test_flip_streamed_bit = false;
+
 int run_demo(RunArgs& a) {
   Prepared p = prepare(a);
   ExecOptions stock_opt = ExecOptions::stock();
@@ -129,7 +133,13 @@ int run_demo(RunArgs& a) {
   stock_opt.attn_kernel = a.exec.attn_kernel;  // the same kernels: the same bits
   stock_opt.gemm_kernel = a.exec.gemm_kernel;
   const ForwardOutputs stock = forward(p, a, stock_opt, "stock");
-  const ForwardOutputs streamed = forward(p, a, a.exec, "streamed");
+  ForwardOutputs streamed = forward(p, a, a.exec, "streamed");
+  if (demo_test_flip_streamed_bit && !streamed.video.empty()) {  // TEST ONLY
+    uint32_t bits = 0;
+    std::memcpy(&bits, &streamed.video[0], sizeof bits);
+    bits ^= 1u;
+    std::memcpy(&streamed.video[0], &bits, sizeof bits);
+  }
   // An approximate tier's error: its stock output against the exact store's.
   const bool approximate = !kv_tier_exact(a.exec.kv_store);
   std::pair<double, double> vs_exact{0.0, 0.0};  // video, audio rel-rms
@@ -220,7 +230,9 @@ int run_demo(RunArgs& a) {
     for (const auto& [block, heads] : streamed.kv_mix_heads)
       fmt::print("  kvmix block {}: heads on 8 bits {}\n", block, kvmix::format_heads(heads));
   }
-  return equal ? 0 : 1;
+  if (!equal)
+    fmt::print(stderr, "h3s demo: the streamed forward's bits differ from the stock forward's\n");
+  return equal ? 0 : kExitBitsDiffer;
 }
 
 int run_one(RunArgs& a, bool stock_mode) {
@@ -293,6 +305,14 @@ int main(int argc, char** argv) {
       "stock and streamed forward on synthetic weights; prints time, arena peak and "
       "bit-equality");
   add_run_flags(*demo_cmd, demo);
+  // TEST ONLY: hidden (no group), for tests/cli's forced mismatch.
+  demo_cmd
+      ->add_flag("--test-flip-streamed-bit", demo_test_flip_streamed_bit,
+                 "test only: flip one bit of the streamed output before the comparison")
+      ->group("");
+  demo_cmd->footer(
+      "Exit codes: 0 when the streamed forward's bits equal the stock forward's; 3 when they "
+      "differ (both still print); 2 for bad input; 1 for other errors.");
 
   RunArgs run;
   bool run_stock = false;
