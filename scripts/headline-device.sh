@@ -20,8 +20,10 @@
 #   kvi8s          our node with kv_store kvi8s behind the fence
 #   reference      the reimplemented node (ComfyUI-MAINodes vram_lab.py at 78c1ad2), defaults,
 #                  behind the fence
-#   stock          ComfyUI with no chunking node behind the fence (an out-of-memory is a result)
-#   ours_15.0      our node behind a 15.0 GiB fence (where the reference's exact store ran out)
+#   stock          ComfyUI with no chunking node behind the fence (an out-of-memory is a result;
+#                  STOCK_STEPS, default 1: its outcome is the first step's)
+#   ours_15.0      our node behind a 15.0 GiB fence (where the reference's exact store ran out;
+#                  FENCE15_STEPS, default 1: the outcome, in half the device time of two steps)
 #   report         bits and rel-rms between the runs' latents, ratios to the reference
 # The fence (scripts/headline/fence.py) is a second process that takes device memory until
 # FENCE_GIB (15.4) GiB are free, as the reference's own measurement did on a 96 GB card.
@@ -159,11 +161,11 @@ want checkpoint && part checkpoint 560 checkpoint
 [ -f "$ckpt" ] || { echo "headline: no checkpoint $ckpt (STEPS needs checkpoint first)" | tee -a "$log"; }
 want smoke && part smoke 240 run_node smoke ours none --frames 124 --steps 1
 want ours && part ours 570 run_node ours ours "$FENCE_GIB"
-want stock && part stock 300 run_node stock stock "$FENCE_GIB"
+want stock && part stock 300 run_node stock stock "$FENCE_GIB" --steps "${STOCK_STEPS:-1}"
 want ours_unfenced && part ours_unfenced 570 run_node ours_unfenced ours none
 want kvi8s && part kvi8s 540 run_node ours_kvi8s ours_kvi8s "$FENCE_GIB"
 want reference && part reference 590 run_node reference reference "$FENCE_GIB"
-want ours_15.0 && part ours_15.0 570 run_node ours_15.0 ours 15.0
+want ours_15.0 && part ours_15.0 570 run_node ours_15.0 ours 15.0 --steps "${FENCE15_STEPS:-1}"
 want report && part report 120 "$PY" scripts/headline/report.py "$work/headline-all.jsonl" --out "$OUT"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "headline-device: FAILED parts: ${failed[*]}" | tee -a "$log"
