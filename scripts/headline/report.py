@@ -2,7 +2,8 @@
 """The headline runs side by side: each run's latest record (run.py), completed with what
 needs two runs, and a markdown table.
 
-  bit_equal             a fenced run of ours against ours_unfenced, bit for bit: the latents
+  bit_equal             a fenced run of ours against ours_unfenced (the same steps and clip),
+                        bit for bit: the latents
                         compared where both files are here, else their SHA-256 and shapes
                         (run.py hashes the bytes; records from two machines compare so);
                         null where either is missing or the run is not ours
@@ -76,10 +77,15 @@ def complete(runs):
     exact_rec = runs.get(EXACT)
     ref_step = runs.get("reference", {}).get("seconds_per_step")
     ok = True
+    shape = ("steps_asked", "frames", "width", "height", "format")
+
+    def comparable(r):  # the same run but for the fence: else no bits to compare
+        return exact_rec is not None and all(r.get(k) == exact_rec.get(k) for k in shape)
+
     for name, r in runs.items():
-        mine = lat[name]
+        mine = lat[name] if comparable(r) else None
         if (name != EXACT and r["node"] == "ours" and (mine is None or exact is None)
-                and exact_rec and r.get("latent_sha256") and exact_rec.get("latent_sha256")):
+                and comparable(r) and r.get("latent_sha256") and exact_rec.get("latent_sha256")):
             # one of the files is on another machine: the bytes' hashes and the shapes
             r["bit_equal"] = (r["latent_sha256"] == exact_rec["latent_sha256"]
                               and r.get("latent_shapes") == exact_rec.get("latent_shapes"))
