@@ -75,6 +75,15 @@ def complete(runs):
     lat = {name: load_latent(r) for name, r in runs.items()}
     exact, ref = lat.get(EXACT), lat.get("reference")
     exact_rec = runs.get(EXACT)
+    if exact is None and exact_rec is not None:
+        # the unfenced latent is on another machine: a fenced exact run here with its hash
+        # holds the same bits (kvi8s' rel-rms against the exact store needs the tensors)
+        for name in MUST_EQUAL:
+            r = runs.get(name)
+            if (r and lat.get(name) is not None and r.get("latent_sha256")
+                    and r["latent_sha256"] == exact_rec.get("latent_sha256")):
+                exact = lat[name]
+                break
     ref_step = runs.get("reference", {}).get("seconds_per_step")
     ok = True
     shape = ("steps_asked", "frames", "width", "height", "format")
