@@ -109,8 +109,10 @@ def complete(runs):
                 if name in MUST_EQUAL and not r["bit_equal"]:
                     ok = False
             r["rel_rms_vs_exact"] = rel_rms(mine, exact)
-        if name != "reference" and mine is not None and ref is not None:
-            r["rel_rms_vs_reference"] = rel_rms(mine, ref)
+        ref_rec = runs.get("reference", {})
+        if (name != "reference" and lat[name] is not None and ref is not None
+                and all(r.get(k) == ref_rec.get(k) for k in shape)):
+            r["rel_rms_vs_reference"] = rel_rms(lat[name], ref)
         if (r["node"] in ("ours", "ours_kvi8s") and ref_step and r.get("seconds_per_step")
                 and r.get("outcome") == "completed" and runs["reference"].get("outcome") == "completed"):
             same = r.get("env", {}).get("device") == runs["reference"].get("env", {}).get("device")
