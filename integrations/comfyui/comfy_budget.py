@@ -84,11 +84,9 @@ def comfy_cast_buffers(device):
     try:
         import comfy.model_management as mm
 
-        total = 0
-        for buf in list(getattr(mm, "STREAM_AIMDO_CAST_BUFFERS", {}).values()):
-            if str(getattr(buf, "device", device)) in (str(device), str(getattr(device, "index", ""))):
-                total += int(buf.size())
-        return total
+        index = getattr(device, "index", None) or 0  # a VRAMBuffer names its device by index
+        return sum(int(buf.size()) for buf in list(mm.STREAM_AIMDO_CAST_BUFFERS.values())
+                   if buf.device == index)
     except Exception:
         return 0
 
@@ -153,22 +151,25 @@ def module_bytes(module):
     return n
 
 
+def gib_text(b):
+    """Bytes as GiB for the plan line and a refusal."""
+    return f"{b / GIB:.2f} GiB"
+
+
 def describe(parts):
-    g = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
-    released = (f" (after {g(parts['torch_cache_released'])} of PyTorch's cache released)"
+    released = (f" (after {gib_text(parts['torch_cache_released'])} of PyTorch's cache released)"
                 if parts.get("torch_cache_released") else "")
-    return (f"free {g(parts['free'])}{released} + model weights ComfyUI can offload "
-            f"{g(parts['comfy_offloadable'])} - this block's weights {g(parts['held'])} - "
-            f"ComfyUI's reserve {g(parts['reserve'])} - margin {g(parts['margin'])} = "
-            f"{g(parts['budget'])}{holders(parts)}")
+    return (f"free {gib_text(parts['free'])}{released} + model weights ComfyUI can offload "
+            f"{gib_text(parts['comfy_offloadable'])} - this block's weights {gib_text(parts['held'])} - "
+            f"ComfyUI's reserve {gib_text(parts['reserve'])} - margin {gib_text(parts['margin'])} = "
+            f"{gib_text(parts['budget'])}{holders(parts)}")
 
 
 def holders(parts):
-    """'; the card also holds PyTorch ... and ComfyUI's cast buffers ...' where known."""
+    """' (the card also holds PyTorch's tensors ... ComfyUI's cast buffers ...)' where known."""
     if "torch_allocated" not in parts:
         return ""
-    g = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
     cached = parts["torch_reserved"] - parts["torch_allocated"]
-    return (f" (the card also holds PyTorch's tensors {g(parts['torch_allocated'])} + its "
-            f"cache {g(max(cached, 0))}, ComfyUI's cast buffers "
-            f"{g(parts.get('comfy_cast_buffers', 0))})")
+    return (f" (the card also holds PyTorch's tensors {gib_text(parts['torch_allocated'])} + its "
+            f"cache {gib_text(max(cached, 0))}, ComfyUI's cast buffers "
+            f"{gib_text(parts.get('comfy_cast_buffers', 0))})")
