@@ -7,7 +7,7 @@
 #   STEPS=setup,checkpoint,smoke,ours,stock bash scripts/headline-device.sh
 #   STEPS=setup,ours_unfenced,kvi8s,report bash scripts/headline-device.sh      # next call
 #
-# Parts (each with its own time limit; a part that fails or overruns is named at the end and
+# Parts, run in the order STEPS names them (each with its own time limit; a part that fails or overruns is named at the end and
 # the script exits 1, the other parts still run):
 #   setup          the wheels into a private folder; imports, GPU, driver, disk, cgroup checked
 #   checkpoint     .headline/h3_$FORMAT.safetensors: 50 blocks in ComfyUI's format and key names,
@@ -156,17 +156,27 @@ run_node() {  # run_node NAME NODE FENCE_GIB|none [run.py args]
 
 export -f setup checkpoint in_cgroup run_node
 export comfy OUT FORMAT FENCE_GIB HOST_LIMIT MACHINE_RAM_GIB FRAMES WIDTH HEIGHT SAMPLER_STEPS work ckpt PY log site
-want setup && part setup 120 setup
-want checkpoint && part checkpoint 560 checkpoint
-[ -f "$ckpt" ] || { echo "headline: no checkpoint $ckpt (STEPS needs checkpoint first)" | tee -a "$log"; }
-want smoke && part smoke 240 run_node smoke ours none --frames 124 --steps 1
-want ours && part ours 570 run_node ours ours "$FENCE_GIB"
-want stock && part stock 300 run_node stock stock "$FENCE_GIB" --steps "${STOCK_STEPS:-1}"
-want ours_unfenced && part ours_unfenced 570 run_node ours_unfenced ours none
-want kvi8s && part kvi8s 540 run_node ours_kvi8s ours_kvi8s "$FENCE_GIB"
-want reference && part reference 590 run_node reference reference "$FENCE_GIB"
-want ours_15.0 && part ours_15.0 570 run_node ours_15.0 ours 15.0 --steps "${FENCE15_STEPS:-1}"
-want report && part report 120 "$PY" scripts/headline/report.py "$work/headline-all.jsonl" --out "$OUT"
+# Parts run in the order STEPS names them (one may come twice, e.g. report after each run).
+IFS=, read -ra parts <<<"$STEPS"
+for p in "${parts[@]}"; do
+  case $p in
+    setup) part setup 120 setup ;;
+    checkpoint) part checkpoint 560 checkpoint ;;
+    *) [ -f "$ckpt" ] || [ "$p" = report ] ||
+         { echo "headline: no checkpoint $ckpt (STEPS needs checkpoint first)" | tee -a "$log"; } ;;&
+    smoke) part smoke 240 run_node smoke ours none --frames 124 --steps 1 ;;
+    ours) part ours 570 run_node ours ours "$FENCE_GIB" ;;
+    stock) part stock 300 run_node stock stock "$FENCE_GIB" --steps "${STOCK_STEPS:-1}" ;;
+    ours_unfenced) part ours_unfenced 570 run_node ours_unfenced ours none ;;
+    kvi8s) part kvi8s 540 run_node ours_kvi8s ours_kvi8s "$FENCE_GIB" ;;
+    # REFERENCE_STEPS (default SAMPLER_STEPS): its record claims 316 s a step, two may not fit a call
+    reference) part reference "${REFERENCE_LIMIT:-590}" run_node reference reference "$FENCE_GIB" \
+                 --steps "${REFERENCE_STEPS:-$SAMPLER_STEPS}" ;;
+    ours_15.0) part ours_15.0 570 run_node ours_15.0 ours 15.0 --steps "${FENCE15_STEPS:-1}" ;;
+    report) part report 120 "$PY" scripts/headline/report.py "$work/headline-all.jsonl" --out "$OUT" ;;
+    *) echo "headline: unknown part '$p' in STEPS" | tee -a "$log"; failed+=("$p (unknown)") ;;
+  esac
+done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "headline-device: FAILED parts: ${failed[*]}" | tee -a "$log"
   exit 1
