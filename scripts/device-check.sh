@@ -42,8 +42,8 @@
 # placement: one full-width int8 block at 217,088 tokens (PLACEMENT_TOKENS) under activation
 # budgets of 16, 8, 4 and 2 GiB (host-staged K/V, then x, when they do not fit) beside the
 # unbudgeted run, each with stock for bit-equality; 1 GiB must be refused before any work;
-# the 2 GiB budget again with each staging tile forced; then 1,000,000 tokens under 15 GiB
-# of activations (+ the block's weights: under 16 GiB in all) beside stock.
+# the 2 GiB budget again with each staging tile forced; then 1,000,000 tokens under 14 GiB
+# of activations, the process at most 15.4 GiB by the driver, beside stock.
 # Every step has its own time limit and writes its output under $OUT as it goes, so a step
 # that overruns still leaves the others' results. H3S_REQUIRE_GPU=1 turns every GPU test's
 # "no device" skip into a failure (gtest and pytest), and a skipped test fails its step: on
@@ -381,14 +381,24 @@ if [ "$mode" = placement ] || [ "$mode" = all ]; then
   # Refused before any work: exit 1 (not 3, bits differ, nor a crash).
   step placement_1GiB_refused 120 bash -c "$bin/h3s bench --backend cuda --preset h3 \
     --format int8 --token-list $ptokens --reps 1 --vram-budget 1GiB; [ \$? -eq 1 ]"
-  # 1M tokens through one block: 15 GiB of activations beside the block's 0.91 GB of
-  # weights (device_total_gib in the JSON: under 16 GiB), and stock beside it for
-  # bit-equality (~90 GiB on the H200). PLACEMENT_1M_STOCK=0 skips stock.
+  # 1M tokens through one block on a 16 GB card's room: PLACEMENT_1M_BUDGET (14GiB) of
+  # activations beside the block's 0.91 GB of weights, and the whole process read from the
+  # driver (device_in_use_driver_gib: the CUDA context, libraries' workspaces and the pool
+  # included; the ledger's device_total_gib leaves them out) at most 15.4 GiB, what a 16 GB
+  # card leaves free (the headline's fence). Stock beside it for bit-equality needs ~81 GiB:
+  # PLACEMENT_1M_STOCK=0 skips it (on an 80 GB card it cannot run).
   skip_stock=""
   [ "${PLACEMENT_1M_STOCK:-1}" = 0 ] && skip_stock=--skip-stock
   step placement_1M 600 $bin/h3s bench --backend cuda --preset h3 --format int8 \
-    --token-list 1000000 --json --reps 1 $skip_stock --skip-attention --vram-budget 15GiB \
-    --host-budget 64GiB
+    --token-list 1000000 --json --reps 1 $skip_stock --skip-attention \
+    --vram-budget "${PLACEMENT_1M_BUDGET:-14GiB}" --host-budget 64GiB
+  step placement_1M_driver 10 python3 -c '
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][-1]
+d, ledger = r["device_in_use_driver_gib"], r["device_total_gib"]
+if d is None: sys.exit("1M tokens: no driver reading in the JSON")
+print(f"1M tokens: {d:.2f} GiB on the device by the driver, {ledger:.2f} GiB by the ledger")
+sys.exit(0 if d is not None and d <= 15.4 else 1)' "$OUT/placement_1M.txt"
 fi
 if [ "$mode" = attention ]; then
   step bench_attention 400 $bin/h3s bench --backend cuda --preset h3 --format int8 \

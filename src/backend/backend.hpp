@@ -254,6 +254,14 @@ class Backend {
   virtual MemoryResource& host_staging_memory() = 0;
   // Device bytes free now (0: not known, e.g. the CPU backend's heap).
   virtual size_t free_device_memory() const { return 0; }
+  // Device bytes in use by the driver's count (total - free: the CUDA context,
+  // cached pools and every process on the card included; 0: not known). Where
+  // a budget is claimed this, not the arena's ledger, is the figure to read.
+  virtual size_t device_memory_in_use() const { return 0; }
+  // Waits for the device and hands the cached free bytes of its memory pool
+  // back to the driver, so a reading after the next run counts only what that
+  // run kept (the pool keeps its high-water mark: in use after a run = its peak).
+  virtual void trim_device_cache() {}
   // The throughput figures the planner orders staged placements by. Every
   // backend plans with the H200's today: the CPU backend has none of its own
   // (it makes the GPU's decisions, so CI tests them), and the CUDA backend's

@@ -272,7 +272,15 @@ int run_bench(BenchArgs& a) {
     if (!a.skip_stock && !a.only_attention)
       stock = measure(false, out_stock, r.exec.kv_store, a.reps);
     std::pair<double, size_t> streamed{0.0, 0};
-    if (!a.only_attention) streamed = measure(true, out_streamed, r.exec.kv_store, a.reps);
+    // The driver's count of the device in use after the streamed run, stock's
+    // cached bytes handed back first: the CUDA context, the weights, the
+    // bench's buffers and the streamed run's peak (the pool keeps it).
+    size_t driver_in_use = 0;
+    if (!a.only_attention) {
+      be.trim_device_cache();
+      streamed = measure(true, out_streamed, r.exec.kv_store, a.reps);
+      driver_in_use = be.device_memory_in_use();
+    }
     // Compared only when both blocks ran: otherwise bit_equal is null ("not
     // compared"), never a false that reads like a mismatch.
     std::optional<bool> equal;
@@ -400,6 +408,9 @@ int run_bench(BenchArgs& a) {
         // Everything the streamed run held on the device at
         // its peak: the block's weights, the bench's inputs, the run's own.
         {"device_total_gib", double(weight_plan.model_bytes + streamed_total) / (1u << 30)},
+        // The same by the driver (null where the backend cannot say, e.g. the CPU's)
+        {"device_in_use_driver_gib", driver_in_use ? nlohmann::json(double(driver_in_use) / (1u << 30))
+                                                   : nlohmann::json(nullptr)},
         {"copy_s", traffic.copy_seconds},
         {"exposed_copy_s", traffic.exposed_seconds}};
     if (a.phase_times) j["phase_s"] = phase_s;
@@ -424,10 +435,13 @@ int run_bench(BenchArgs& a) {
     else
       fmt::print(
           "{:>8} tokens  stock {:8.3f} s {:7.2f} GiB | streamed {:8.3f} s {:7.2f} GiB "
-          "(predicted {:.2f}, K/V {}) | bit-equal {} | attention {:6.1f} TFLOP/s{}\n",
+          "(predicted {:.2f}, K/V {}){} | bit-equal {} | attention {:6.1f} TFLOP/s{}\n",
           s, stock.first, j["stock_peak_gib"].get<double>(), streamed.first,
           j["streamed_peak_gib"].get<double>(), j["predicted_streamed_peak_gib"].get<double>(),
           place.kv_on_host ? "host-staged" : "on the device",
+          driver_in_use ? fmt::format(", device {:.2f} GiB by the driver",
+                                      double(driver_in_use) / (1u << 30))
+                        : std::string(),
           !equal   ? "not compared"
           : *equal ? "yes"
                    : "NO (bits differ)",

@@ -124,6 +124,8 @@ class CudaBackend final : public Backend {
   // Staging (cuda_staging.cpp): cached pinned memory, a copy-stream queue.
   MemoryResource& host_staging_memory() override;
   size_t free_device_memory() const override;
+  size_t device_memory_in_use() const override;
+  void trim_device_cache() override;
   std::unique_ptr<StageQueue> make_stage_queue() override;
 
   // Weights (weights/cuda_weights.cpp).

@@ -315,6 +315,24 @@ size_t CudaBackend::free_device_memory() const {
   return free_b;
 }
 
+size_t CudaBackend::device_memory_in_use() const {
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return total_b - free_b;
+}
+
+void CudaBackend::trim_device_cache() {
+  int device = 0;
+  cudaMemPool_t pool = nullptr;
+  if (cudaDeviceSynchronize() != cudaSuccess || cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess ||
+      cudaMemPoolTrimTo(pool, 0) != cudaSuccess)
+    fail_cuda("cuda memory: trimming the memory pool", cudaGetLastError());
+}
+
 std::unique_ptr<StageQueue> CudaBackend::make_stage_queue() {
   return std::make_unique<CudaStageQueue>(*this);
 }
