@@ -294,6 +294,9 @@ TEST(Cli, BenchExitsThreeWhenBitsDifferAndSaysWhenItDidNotCompare) {
   Result r = run_cli(bench + "300", /*merge_stderr=*/false);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(lines(r.out).at(0).at("bit_equal"), true) << r.out;
+  // The driver's count of the device in use: null where the backend cannot say
+  // (the CPU's heap), never a 0 that reads like a measurement.
+  EXPECT_TRUE(lines(r.out).at(0).at("device_in_use_driver_gib").is_null()) << r.out;
 
   for (const char* not_compared :
        {" --skip-stock", " --only-attention", " --skip-stock --test-flip-streamed-bit"}) {

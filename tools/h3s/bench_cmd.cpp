@@ -409,8 +409,9 @@ int run_bench(BenchArgs& a) {
         // its peak: the block's weights, the bench's inputs, the run's own.
         {"device_total_gib", double(weight_plan.model_bytes + streamed_total) / (1u << 30)},
         // The same by the driver (null where the backend cannot say, e.g. the CPU's)
-        {"device_in_use_driver_gib", driver_in_use ? nlohmann::json(double(driver_in_use) / (1u << 30))
-                                                   : nlohmann::json(nullptr)},
+        {"device_in_use_driver_gib", driver_in_use
+                                         ? nlohmann::json(double(driver_in_use) / (1u << 30))
+                                         : nlohmann::json(nullptr)},
         {"copy_s", traffic.copy_seconds},
         {"exposed_copy_s", traffic.exposed_seconds}};
     if (a.phase_times) j["phase_s"] = phase_s;
@@ -439,9 +440,9 @@ int run_bench(BenchArgs& a) {
           s, stock.first, j["stock_peak_gib"].get<double>(), streamed.first,
           j["streamed_peak_gib"].get<double>(), j["predicted_streamed_peak_gib"].get<double>(),
           place.kv_on_host ? "host-staged" : "on the device",
-          driver_in_use ? fmt::format(", device {:.2f} GiB by the driver",
-                                      double(driver_in_use) / (1u << 30))
-                        : std::string(),
+          driver_in_use
+              ? fmt::format(", device {:.2f} GiB by the driver", double(driver_in_use) / (1u << 30))
+              : std::string(),
           !equal   ? "not compared"
           : *equal ? "yes"
                    : "NO (bits differ)",
