@@ -6,6 +6,11 @@
 #
 #   STEPS=setup,checkpoint,smoke,ours,stock bash scripts/headline-device.sh
 #   STEPS=setup,ours_unfenced,kvi8s,report bash scripts/headline-device.sh      # next call
+#   OURS_STEPS=1 KVI8S_STEPS=1 STEPS=setup,checkpoint,ours,kvi8s,report bash scripts/headline-device.sh
+#     (kvi8s' rel-rms needs the exact latent of the same steps on the same machine: the
+#     latents, ~80 MB each, stay on the machine; one step each fits a call beside the fence's)
+# Sampler steps: SAMPLER_STEPS (2) for every run, or per part OURS_STEPS, KVI8S_STEPS,
+# REFERENCE_STEPS, STOCK_STEPS (1), FENCE15_STEPS (1).
 #
 # Parts, run in the order STEPS names them (each with its own time limit; a part that fails or overruns is named at the end and
 # the script exits 1, the other parts still run):
@@ -165,10 +170,10 @@ for p in "${parts[@]}"; do
     *) [ -f "$ckpt" ] || [ "$p" = report ] ||
          { echo "headline: no checkpoint $ckpt (STEPS needs checkpoint first)" | tee -a "$log"; } ;;&
     smoke) part smoke 240 run_node smoke ours none --frames 124 --steps 1 ;;
-    ours) part ours 570 run_node ours ours "$FENCE_GIB" ;;
+    ours) part ours 570 run_node ours ours "$FENCE_GIB" --steps "${OURS_STEPS:-$SAMPLER_STEPS}" ;;
     stock) part stock 300 run_node stock stock "$FENCE_GIB" --steps "${STOCK_STEPS:-1}" ;;
     ours_unfenced) part ours_unfenced 570 run_node ours_unfenced ours none ;;
-    kvi8s) part kvi8s 540 run_node ours_kvi8s ours_kvi8s "$FENCE_GIB" ;;
+    kvi8s) part kvi8s 540 run_node ours_kvi8s ours_kvi8s "$FENCE_GIB" --steps "${KVI8S_STEPS:-$SAMPLER_STEPS}" ;;
     # REFERENCE_STEPS (default SAMPLER_STEPS): its record claims 316 s a step, two may not fit a call
     reference) part reference "${REFERENCE_LIMIT:-590}" run_node reference reference "$FENCE_GIB" \
                  --steps "${REFERENCE_STEPS:-$SAMPLER_STEPS}" ;;
