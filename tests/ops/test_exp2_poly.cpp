@@ -1,8 +1,9 @@
-// The FMA-pipe 2^x of the kvi8s softmax variants (attn_exp2_poly.hpp), on
-// the CPU: its relative error over every argument the softmax gives it, its
-// clamp, and how often it moves an e4m3 probability (P = e4m3(2^x), the
-// kvi8s P V operand) off the exactly rounded value. The GPU suite checks the
-// device's bits equal these (GpuArch.Exp2PolyGivesTheHostsBits).
+// The FMA-pipe 2^x of the kvi8s softmax variants (attn_exp2_poly.hpp; they
+// lost, and no kernel calls it today), on the CPU: its relative error over
+// every argument the softmax gives it, its clamp, and how often it moves an
+// e4m3 probability (P = e4m3(2^x), the kvi8s P V operand) off the exactly
+// rounded value. The GPU suite checks the device's bits equal these
+// (GpuArch.Exp2PolyGivesTheHostsBits).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,13 +1,11 @@
-// The 8-bit wgmma forms: the int8 GEMM's m64n128k32 and m64n256k32 s8
-// (gemm/gemm_i8_sm90.cu)
-// and the kvi8s attention's (attn_fwd_i8s_sm90.cu):
-// S = Q K^T on int8 (m64n144k32, s32 accumulators: 128 keys plus the tile
-// header's mean-digit rows, kvfmt/kvi8s.hpp) and O = P V on fp8 e4m3
-// (m64n128k32, or m64n136k32 with the row sums' ones rows; fp32
-// accumulators, P in registers or shared memory; Q in
-// registers or shared memory for S). sm_90a only, guarded
-// like wgmma.cuh. 8-bit operands are K-major on both sides (the ISA has no
-// transpose for them): Q, K and V^T rows of 128 bytes, 128-byte swizzled.
+// The 8-bit wgmma forms: the int8 GEMM's m64n256k32 s8 (gemm/gemm_i8_sm90.cu)
+// and the kvi8s attention's (attn_fwd_i8s_sm90.cu): S = Q K^T on int8
+// (m64n144k32, s32 accumulators: 128 keys plus the tile header's mean-digit
+// rows, kvfmt/kvi8s.hpp; Q and K in shared memory) and O = P V on fp8 e4m3
+// (m64n136k32 with the row sums' ones rows, fp32 accumulators, P in
+// registers). sm_90a only, guarded like wgmma.cuh. 8-bit operands are
+// K-major on both sides (the ISA has no transpose for them): Q, K and V^T
+// rows of 128 bytes, 128-byte swizzled.
 //
 // The accumulator layout is wgmma.cuh's (register 4j + {0,1}: row lane/4,
 // columns 8j + 2 (lane % 4) + {0,1}; 4j + {2,3}: row + 8). A k32 step's A
@@ -26,24 +24,8 @@ namespace h3s::cuda::wgmma {
   H3S_WGMMA_ACC64_AS("+r", d), "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), \
       "+r"(d[69]), "+r"(d[70]), "+r"(d[71])
 
-// d (+)= A B for m64n128k32 s8 x s8 -> s32, A and B in shared memory
-// (K-major): the int8 GEMM (gemm/gemm_i8_sm90.cu). accumulate = false
-// overwrites d.
-__device__ __forceinline__ void mma_m64n128k32_s8_ss(int32_t (&d)[64], uint64_t desc_a,
-                                                     uint64_t desc_b, bool accumulate) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {" H3S_WGMMA_D64 "}, %64, %65, p;\n}\n"
-      : H3S_WGMMA_ACC64_AS("+r", d)
-      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
-#else
-  (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
-#endif
-}
-
 // d (+)= A B for m64n256k32 s8 x s8 -> s32, A and B in shared memory
-// (K-major): the int8 GEMM's wide tiles (two m64n128 halves of operands).
+// (K-major): the int8 GEMM's tiles (two m64n128 halves of operands).
 // accumulate = false overwrites d.
 __device__ __forceinline__ void mma_m64n256k32_s8_ss(int32_t (&d)[128], uint64_t desc_a,
                                                      uint64_t desc_b, bool accumulate) {
@@ -82,39 +64,6 @@ __device__ __forceinline__ void mma_m64n144k32_s8_ss(int32_t (&d)[72], uint64_t 
 #endif
 }
 
-// The same with A (4 registers of 4 bytes: the k32 step's A fragment) in
-// registers: Q's codes held across the key loop (the kQInRegs variant).
-__device__ __forceinline__ void mma_m64n144k32_s8_rs(int32_t (&d)[72], const uint32_t (&a)[4],
-                                                     uint64_t desc_b, bool accumulate) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %77, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n144k32.s32.s8.s8 {" H3S_WGMMA_D64
-      ", %64, %65, %66, %67, %68, %69, %70, %71"
-      "}, {%72, %73, %74, %75}, %76, p;\n}\n"
-      : H3S_WGMMA_ACC72(d)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)));
-#else
-  (void)d, (void)a, (void)desc_b, (void)accumulate;
-#endif
-}
-
-// d (+)= A B for m64n128k32 e4m3 x e4m3 -> f32, A (4 registers of 4 bytes)
-// in registers, B in shared memory K-major. accumulate = false overwrites d.
-__device__ __forceinline__ void mma_m64n128k32_e4m3_rs(float (&d)[64], const uint32_t (&a)[4],
-                                                       uint64_t desc_b, bool accumulate) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" H3S_WGMMA_D64
-      "}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
-      : H3S_WGMMA_ACC64(d)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)));
-#else
-  (void)d, (void)a, (void)desc_b, (void)accumulate;
-#endif
-}
-
 // The 68 fp32 accumulators of an m64n136 tile.
 #define H3S_WGMMA_ACC68(d) H3S_WGMMA_ACC64(d), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67])
 
@@ -132,36 +81,6 @@ __device__ __forceinline__ void mma_m64n136k32_e4m3_rs(float (&d)[68], const uin
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)));
 #else
   (void)d, (void)a, (void)desc_b, (void)accumulate;
-#endif
-}
-
-// d (+)= A B for m64n128k32 e4m3 x e4m3 -> f32, A and B in shared memory
-// (K-major): P from its shared tile (the overlapped schedule).
-__device__ __forceinline__ void mma_m64n128k32_e4m3_ss(float (&d)[64], uint64_t desc_a,
-                                                       uint64_t desc_b, bool accumulate) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" H3S_WGMMA_D64
-      "}, %64, %65, p, 1, 1;\n}\n"
-      : H3S_WGMMA_ACC64(d)
-      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
-#else
-  (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
-#endif
-}
-
-// Four 8 x 16-byte tiles of a warp's A fragments to shared memory: lane i
-// gives the address of row i % 8 of tile i / 8 and r[j] is its 4 bytes of
-// tile j (row lane / 4, bytes 4 (lane % 4) + {0..3}): an 8-bit A fragment's
-// register order (a0 rows 0-7, a1 rows 8-15, a2 / a3 the next 16 bytes).
-__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
-               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-               : "memory");
-#else
-  (void)addr, (void)r;
 #endif
 }
 

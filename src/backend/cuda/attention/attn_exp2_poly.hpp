@@ -13,6 +13,13 @@
 // 7.5e-5 of a rounding boundary. x below kExp2PolyMin gives
 // ~2^kExp2PolyMin, not 0: a normal number, below every row sum's ulp
 // (the sum holds 2^8 at least) and e4m3's smallest step.
+//
+// No kernel calls it: the kvi8s variants that took part of their
+// exponentials here lost (io-pr-ts-p8: 749.7 TOPS against io-pr-ts's
+// 779.0, docs/PERFORMANCE.md "kvi8s"), and their dial left the mainloop on
+// 2026-12-07 (bench/results/experiments/removed_kvi8s_variants.diff applies
+// on the tree that still has it). Kept with its tests, which bound its error
+// and check the device's bits against the host's.
 #pragma once
 
 #include <cstdint>

@@ -34,8 +34,7 @@ namespace h3s::cuda::attn {
 
 template <class T>
 struct AttnFp4sDualLoad {
-  static_assert(T::kDualProducer && T::kProducerWarpGroups == 2,
-                "one producer warpgroup per operand");
+  static_assert(T::kProducerWarpGroups == 2, "one producer warpgroup per operand");
   using One = AttnFp4sLoad<T>;
 
   template <bool kIsV>

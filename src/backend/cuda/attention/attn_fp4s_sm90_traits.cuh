@@ -6,19 +6,22 @@
 // V~ = bf16(x^ g)). Hopper has no fp4 tensor cores; the codes cross the
 // memory system at a quarter of the 16-bit bytes.
 //
-//   warpgroup 0  producer. Thread 0 issues the TMA loads of Q and of the K
-//                and V code tiles into a kI8Stages-deep code ring; thread i
-//                loads key i's scales (and the tile's means and globals) one
-//                tile ahead into the 16-bit stage's slot, converted to bf16;
-//                all 128 threads decode each code tile into the exact
-//                kernel's swizzled layout.
-//   warpgroups 1, 2  the exact kernel's consumers, unchanged.
+//   warpgroups 0, 1  producers (attn_fp4s_sm90_dual_load.cuh), one per
+//                operand: warpgroup 0 decodes every K tile (and issues Q's
+//                TMA), warpgroup 1 every V tile, each with its own TMA issuer
+//                of its code tiles into a kI8Stages-deep code ring, scale
+//                loads and named barrier. Thread i loads key i's scales (and
+//                the tile's means and globals) one tile ahead into the 16-bit
+//                stage's slot, converted to bf16; all 128 threads decode each
+//                code tile into the exact kernel's swizzled layout.
+//   warpgroups 2, 3  the exact kernel's consumers, unchanged.
 //
-// kDualProducer_: two producer warpgroups, one decoding the K tiles and one
-// the V tiles (attn_fp4s_sm90_dual_load.cuh), each with its own TMA issuer,
-// scale loads and named barrier: the one-warpgroup producer is the kernel's
-// bottleneck (profiled: the consumers' K-full wait the largest stall), one
-// warp a scheduler whose decode is issue- and latency-bound.
+// Two producer warpgroups because one is the kernel's bottleneck (profiled:
+// the consumers' K-full wait the largest stall), one warp a scheduler whose
+// decode is issue- and latency-bound. The variants that lost (one producer
+// warpgroup, a deeper decoder batch) and their figures:
+// bench/results/experiments/removed_kvfp4s_variants.diff and
+// docs/PERFORMANCE.md "kvfp4s".
 //
 // The member names are AttnI8rTraits' (AttnI8rSmem and convert_plan read
 // them); the code tiles and the scale slot differ.
@@ -31,29 +34,25 @@
 
 namespace h3s::cuda::attn {
 
-template <int kCodeStages_, int kBatch_, bool kDualProducer_ = false>
 struct AttnFp4sTraits : AttnWsTraits<2, true> {
   using Base = AttnWsTraits<2, true>;
-  // Warp roles: the exact kernel's, or two producer warpgroups (these shadow
-  // Base's: the kernel, the launch and the consumers read them through T).
-  static constexpr bool kDualProducer = kDualProducer_;
-  static constexpr int kProducerWarpGroups = kDualProducer_ ? 2 : Base::kProducerWarpGroups;
+  // Warp roles: two producer warpgroups (these shadow Base's: the kernel, the
+  // launch and the consumers read them through T).
+  static constexpr int kProducerWarpGroups = 2;
   static constexpr int kWarpGroups = kProducerWarpGroups + Base::kConsumerWarpGroups;
   static constexpr int kThreads = kWarpGroups * arch::kWarpGroupThreads;
-  static constexpr int kLaunchRegs = (arch::kSmRegisters / kThreads) / 8 * 8;  // 168 or 128
-  static constexpr int kI8Stages = kCodeStages_;                               // code-ring depth
+  static constexpr int kLaunchRegs = (arch::kSmRegisters / kThreads) / 8 * 8;  // 128
+  static constexpr int kI8Stages = 2;                                          // code-ring depth
   static constexpr int kGroup = 16;  // elements per e4m3 scale
   static constexpr int kGroups = Base::kHeadDim / kGroup;
   static constexpr int64_t kStatBlock = 256;  // keys per stat block: a shift, not a division
 
   // The decoder holds a batch of codes, the item's eight K mean pairs, the
-  // byte tables, its 16-bit results and their addresses: ptxas spills it at
-  // 56 registers and not at 72; the consumers give up 24 of the exact
-  // kernel's 240 for it and do not spill at 216. Dual: one operand a
-  // warpgroup in a 512-thread CTA (128 a thread); ptxas spills the K
-  // decoder at 40 and 48 and nothing at 64/192 (kvi8r's dual direct split).
-  static constexpr int kProducerRegs = kDualProducer_ ? 64 : 72;
-  static constexpr int kConsumerRegs = kDualProducer_ ? 192 : 216;
+  // byte tables, its 16-bit results and their addresses; one operand a
+  // warpgroup in a 512-thread CTA (128 a thread): ptxas spills the K decoder
+  // at 40 and 48 and nothing at 64/192 (kvi8r's split).
+  static constexpr int kProducerRegs = 64;
+  static constexpr int kConsumerRegs = 192;
   static_assert((kProducerWarpGroups * kProducerRegs + Base::kConsumerWarpGroups * kConsumerRegs) *
                         arch::kWarpGroupThreads <=
                     kLaunchRegs * kThreads,
@@ -72,7 +71,7 @@ struct AttnFp4sTraits : AttnWsTraits<2, true> {
   static constexpr int kPasses = Base::kBlockN / kRowsPerPass;           // 8
   static constexpr uint32_t kPassBytes = uint32_t(kRowsPerPass) * wgmma::kSwizzleBytes;
   static constexpr uint32_t kPassCodeBytes = uint32_t(kRowsPerPass) * kCodeRowBytes;
-  static constexpr int kBatch = kBatch_;  // items loaded before the first is decoded
+  static constexpr int kBatch = 2;  // items loaded before the first is decoded
 
   // Per 16-bit stage, a slot the decoders read: each key's K scales then
   // V scales (kGroups bf16 each), the tile's K means (128 bf16: a tile lies
@@ -92,8 +91,8 @@ struct AttnFp4sTraits : AttnWsTraits<2, true> {
   static constexpr int kBarriers = 1 + 4 * kStages + 4 * kI8Stages;
   static constexpr uint32_t kBarBytes = kBarriers * 8;
   static constexpr size_t kSmemBytes = size_t(kBarOffset) + kBarBytes + wgmma::kAtomBytes;
-  // Named barrier 5 (and 6 for the dual producer's V warpgroup): the
-  // decoders, after writing a tile's slot.
+  // Named barriers 5 and 6: the K and the V decoders, after writing their
+  // part of a tile's slot.
   static constexpr int kScaleBarrier = Base::kQConvertBarrierBase + Base::kConsumerWarpGroups;
 
   static_assert(kConverterThreads == Base::kBlockN,

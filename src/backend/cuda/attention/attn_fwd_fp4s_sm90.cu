@@ -3,10 +3,11 @@
 // consumers) fed by two producer warpgroups, one per operand, that load
 // NVFP4 K/V codes with TMA and decode them to bf16 in shared memory
 // (attn_fp4s_sm90_dual_load.cuh), under AttnFp4sTraits; and its launcher.
-// One instantiation, dual-batch2: the comparison run's kernel, since the
-// decode path is the default on every GPU (kernel_choice.hpp; the variants
-// that lost, one producer warpgroup and deeper batches, are in
-// bench/results/experiments/removed_kvfp4s_variants.diff).
+// This is dual-batch2: the comparison run's kernel, since the decode path is
+// the default on every GPU (kernel_choice.hpp). The variants that lost, one
+// producer warpgroup and deeper batches, and their figures:
+// bench/results/experiments/removed_kvfp4s_variants.diff, docs/PERFORMANCE.md
+// "kvfp4s".
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -21,10 +22,8 @@
 
 namespace h3s::cuda::attn {
 
-namespace {
-
-template <class T, template <class> class Load>
-void launch_fp4s(const KvFp4sFwdParams& f, cudaStream_t s) {
+void attention_fwd_kvfp4s_sm90(const KvFp4sFwdParams& f, cudaStream_t s) {
+  using T = AttnFp4sTraits;
   static_assert(T::kGroups == kvfp4s::kGroups && T::kGroup == kvfp4s::kGroup,
                 "the kernel's scale groups are the tier's");
   static_assert(T::kStatBlock == kvfp4s::kBlock && kvfp4s::kBlock % T::kBlockN == 0,
@@ -40,13 +39,7 @@ void launch_fp4s(const KvFp4sFwdParams& f, cudaStream_t s) {
   p.global_stride = f.global_stride;
   p.k_mean = f.k_mean;
   p.mean_stride = f.mean_stride;
-  launch_convert_sm90<T, Load<T>>(p, s, "attn_fwd_fp4s_sm90");
-}
-
-}  // namespace
-
-void attention_fwd_kvfp4s_sm90(const KvFp4sFwdParams& p, cudaStream_t s) {
-  launch_fp4s<AttnFp4sTraits<2, 2, true>, AttnFp4sDualLoad>(p, s);
+  launch_convert_sm90<T, AttnFp4sDualLoad<T>>(p, s, "attn_fwd_fp4s_sm90");
 }
 
 }  // namespace h3s::cuda::attn

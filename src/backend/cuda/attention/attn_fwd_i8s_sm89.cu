@@ -7,8 +7,9 @@
 // fma(O_t, vs, acc * alpha) (the two levels). Layout and schedule are
 // AttnI8sSm89Traits': FlashAttention-2's, with the tiles in shared memory as
 // TMA would write them, so the header reads are the Hopper kernel's. It
-// differs from the Hopper kernel only in the order of P V's fp32 sums (the
-// MMA's): bounded by the tier's GPU tests against the definition.
+// differs from the Hopper kernel in the order of P V's fp32 sums (the MMA's)
+// and in l, summed from the fp32 p (io-pr's arithmetic: its traits' kSumOnTc
+// is false): bounded by the tier's GPU tests against the definition.
 //
 // This file: the kernel and its launcher (attn_dispatch.cpp chooses it). It
 // is built for sm_89 and compute_89 besides the backend's images

@@ -2,17 +2,14 @@
 // the tier's store (kvfmt/kvi8s.hpp), under AttnI8sTraits: the producer's TMA
 // loads (attn_i8s_sm90_load.cuh) feed two consumer warpgroups
 // (attn_i8s_sm90_mainloop.cuh); and its launcher, which builds the TMA maps.
-// One instantiation, io-pr-ts (kernel_choice.hpp): the overlap schedule with
-// P from registers and the row sums on the tensor cores, over the fused
-// exponent and the integer-pipe conversion. The traits still spell the
-// dials the variants that lost turned (ping-pong, the serial schedules, Q in
-// registers, the FMA-pipe exponent, cluster pairs); those instantiations are
-// in bench/results/experiments/removed_kvi8s_variants.diff.
+// This is io-pr-ts (kernel_choice.hpp): the overlap schedule with P from
+// registers and the row sums on the tensor cores, over the fused exponent
+// and the integer-pipe conversion. The variants that lost and their figures:
+// bench/results/experiments/removed_kvi8s_variants.diff, docs/PERFORMANCE.md.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "backend/cuda/arch/cluster.cuh"
 #include "backend/cuda/arch/tma_desc.hpp"
 #include "backend/cuda/arch/warpgroup.cuh"
 #include "backend/cuda/attention/attn_i8s_sm90_load.cuh"
@@ -37,12 +34,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const AttnWsTile tile = AttnWsStaticScheduler<T>::tile();
   const int n_tiles = int((p.base.key_end - p.base.key_begin + T::kBlockN - 1) / T::kBlockN);
   if (threadIdx.x == 0) smem.init_barriers();
-  if constexpr (T::kSumOnTc) smem.write_ones();
-  // Paired: the peer's barriers exist before anything arrives on them or lands in its ring.
-  if constexpr (T::kClusterCtas > 1)
-    arch::cluster_sync();
-  else
-    __syncthreads();
+  smem.write_ones();
+  __syncthreads();
   const int wg = arch::warpgroup_index();
   if (wg < T::kProducerWarpGroups) {
     arch::setmaxnreg_dec<T::kProducerRegs>();
@@ -52,8 +45,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     const AttnI8sConsumer<T> consumer{wg - T::kProducerWarpGroups, int(threadIdx.x) % 32};
     consumer.run(p, smem, tile, n_tiles);
   }
-  // Paired: no CTA leaves while its peer may still arrive on its barriers.
-  if constexpr (T::kClusterCtas > 1) arch::cluster_sync();
 #else
   (void)p;
   __trap();  // never launched: the dispatcher selects this kernel on sm_90 only
@@ -88,41 +79,14 @@ void launch(const KvI8sFwdParams& f, cudaStream_t s) {
   p.header_v_map = arch::encode_u8_swizzle128(header, hv_box, "kvi8s attention header (V)");
   const auto kernel = attn_fwd_i8s_sm90<T>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmemBytes));
-  dim3 grid = AttnWsStaticScheduler<T>::grid(f.rows, f.heads);
-  if constexpr (T::kClusterCtas == 1) {
-    kernel<<<grid, T::kThreads, T::kSmemBytes, s>>>(p);
-  } else {
-    // Pairs of adjacent query blocks of one head; an odd count gets one more
-    // block past the rows (it loads for its peer and stores nothing).
-    grid.x = (grid.x + T::kClusterCtas - 1) / T::kClusterCtas * T::kClusterCtas;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = unsigned(T::kClusterCtas);
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = 1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = grid;
-    config.blockDim = dim3(T::kThreads);
-    config.dynamicSmemBytes = T::kSmemBytes;
-    config.stream = s;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    cudaLaunchKernelEx(&config, kernel, p);
-  }
+  kernel<<<AttnWsStaticScheduler<T>::grid(f.rows, f.heads), T::kThreads, T::kSmemBytes, s>>>(p);
   check_launch("attn_fwd_i8s_sm90");
 }
 
 }  // namespace i8s
 
-// io-pr-ts: four stages, four sum chains, the fused exponent with the
-// integer-pipe conversion, no ping-pong, the overlap schedule, Q from shared
-// memory, no FMA-pipe exponent, P from registers, the row sums on the tensor
-// cores, one CTA a cluster.
-using AttnI8sIoPrTs =
-    AttnI8sTraits<4, 4, false, true, true, AttnI8sSchedule::overlap, false, 0, true, true, 1>;
-
 void attention_fwd_kvi8s_sm90(const KvI8sFwdParams& p, cudaStream_t s) {
-  i8s::launch<AttnI8sIoPrTs>(p, s);
+  i8s::launch<AttnI8sTraits>(p, s);
 }
 
 }  // namespace h3s::cuda::attn

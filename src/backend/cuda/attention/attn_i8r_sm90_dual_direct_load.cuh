@@ -1,11 +1,13 @@
-// The kvi8r producer as two warpgroups (K, V: as AttnI8rDualLoad) without a
-// code ring ("dual direct"): each converter thread loads its own codes from
-// global memory (L2) into registers, a tile ahead, so no code byte crosses
-// shared memory (the ring's TMA write and code loads: 64 KiB a tile). The
-// ring's 64 KiB can hold a third 16-bit K/V stage; two stages measured
-// faster (1.13-1.15x the exact kernel against 1.13-1.17x on an H200), and
-// both beat the code ring (1.18-1.21x) by clock, not cycles: without the
-// ring's shared traffic the kernel draws less power under the H200's cap.
+// The kvi8r producer ("dual direct"): two warpgroups, one converting every
+// K tile and one every V tile, without a code ring: each converter thread
+// loads its own codes from global memory (L2) into registers, a tile ahead,
+// so no code byte crosses shared memory (a ring's TMA write and code loads:
+// 64 KiB a tile). The ring's 64 KiB could hold a third 16-bit K/V stage; two
+// stages measured faster (1.13-1.15x the exact kernel against 1.13-1.17x on
+// an H200), and both beat the code ring (1.18-1.21x, the variants in
+// bench/results/experiments/removed_kvi8r_variants.diff) by clock, not
+// cycles: without the ring's shared traffic the kernel draws less power
+// under the H200's cap.
 // Since then the store's scales are head-major (a warp's 32 scale
 // loads read 2 sectors, not 32) and its codes biased (no xor): 1.09-1.10x.
 // Scales by TMA instead (no load, slot store or named barrier) lost 10%, by
@@ -55,7 +57,8 @@ __device__ __forceinline__ uint2 ldg_codes8(const uint8_t* p) {
 
 template <class T>
 struct AttnI8rDualDirectLoad {
-  static_assert(T::kDualProducer && T::kI8Stages == 0, "two producer warpgroups, no code ring");
+  static_assert(T::kProducerWarpGroups == 2 && T::kI8Stages == 0,
+                "two producer warpgroups, no code ring");
   // 8-code items (16-code items measured slower, then spilled with the biased
   // codes: bench/results/LOG.md, 2026-12-04).
   static_assert(T::kItemCodes == 8, "one 8-byte load an item");

@@ -1,12 +1,12 @@
 // What the converting tiers' producers share (kvi8r's,
 // attn_i8r_sm90_dual_direct_load.cuh; kvfp4s', attn_fp4s_sm90_dual_load.cuh):
 // shared-memory accessors, each converter thread's item plan, the TMA issue
-// of Q and of a code tile, and kvi8r's per-key scale and item stores. The
-// items are stored fp16 of code x scale in the exact kernel's swizzled
-// layout, so the consumers are the exact kernel's (fp16 operands) and never
-// see a scale. The dequantisation is kv/i8r_decode.cuh's (the decode
-// kernel's). The one-warpgroup producer that first ran these (a code ring
-// kI8Stages deep) lost to the dual direct one; its loop is in
+// of Q and (kvfp4s' code ring) of a code tile, and kvi8r's per-key scale and
+// item stores. The items are stored fp16 of code x scale in the exact
+// kernel's swizzled layout, so the consumers are the exact kernel's (fp16
+// operands) and never see a scale. The dequantisation is kv/i8r_decode.cuh's
+// (the decode kernel's). The one-warpgroup producer that first ran these (a
+// code ring kI8Stages deep) lost to the dual direct one; its loop is in
 // bench/results/experiments/removed_kvi8r_variants.diff.
 #pragma once
 
@@ -113,8 +113,7 @@ __device__ void issue_q(const AttnWsParams& p, const AttnI8rSmem<T>& s, AttnWsTi
 }
 
 // Tile t's K (or V) codes into code stage t % kI8Stages once the converters
-// have released it (every code-ring producer: kvi8r's and kvfp4s', one
-// operand or both).
+// have released it (kvfp4s' producers: kvi8r's load their codes from L2).
 template <class T>
 __device__ void issue_code_tile(const AttnWsParams& p, const AttnI8rSmem<T>& s, bool is_v,
                                 int32_t head, int t) {

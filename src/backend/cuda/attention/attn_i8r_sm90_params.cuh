@@ -1,8 +1,9 @@
-// What the kvi8r Hopper attention takes: the exact kernel's parameters
-// (TMA maps: Q bf16, K and V int8 codes; key range; state) plus the per-key
-// fp16 scales of K and V, key r of head h at r * scale_key + h * scale_head
-// (the store's are head-major: scale_key 1, so a warp's 32 keys of one head
-// are 64 contiguous bytes).
+// What the kvi8r Hopper attention takes: the exact kernel's parameters (Q's
+// TMA map, bf16; key range; state; the K/V maps unused) plus the int8 K and V
+// codes its producers load from L2 and the per-key fp16 scales of K and V,
+// key r of head h at r * scale_key + h * scale_head (the store's are
+// head-major: scale_key 1, so a warp's 32 keys of one head are 64 contiguous
+// bytes).
 #pragma once
 
 #include <cstdint>

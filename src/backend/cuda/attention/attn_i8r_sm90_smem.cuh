@@ -1,7 +1,8 @@
-// Shared-memory addresses of the kvi8r attention, laid out by AttnI8rTraits:
-// the exact kernel's layout (AttnWsSmem: Q, the 16-bit K/V rings and their
-// barriers at the same places, so its consumer runs unchanged), then the
-// int8 code rings, the per-key scales and the code rings' barriers.
+// Shared-memory addresses of the converting tiers' attention, laid out by
+// AttnI8rTraits (kvi8r) or AttnFp4sTraits (kvfp4s): the exact kernel's layout
+// (AttnWsSmem: Q, the 16-bit K/V rings and their barriers at the same places,
+// so its consumer runs unchanged), then the code rings (kvfp4s'; kvi8r has
+// none), the per-key scales and the code rings' barriers.
 #pragma once
 
 #include <cstdint>

@@ -45,15 +45,10 @@ struct AttnI8sSm89Traits {
   static constexpr int kSRegs = kSN / 2;  // int32 per thread of m16 x kSN
   static constexpr int kAccRegs = kOBlocks * 4;
   static constexpr int kPvRegs = kAccRegs;  // the tile's P V, folded into acc
-  // The softmax's dials (AttnI8sTraits): four sum chains, the fused exponent
-  // with the integer-pipe conversion, l from the fp32 p (io-pr's arithmetic),
-  // every exponential on the SFU.
-  static constexpr int kSoftmaxChains = 4;
-  static constexpr int kLog2PScale = 8;  // P = e4m3(p * 2^8), kvi8s::kPScale
-  static constexpr bool kFusedExp = true;
-  static constexpr bool kMagicInt = true;
+  static constexpr int kLog2PScale = 8;     // P = e4m3(p * 2^8), kvi8s::kPScale
+  // AttnI8sConsumer's softmax sums l from the fp32 p (io-pr's arithmetic),
+  // where the Hopper kernel's traits take the e4m3 P's sums from P V.
   static constexpr bool kSumOnTc = false;
-  static constexpr int kPolyEvery = 0;
   static_assert(float(1 << kLog2PScale) == kvi8s::kPScale, "P's scale is kvi8s's");
 
   // Shared memory: 128-byte rows (one 8-bit code row), 1024-byte atoms.

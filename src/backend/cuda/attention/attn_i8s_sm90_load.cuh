@@ -2,14 +2,11 @@
 // Q (bf16, kBlockM rows, both 64-dim halves) lands once on q_full; then per
 // key tile, into the next ring stage once both consumers released it: the
 // K codes and the tile header's K rows on k_full, the V^T codes and the
-// header's V rows on v_full. In a cluster pair (T::kClusterCtas = 2) each
-// CTA's producer arms both of its own full barriers, and rank 0 loads the
-// K stage, rank 1 the V stage, multicast into both CTAs.
+// header's V rows on v_full.
 #pragma once
 
 #include <cstdint>
 
-#include "backend/cuda/arch/cluster.cuh"
 #include "backend/cuda/arch/mbarrier.cuh"
 #include "backend/cuda/arch/tma.cuh"
 #include "backend/cuda/attention/attn_i8s_sm90_params.cuh"
@@ -34,18 +31,6 @@ struct AttnI8sLoad {
     for (int h = 0; h < T::kHalves; ++h)
       arch::tma_load_3d(s.q() + uint32_t(h) * T::kQHalfBytes, &p.base.q_map, s.q_full(),
                         h * T::kHalfDims, head, int32_t(tile.row0));
-    constexpr bool kPaired = T::kClusterCtas > 1;
-    constexpr uint16_t kBothCtas = (1u << T::kClusterCtas) - 1;
-    const uint32_t rank = kPaired ? arch::cluster_ctarank() : 0;
-    // A box into this CTA, or (paired) into both from the rank that owns it.
-    auto load = [&](bool owner, uint32_t dst, const CUtensorMap* map, uint32_t bar, int32_t c0,
-                    int32_t c1, int32_t c2) {
-      if constexpr (kPaired) {
-        if (owner) arch::tma_load_3d_multicast(dst, map, bar, c0, c1, c2, kBothCtas);
-      } else {
-        arch::tma_load_3d(dst, map, bar, c0, c1, c2);
-      }
-    };
     for (int t = 0; t < n_tiles; ++t) {
       const int stage = t % T::kStages;
       const uint32_t free_parity = uint32_t((t / T::kStages) & 1) ^ 1u;
@@ -54,14 +39,13 @@ struct AttnI8sLoad {
       const int32_t record = int32_t((key0 / T::kBlockN) * p.base.heads + head);
       arch::mbar_wait(s.k_empty(stage), free_parity);
       arch::mbar_arrive_expect_tx(s.k_full(stage), T::kKTxBytes);
-      load(rank == 0, s.k(stage), &p.base.k_map, s.k_full(stage), 0, head, int32_t(key0));
-      load(rank == 0, s.k_header(stage), &p.header_k_map, s.k_full(stage), 0, 0, record);
+      arch::tma_load_3d(s.k(stage), &p.base.k_map, s.k_full(stage), 0, head, int32_t(key0));
+      arch::tma_load_3d(s.k_header(stage), &p.header_k_map, s.k_full(stage), 0, 0, record);
       arch::mbar_wait(s.v_empty(stage), free_parity);
       arch::mbar_arrive_expect_tx(s.v_full(stage), T::kVTxBytes);
-      load(rank == T::kClusterCtas - 1, s.v(stage), &p.base.v_map, s.v_full(stage), int32_t(key0),
-           0, head);
-      load(rank == T::kClusterCtas - 1, s.v_header(stage), &p.header_v_map, s.v_full(stage), 0,
-           kvi8s::kRowVScale, record);
+      arch::tma_load_3d(s.v(stage), &p.base.v_map, s.v_full(stage), int32_t(key0), 0, head);
+      arch::tma_load_3d(s.v_header(stage), &p.header_v_map, s.v_full(stage), 0, kvi8s::kRowVScale,
+                        record);
     }
   }
 };

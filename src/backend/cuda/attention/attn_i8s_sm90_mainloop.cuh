@@ -1,36 +1,27 @@
-// A consumer warpgroup of the kvi8s attention: 64 query rows against every
-// key tile of [key_begin, key_end), in order, as kvfmt/kvi8s.hpp defines. The
-// overlapped schedules (T::kOverlap: FlashAttention-3's intra-warpgroup
-// pipelining; the default, io-pr-ts, is one), per tile t:
+// A consumer warpgroup of the kvi8s Hopper attention (attn_fwd_i8s_sm90.cu):
+// 64 query rows against every key tile of [key_begin, key_end), in order, as
+// kvfmt/kvi8s.hpp defines. FlashAttention-3's intra-warpgroup overlap, per
+// tile t:
 //
-//   wait K[t], V[t-1]; take the tensor cores (kPingPong: from the other group)
+//   wait K[t], V[t-1]
 //   issue S_t = Q8 [K_t; digits_t]^T                 (async, 4 x m64n144k32 s8)
-//   (overlap_fold: fold O_{t-2}, below; release V[t-2])
-//   issue O = P_{t-1} V_{t-1}, P from its shared tile or registers (async, 4 x
-//     m64n128k32 e4m3; m64n136k32 with the row sums' ones rows, kSumOnTc)
-//   hand the tensor cores to the other warpgroup
+//   issue O = P_{t-1} V_{t-1}, P's A fragments from registers (async, 4 x
+//     m64n136k32 e4m3: V^T's 128 channels, then 8 rows of ones)
 //   wait S_t; the softmax of t while P_{t-1} V_{t-1} is on the tensor cores
-//   wait O; (overlap: fold O_{t-1}; release V[t-1]); P_t to the shared tile
+//   wait O; P_t packed into the fragments P_{t-1} V_{t-1} has finished
+//     reading; fold O_{t-1}; release V[t-1]
 //
-// The serial schedule (fm4-nopp and the older variants) issues P_{t-1}
-// V_{t-1} and S_t together, folds while S runs and does the softmax after
-// both, so a warpgroup's softmax never overlaps its own MMAs (measured 7.5%
-// slower at 56 heads, docs/PERFORMANCE.md). Both give the same bits.
-//
-//   fold: acc = fma(O_j, vs_j, acc * alpha_j), the two levels' sum
+//   fold: acc = fma(O_j, vs_j, acc * alpha_j), the two levels' sum; each
+//     row's sum of the e4m3 P (O's columns 128..135) joins l
 //   softmax of t: the row max from the int32 dots (the definition's scores
 //     fma(float(dq), qk_b, float(dm_b) * mc_b) are monotone in dq); release
 //     K[t]; alpha_t; u = 256 p = 2^(fma(float(dq), qk_b log2e, mc_b' +
-//     shift)) (kFusedExp: one fma a score; kMagicInt: float(dq) from an
-//     integer add); P_t = e4m3(u), packed in the fp8 A-fragment order V^T's
-//     keys are stored in
+//     shift)), one fma a score, float(dq) from an integer add; P_t = e4m3(u),
+//     packed in the fp8 A-fragment order V^T's keys are stored in
 //
-// Variants (AttnI8sTraits): Q8's A fragments in registers for S (kQInRegs:
-// the same bits), P's in registers for the overlapped P V (kPInRegs: the
-// same bits; P_t packed after the wait on P_{t-1} V_{t-1}), the row sums of
-// P from P V's ones columns (kSumOnTc: other bits, l gets each tile's sum at
-// its fold), and every kPolyEvery-th n8 block's exponentials as a
-// polynomial on the FMA pipe (attn_exp2_poly.hpp) instead of ex2.approx.
+// The mma.sync kernel (attn_fwd_i8s_sm89.cu) runs this consumer's Q
+// quantiser, softmax, P packing and fold on its own tiles, with T::kSumOnTc
+// false: l from the fp32 p, summed in kChains chains.
 //
 // The max, m and alpha are the CPU's bits: the int32 dots are exact and the
 // fp32 steps the same IEEE operations. What differs from the definition is
@@ -41,13 +32,10 @@
 
 #include <cstdint>
 
-#include "backend/cuda/arch/cluster.cuh"
 #include "backend/cuda/arch/mbarrier.cuh"
-#include "backend/cuda/arch/mma_sm80.cuh"
 #include "backend/cuda/arch/warpgroup.cuh"
 #include "backend/cuda/arch/wgmma.cuh"
 #include "backend/cuda/arch/wgmma_i8f8.cuh"
-#include "backend/cuda/attention/attn_exp2_poly.hpp"
 #include "backend/cuda/attention/attn_i8s_sm90_params.cuh"
 #include "backend/cuda/attention/attn_i8s_sm90_smem.cuh"
 #include "backend/cuda/attention/attn_params.cuh"
@@ -77,34 +65,18 @@ struct AttnI8sConsumer {
   using Acc = float[T::kAccRegs];
   using PvAcc = float[T::kPvRegs];         // P V (kSumOnTc: and the row sums past O's columns)
   using PFrag = uint32_t[T::kPvSteps][4];  // P as e4m3, A fragments per k32 step
-  using QFrag = uint32_t[T::kQkSteps][4];  // Q8 (kQInRegs), A fragments per k32 step
   static constexpr int kRows = OnlineSoftmax::kRows;
   static constexpr int kBlocks = kvi8s::kBlocksPerTile;
+  // Independent chains of the softmax's sum of the fp32 p (!T::kSumOnTc).
+  static constexpr int kChains = 4;
 
   int consumer;  // 0 or 1: which 64 rows of the CTA's block
   int lane;
 
   // This thread is done with a K or V stage (its reads and its warpgroup's
-  // MMAs from it). Paired (T::kClusterCtas = 2): the peer's producer
-  // multicasts into this CTA's stage too, so one lane a warp also arrives on
-  // the peer's barrier, after the warp's lanes (__syncwarp orders their reads).
-  __device__ void release(uint32_t empty_bar) const {
-    arch::mbar_arrive(empty_bar);
-    if constexpr (T::kClusterCtas > 1) {
-      __syncwarp();
-      if (lane == 0) arch::mbar_arrive_remote(arch::map_to_rank(empty_bar, peer_rank()));
-    }
-  }
-  __device__ static uint32_t peer_rank() { return arch::cluster_ctarank() ^ 1u; }
+  // MMAs from it).
+  __device__ static void release(uint32_t empty_bar) { arch::mbar_arrive(empty_bar); }
 
-  __device__ void take_tensor_cores() const {
-    if constexpr (T::kPingPong)
-      arch::named_bar_sync(T::kSchedBarrierBase + consumer, T::kSchedBarrierThreads);
-  }
-  __device__ void pass_tensor_cores() const {
-    if constexpr (T::kPingPong)
-      arch::named_bar_arrive(T::kSchedBarrierBase + (1 - consumer), T::kSchedBarrierThreads);
-  }
   template <class R, int kN>
   __device__ static void settle(R (&r)[kN]) {
 #pragma unroll
@@ -203,77 +175,17 @@ struct AttnI8sConsumer {
     wgmma::commit();
     settle(s);
   }
-  // The same with Q's A fragments from registers (kQInRegs).
-  __device__ static void issue_qk(Scores& s, const QFrag& qa, uint64_t k_desc) {
-    settle(s);
-    wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < T::kQkSteps; ++kk)
-      wgmma::mma_m64n144k32_s8_rs(s, qa[kk], desc_at(k_desc, uint32_t(kk * T::kMmaK)), kk > 0);
-    wgmma::commit();
-    settle(s);
-  }
   // O = P V^T over the tile's keys (k32 steps of 32 keys along V^T's rows),
-  // into a fresh accumulator.
-  // (kSumOnTc: m64n136 over the ones rows too.)
+  // into a fresh accumulator, P's A fragments from registers: m64n136 over
+  // the ones rows too (O's columns 128..135: the row sums).
   __device__ static void issue_pv(PvAcc& o, const PFrag& pa, uint64_t v_desc) {
     settle(o);
     wgmma::fence();
 #pragma unroll
-    for (int kk = 0; kk < T::kPvSteps; ++kk) {
-      const uint64_t b = desc_at(v_desc, uint32_t(kk * T::kMmaK));
-      if constexpr (T::kSumOnTc)
-        wgmma::mma_m64n136k32_e4m3_rs(o, pa[kk], b, kk > 0);
-      else
-        wgmma::mma_m64n128k32_e4m3_rs(o, pa[kk], b, kk > 0);
-    }
+    for (int kk = 0; kk < T::kPvSteps; ++kk)
+      wgmma::mma_m64n136k32_e4m3_rs(o, pa[kk], desc_at(v_desc, uint32_t(kk * T::kMmaK)), kk > 0);
     wgmma::commit();
     settle(o);
-  }
-
-  // The overlapped schedule: the same from P's shared tile (k32 steps of 32 bytes
-  // along its 128-byte rows, as Q8).
-  __device__ static void issue_pv_ss(PvAcc& o, uint64_t p_desc, uint64_t v_desc) {
-    settle(o);
-    wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < T::kPvSteps; ++kk) {
-      const uint32_t step = uint32_t(kk * T::kMmaK);
-      wgmma::mma_m64n128k32_e4m3_ss(o, desc_at(p_desc, step), desc_at(v_desc, step), kk > 0);
-    }
-    wgmma::commit();
-    settle(o);
-  }
-  // Where this lane's stmatrix / ldmatrix row of an 8-bit A operand's k32
-  // step 0 sits in a group's 64-row tile (128-byte rows, 16-byte chunk c of
-  // row r at c ^ (r % 8)): lane i addresses row i % 8 of fragment i / 8
-  // (rows + 8 for a1 / a3, bytes + 16 for a2 / a3). Step kk's chunks are 2kk
-  // and 2kk + 1, so its address is step 0's with kk in bits 5-6 flipped.
-  __device__ uint32_t fragment_row_addr(uint32_t tile) const {
-    const uint32_t warp = (uint32_t(threadIdx.x) % arch::kWarpGroupThreads) / 32;
-    const uint32_t r = uint32_t(lane) % 8, frag = uint32_t(lane) / 8;
-    const uint32_t row = 16 * warp + r + 8 * (frag % 2);
-    return tile + row * uint32_t(T::kRowBytes) + (((frag / 2) ^ r) << 4);
-  }
-  __device__ static uint32_t step_addr(uint32_t addr, int kk) {
-    return addr ^ (uint32_t(kk) << 5);
-  }
-
-  // P's A fragments to the group's shared tile in the layout issue_pv_ss
-  // reads: one stmatrix a k32 step.
-  __device__ void store_probs(const PFrag& pa, uint32_t p_tile) const {
-    const uint32_t addr = fragment_row_addr(p_tile);
-#pragma unroll
-    for (int kk = 0; kk < T::kPvSteps; ++kk) wgmma::stmatrix_x4(step_addr(addr, kk), pa[kk]);
-    wgmma::fence_proxy_async_smem();
-    arch::named_bar_sync(T::kQReadyBarrierBase + consumer, arch::kWarpGroupThreads);
-  }
-  // Q8's A fragments from the group's quantised tile (kQInRegs): one ldmatrix
-  // a k32 step, the inverse of store_probs' layout.
-  __device__ void load_q_fragments(uint32_t q8_tile, QFrag& qa) const {
-    const uint32_t addr = fragment_row_addr(q8_tile);
-#pragma unroll
-    for (int kk = 0; kk < T::kQkSteps; ++kk) arch::ldmatrix_x4(qa[kk], step_addr(addr, kk));
   }
 
   // An fp32 the header holds at (header row, index) in a stage whose rows
@@ -319,12 +231,6 @@ struct AttnI8sConsumer {
 
   static constexpr int kBlocksPerKBlock = int(kvi8s::kBlock) / 8;  // n8 score blocks per K block
 
-  // Whether n8 key block n's exponentials run as the polynomial (kPolyEvery):
-  // the last of every kPolyEvery blocks, spread over the tile.
-  __device__ static constexpr bool on_fma_pipe(int n) {
-    return T::kPolyEvery > 0 && n % (T::kPolyEvery > 0 ? T::kPolyEvery : 1) == T::kPolyEvery - 1;
-  }
-
   // Per row, the max of this thread's scores of a full tile. A score is
   // fma(float(dq), qk_b, corr_b) with qk_b >= 0, and a rounded fma does not
   // decrease as dq grows, so the largest score of a block is the one of its
@@ -366,39 +272,21 @@ struct AttnI8sConsumer {
       }
   }
 
-  // The tile's scores from S (kvi8s.hpp "scores") and, per row, the max of
-  // this thread's; masked keys -inf.
-  __device__ void scores(const Scores& s, uint32_t k_header, const float (&q_scale)[kRows],
-                         int valid_keys, Probs& p, float (&thread_max)[kRows]) const {
-    const TileScale ts = tile_scale(s, k_header, q_scale);
-    if (valid_keys < T::kBlockN) return masked_scores(s, ts, valid_keys, p, thread_max);
-#pragma unroll
-    for (int n = 0; n < T::kKeyBlocks; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = i / 2, b = n / kBlocksPerKBlock;
-        // I2FP: here (the definition's score, two fmas a score) measured
-        // faster than the exact magic-number conversion (IADD + FADD); the
-        // fused path (probs) folds the magic number into its fma instead.
-        p[n][i] = __fmaf_rn(__int2float_rn(s[4 * n + i]), ts.qk[r][b], ts.corr[r][b]);
-      }
-    int_max(s, ts, thread_max);
-  }
-
-  // kFusedExp: the tile's 2^8 p straight from S with the online softmax's
-  // step around them: the max as scores() takes it (the definition's
-  // units), then p = 2^(fma(float(dq), qk_b log2e, corr_b log2e + shift)),
-  // one fma a score where scores() + consume take two (the rounding of the
-  // exponent's argument differs by an ulp or so; the GPU test bounds it).
-  // The masked last tile keeps the two-step form.
+  // The tile's 2^8 p straight from S with the online softmax's step around
+  // them: the max from the int32 dots (int_max: the definition's units),
+  // then p = 2^(fma(float(dq), qk_b log2e, corr_b log2e + shift)), one fma a
+  // score where the definition's score and exponent take two (the rounding
+  // of the exponent's argument differs by an ulp or so; the GPU test bounds
+  // it). The masked last tile keeps the two-step form (masked_scores, then
+  // the online softmax's consume_with_max).
   __device__ void probs(const Scores& s, uint32_t k_header, const float (&q_scale)[kRows],
                         int valid_keys, OnlineSoftmax& st, Probs& p, float (&alpha)[kRows]) const {
     const TileScale ts = tile_scale(s, k_header, q_scale);
     float thread_max[kRows], shift[kRows];
     if (valid_keys < T::kBlockN) {
       masked_scores(s, ts, valid_keys, p, thread_max);
-      st.consume_with_max<T::kKeyBlocks, T::kLog2PScale, T::kSoftmaxChains, !T::kSumOnTc>(
-          p, thread_max, alpha);
+      st.consume_with_max<T::kKeyBlocks, T::kLog2PScale, kChains, !T::kSumOnTc>(p, thread_max,
+                                                                                alpha);
       return;
     }
     int_max(s, ts, thread_max);
@@ -406,36 +294,34 @@ struct AttnI8sConsumer {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float qk2[kBlocks], corr2[kBlocks];
-      // kMagicInt: float(dq) = asfloat(dq + bits(1.5 * 2^23)) - 1.5 * 2^23
-      // exactly; the constant moves into the addend (one more rounding, of
-      // <= 0.75 qk2 in the exponent: it flips an e4m3 P now and then, 1.2e-3
-      // rel-rms from the definition against 4.7e-4 without; the error
-      // against the exact store unchanged, docs/PERFORMANCE.md).
+      // float(dq) = asfloat(dq + bits(1.5 * 2^23)) - 1.5 * 2^23 exactly, on
+      // the integer pipe instead of I2FP; the constant moves into the addend
+      // (one more rounding, of <= 0.75 qk2 in the exponent: it flips an e4m3
+      // P now and then, 1.2e-3 rel-rms from the definition against 4.7e-4
+      // without; the error against the exact store unchanged,
+      // docs/PERFORMANCE.md).
       constexpr float kMagic = 12582912.0f;
 #pragma unroll
       for (int b = 0; b < kBlocks; ++b) {
         qk2[b] = __fmul_rn(ts.qk[r][b], kLog2e);
         corr2[b] = __fmaf_rn(ts.corr[r][b], kLog2e, shift[r]);
-        if constexpr (T::kMagicInt) corr2[b] = __fmaf_rn(-kMagic, qk2[b], corr2[b]);
+        corr2[b] = __fmaf_rn(-kMagic, qk2[b], corr2[b]);
       }
-      float chain_sum[T::kSoftmaxChains] = {};
+      float chain_sum[kChains] = {};
 #pragma unroll
       for (int n = 0; n < T::kKeyBlocks; ++n)
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           const int b = n / kBlocksPerKBlock;
-          const float dq = T::kMagicInt ? __int_as_float(s[4 * n + 2 * r + j] + 0x4B400000)
-                                        : __int2float_rn(s[4 * n + 2 * r + j]);
-          const float x = __fmaf_rn(dq, qk2[b], corr2[b]);
-          p[n][2 * r + j] = on_fma_pipe(n) ? exp2_poly(x) : ex2(x);
+          const float dq = __int_as_float(s[4 * n + 2 * r + j] + 0x4B400000);
+          p[n][2 * r + j] = ex2(__fmaf_rn(dq, qk2[b], corr2[b]));
           if constexpr (!T::kSumOnTc)
-            chain_sum[n % T::kSoftmaxChains] =
-                __fadd_rn(chain_sum[n % T::kSoftmaxChains], p[n][2 * r + j]);
+            chain_sum[n % kChains] = __fadd_rn(chain_sum[n % kChains], p[n][2 * r + j]);
         }
       if constexpr (!T::kSumOnTc) {
         float sum = chain_sum[0];
 #pragma unroll
-        for (int c = 1; c < T::kSoftmaxChains; ++c) sum = __fadd_rn(sum, chain_sum[c]);
+        for (int c = 1; c < kChains; ++c) sum = __fadd_rn(sum, chain_sum[c]);
         st.end_tile<T::kLog2PScale>(r, sum);
       }
     }
@@ -526,13 +412,10 @@ struct AttnI8sConsumer {
     OnlineSoftmax st;
     Acc acc;
     ends().load(p, st, acc);
-    if (consumer == 1) pass_tensor_cores();  // consumer 0 goes first (ping-pong)
 
     arch::mbar_wait(smem.q_full(), 0);
     quantise_q(smem, tid);
     const uint32_t q8 = smem.q8(consumer);
-    QFrag qa;
-    if constexpr (T::kQInRegs) load_q_fragments(q8, qa);
     float q_scale[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
@@ -544,142 +427,82 @@ struct AttnI8sConsumer {
     Probs pr;
     PvAcc o;
     PFrag pa;
-    float alpha[kRows];  // of the last tile whose P V is not folded yet
+    float alpha[kRows];  // of the last tile's softmax
 
     // The MMAs of a ring stage.
     const uint64_t q8_desc = wgmma::make_desc(q8, 0, wgmma::kAtomBytes);
     const uint64_t k_desc = wgmma::make_desc(smem.k(0), 0, wgmma::kAtomBytes);
     const uint64_t v_desc = wgmma::make_desc(smem.v(0), 0, wgmma::kAtomBytes);
     auto qk = [&](int stage) {
-      const uint64_t k = desc_at(k_desc, uint32_t(stage) * T::kKStageBytes);
-      if constexpr (T::kQInRegs)
-        issue_qk(s, qa, k);
-      else
-        issue_qk(s, q8_desc, k);
+      issue_qk(s, q8_desc, desc_at(k_desc, uint32_t(stage) * T::kKStageBytes));
     };
     auto pv = [&](int stage) {
-      const uint64_t v = desc_at(v_desc, uint32_t(stage) * T::kVStageBytes);
-      if constexpr (T::kOverlap && !T::kPInRegs)
-        issue_pv_ss(o, wgmma::make_desc(smem.p(consumer), 0, wgmma::kAtomBytes), v);
-      else
-        issue_pv(o, pa, v);
+      issue_pv(o, pa, desc_at(v_desc, uint32_t(stage) * T::kVStageBytes));
     };
-    // S_t -> P_t and the softmax state, alpha for the accumulator.
+    // S_t -> P_t (fp32) and the softmax state, alpha for the accumulator.
     auto softmax = [&](int stage, int valid_keys) {
-      if constexpr (T::kFusedExp) {
-        probs(s, smem.k_header(stage), q_scale, valid_keys, st, pr, alpha);
-        release(smem.k_empty(stage));
-      } else {
-        float thread_max[kRows];
-        scores(s, smem.k_header(stage), q_scale, valid_keys, pr, thread_max);
-        release(smem.k_empty(stage));
-        st.consume_with_max<T::kKeyBlocks, T::kLog2PScale, T::kSoftmaxChains>(pr, thread_max,
-                                                                              alpha);
-      }
-      // kPInRegs: pa still feeds P_{t-1} V_{t-1}; publish packs it.
-      if constexpr (!T::kPInRegs) pack_probs(pr, pa);
+      probs(s, smem.k_header(stage), q_scale, valid_keys, st, pr, alpha);
+      release(smem.k_empty(stage));
     };
 
     // Tile 0: S only.
     arch::mbar_wait(smem.k_full(0), 0);
-    take_tensor_cores();
     qk(0);
-    pass_tensor_cores();
     wgmma::wait<0>();
     settle(s);
     // Keys of the last tile (32-bit: the loop keeps no 64-bit key positions).
     const int last_keys = int(p.key_end - p.key_begin - int64_t(n_tiles - 1) * T::kBlockN);
     auto valid = [&](int t) { return t == n_tiles - 1 ? last_keys : T::kBlockN; };
 
-    if constexpr (T::kOverlap) {
-      // S_t goes first and its softmax runs while P_{t-1} V_{t-1} is on the
-      // tensor cores; P_t then goes to the shared tile P_{t-1} V_{t-1} has
-      // finished reading, or (kPInRegs) is packed from the softmax's fp32
-      // into the fragments it has finished reading. (P_t in a second
-      // fragment set, packed before the wait, spills and serialises the
-      // wgmmas.) overlap: the fold of t-1 (with t-1's alpha)
-      // follows the softmax of t. overlap_fold: O_{t-1} waits in its
-      // registers and is folded at the next tile's start, while S_{t+1} is
-      // on the tensor cores, just before P_t V_t overwrites it.
-      constexpr bool kFoldLate = T::kFoldLate;
-      float alpha_p[kRows];  // of the P in the shared tile
-      float alpha_o[kRows];  // of the P V in o, not folded yet
-      auto publish = [&] {
-        if constexpr (T::kPInRegs)
-          pack_probs(pr, pa);
-        else
-          store_probs(pa, smem.p(consumer));
+    // S_t goes first and its softmax runs while P_{t-1} V_{t-1} is on the
+    // tensor cores; P_t is then packed from the softmax's fp32 into the
+    // fragments P_{t-1} V_{t-1} has finished reading (one fragment set: P_t
+    // in a second one, packed before the wait, spills and serialises the
+    // wgmmas), before the fold of t-1 (with t-1's alpha), so the softmax's
+    // fp32 dies before the fold needs registers for the V scales.
+    float alpha_p[kRows];  // of the P in the fragments
+    float alpha_o[kRows];  // of the P V in o, not folded yet
+    auto publish = [&] {
+      pack_probs(pr, pa);
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) alpha_p[r] = alpha[r];
-      };
-      auto fold_o = [&](int t_o) {  // o holds P_{t_o} V_{t_o}
-        const int stage_o = t_o % T::kStages;
-        fold(acc, o, smem.v_header(stage_o), alpha_o, st);
-        release(smem.v_empty(stage_o));
-      };
-      softmax(0, valid(0));
+      for (int r = 0; r < kRows; ++r) alpha_p[r] = alpha[r];
+    };
+    auto fold_o = [&](int t_o) {  // o holds P_{t_o} V_{t_o}
+      const int stage_o = t_o % T::kStages;
+      fold(acc, o, smem.v_header(stage_o), alpha_o, st);
+      release(smem.v_empty(stage_o));
+    };
+    softmax(0, valid(0));
+    publish();
+    for (int t = 1; t < n_tiles; ++t) {
+      const int stage = t % T::kStages, prev = (t - 1) % T::kStages;
+      const uint32_t parity = uint32_t((t / T::kStages) & 1);
+      const uint32_t prev_parity = uint32_t(((t - 1) / T::kStages) & 1);
+      arch::mbar_wait(smem.k_full(stage), parity);
+      arch::mbar_wait(smem.v_full(prev), prev_parity);
+      qk(stage);
+      pv(prev);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) alpha_o[r] = alpha_p[r];
+      wgmma::wait<1>();  // S_t (committed first) is done
+      settle(s);
+      softmax(stage, valid(t));
+      wgmma::wait<0>();  // P_{t-1} V_{t-1} is done: P's fragments are free
+      settle(o);
       publish();
-      for (int t = 1; t < n_tiles; ++t) {
-        const int stage = t % T::kStages, prev = (t - 1) % T::kStages;
-        const uint32_t parity = uint32_t((t / T::kStages) & 1);
-        const uint32_t prev_parity = uint32_t(((t - 1) / T::kStages) & 1);
-        arch::mbar_wait(smem.k_full(stage), parity);
-        arch::mbar_wait(smem.v_full(prev), prev_parity);
-        take_tensor_cores();
-        qk(stage);
-        if (kFoldLate && t > 1) fold_o(t - 2);
-        pv(prev);
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) alpha_o[r] = alpha_p[r];
-        pass_tensor_cores();
-        wgmma::wait<1>();  // S_t (committed first) is done
-        settle(s);
-        softmax(stage, valid(t));
-        wgmma::wait<0>();  // P_{t-1} V_{t-1} is done: P's tile is free
-        settle(o);
-        // (kPInRegs: P_t packed first, so the softmax's fp32 dies before
-        // the fold needs registers for the V scales.)
-        if constexpr (T::kPInRegs) publish();
-        if (!kFoldLate) fold_o(t - 1);
-        if constexpr (!T::kPInRegs) publish();
-      }
-      if (kFoldLate && n_tiles > 1) fold_o(n_tiles - 2);
-    } else {
-      softmax(0, valid(0));
-      for (int t = 1; t < n_tiles; ++t) {
-        const int stage = t % T::kStages, prev = (t - 1) % T::kStages;
-        const uint32_t parity = uint32_t((t / T::kStages) & 1);
-        const uint32_t prev_parity = uint32_t(((t - 1) / T::kStages) & 1);
-        arch::mbar_wait(smem.v_full(prev), prev_parity);
-        arch::mbar_wait(smem.k_full(stage), parity);
-        take_tensor_cores();
-        pv(prev);
-        qk(stage);
-        pass_tensor_cores();
-        wgmma::wait<1>();  // O_{t-1} (committed first) is done: pa and V's stage are free
-        settle(o);
-        fold(acc, o, smem.v_header(prev), alpha, st);
-        release(smem.v_empty(prev));
-        wgmma::wait<0>();  // S_t is done
-        settle(s);
-        softmax(stage, valid(t));
-      }
+      fold_o(t - 1);
     }
 
     // The last tile's P V.
     const int last = (n_tiles - 1) % T::kStages;
     arch::mbar_wait(smem.v_full(last), uint32_t(((n_tiles - 1) / T::kStages) & 1));
-    take_tensor_cores();
     pv(last);
-    pass_tensor_cores();
     wgmma::wait<0>();
     settle(o);
     fold(acc, o, smem.v_header(last), alpha, st);
     release(smem.v_empty(last));
 
     ends().store(p, st, acc);
-    // Consumer 1's last hand-over arrived on consumer 0's barrier; absorb it.
-    if (consumer == 0) take_tensor_cores();
   }
 };
 

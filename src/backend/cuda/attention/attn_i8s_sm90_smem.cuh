@@ -1,7 +1,7 @@
 // Shared-memory addresses of the kvi8s attention, laid out by AttnI8sTraits:
 // Q (bf16), Q's int8 codes per consumer, the K ring (codes + header K rows),
-// the V ring (V^T codes + V scales), P per consumer (the overlapped schedule),
-// Q's scales, then the mbarriers.
+// the V ring (V^T codes, the row sums' ones rows, V scales), Q's scales, then
+// the mbarriers.
 #pragma once
 
 #include <cstdint>
@@ -26,12 +26,12 @@ struct AttnI8sSmem {
   __device__ uint32_t k(int stage) const { return base + T::kKOffset + stage * T::kKStageBytes; }
   __device__ uint32_t v(int stage) const { return base + T::kVOffset + stage * T::kVStageBytes; }
   // The header rows of a stage: K's after its codes, V's after its codes
-  // (and the ones rows, kSumOnTc).
+  // and the ones rows.
   __device__ uint32_t k_header(int stage) const { return k(stage) + T::kKCodeBytes; }
   __device__ uint32_t v_ones(int stage) const { return v(stage) + T::kVCodeBytes; }
   __device__ uint32_t v_header(int stage) const { return v_ones(stage) + T::kVOnesBytes; }
-  // kSumOnTc: every stage's ones rows (e4m3 1.0), by all the CTA's threads
-  // before the barrier that follows, visible to the tensor cores' async proxy.
+  // Every stage's ones rows (e4m3 1.0), by all the CTA's threads before the
+  // barrier that follows, visible to the tensor cores' async proxy.
   __device__ void write_ones() const {
     constexpr uint32_t kE4m3Ones = 0x38383838u;
     constexpr uint32_t kWords = T::kVOnesBytes / 16;
@@ -41,9 +41,6 @@ struct AttnI8sSmem {
                    "r"(kE4m3Ones)
                    : "memory");
     wgmma::fence_proxy_async_smem();
-  }
-  __device__ uint32_t p(int consumer) const {
-    return base + T::kPOffset + uint32_t(consumer) * T::kPGroupBytes;
   }
   __device__ uint32_t q_scale(int row) const { return base + T::kQScaleOffset + uint32_t(row) * 4; }
   __device__ uint32_t bar(int i) const { return base + T::kBarOffset + uint32_t(i) * 8; }
@@ -58,7 +55,7 @@ struct AttnI8sSmem {
     for (int s = 0; s < T::kStages; ++s) {
       arch::mbar_init(k_full(s), 1);  // the producer's arrive.expect_tx
       arch::mbar_init(v_full(s), 1);
-      // Every consumer thread releases (paired: and one lane a warp of the peer's).
+      // Every consumer thread releases.
       arch::mbar_init(k_empty(s), T::kEmptyArrivals);
       arch::mbar_init(v_empty(s), T::kEmptyArrivals);
     }

@@ -8,22 +8,19 @@
 //                mean digits and scales (one K stage), and of the fp8 V^T
 //                codes with the tile's V scales (one V stage).
 //   warpgroups 1, 2  consumers, 64 query rows each: Q quantised to int8 in
-//                shared memory once; per tile S = Q [K; digits]^T on int8
+//                shared memory once; per tile S_t = Q [K; digits]^T on int8
 //                wgmma (m64n144k32: the 16 rows past the keys give q . mean
-//                exactly), the online softmax, P = e4m3(p * 256) in
-//                registers, O_t = P V on fp8 wgmma (m64n128k32) into a fresh
-//                accumulator and acc = fma(O_t, vs, acc * alpha) in fp32 (the
-//                two levels). Ping-pong between the warpgroups as the exact
-//                kernel, or (kPingPong = false, the default) each takes the
-//                tensor cores when ready. Within one (kSchedule): S_t, then
-//                P_{t-1} V_{t-1} with P from a shared tile, and the softmax
-//                of t beside it (overlap: the default, io-pr-ts), or P_{t-1} V_{t-1}
-//                and S_t together and the softmax after both (serial).
-//                Variants: Q's A operand from registers (kQInRegs), P's
-//                from registers in the overlap schedule (kPInRegs), each
-//                row's sum of P from the tensor cores (kSumOnTc), part
-//                of the exponentials as a polynomial on the FMA pipe
-//                (kPolyEvery).
+//                exactly), then P_{t-1} V_{t-1} on fp8 wgmma (m64n136k32, P's
+//                A operand from registers, a fresh accumulator) while the
+//                softmax of t runs (FlashAttention-3's intra-warpgroup
+//                overlap), P = e4m3(p * 256), and acc = fma(O, vs, acc *
+//                alpha) in fp32 (the two levels). The consumers do not hand
+//                the tensor cores to each other: each takes them when ready.
+//
+// The variants that lost (ping-pong, the serial schedules, P through shared
+// memory, Q in registers, the FMA-pipe exponent, cluster pairs) and their
+// figures: bench/results/experiments/removed_kvi8s_variants.diff and
+// docs/PERFORMANCE.md "kvi8s".
 //
 // Row invariance: every shape is a constant and key tiles are consumed in
 // order from key_begin (a multiple of the tile), as the exact kernel.
@@ -39,87 +36,28 @@
 
 namespace h3s::cuda::attn {
 
-// Where a consumer's tile schedule puts the softmax (AttnI8sConsumer::run).
-// serial: P_{t-1} V_{t-1} and S_t issued together, the softmax of t after
-// both. overlap: FlashAttention-3's intra-warpgroup overlap, S_t then
-// P_{t-1} V_{t-1}, the softmax of t while P_{t-1} V_{t-1} is on the tensor
-// cores; P is read from a shared tile per consumer (written with stmatrix).
-// overlap_fold: the same with the fold of t-1 moved to the start of t + 1,
-// beside S_{t+1} on the tensor cores.
-enum class AttnI8sSchedule { serial, overlap, overlap_fold };
-
-template <int kStages_, int kChains_, bool kPingPong_, bool kFusedExp_, bool kMagicInt_,
-          AttnI8sSchedule kSchedule_ = AttnI8sSchedule::serial, bool kQInRegs_ = false,
-          int kPolyEvery_ = 0, bool kPInRegs_ = false, bool kSumOnTc_ = false,
-          int kClusterCtas_ = 1>
 struct AttnI8sTraits {
   static constexpr int kHeadDim = AttnScale::kHeadDim;
-  static constexpr int kStages = kStages_;
-  // The tensor cores handed between the consumers (the exact kernel's
-  // ping-pong) or taken by whichever is ready.
-  static constexpr bool kPingPong = kPingPong_;
-  // Independent chains of the softmax's sum (OnlineSoftmax::consume).
-  static constexpr int kSoftmaxChains = kChains_;
-  // The exponent's fma folded into the score's: p = 2^(float(dq) qk log2e +
-  // (corr log2e + shift)), one fma a score instead of two (the max still
-  // comes from the int32 dots, in the definition's units).
-  static constexpr bool kFusedExp = kFusedExp_;
-  // The int32 dot to fp32 by the exact magic-number add (|dq| < 2^22) on
-  // the integer pipe, 1.5 * 2^23 folded into the fused fma's addend,
-  // instead of I2FP.
-  static constexpr bool kMagicInt = kMagicInt_;
-  static_assert(kFusedExp || !kMagicInt, "the magic number's addend rides on the fused fma");
-  static constexpr AttnI8sSchedule kSchedule = kSchedule_;
-  static constexpr bool kOverlap = kSchedule != AttnI8sSchedule::serial;
-  static constexpr bool kFoldLate = kSchedule == AttnI8sSchedule::overlap_fold;
-  // S = Q K^T with Q's int8 A fragments in registers (16 a thread, loaded
-  // once from the Q8 tile) instead of shared memory: each tile's S then reads
-  // only K from shared memory (8 KiB less a warpgroup a tile, of ~50 KiB).
-  // The int32 dots are exact either way: the same bits.
-  static constexpr bool kQInRegs = kQInRegs_;
-  // Every kPolyEvery-th n8 key block's exponentials on the FMA pipe
-  // (attn_exp2_poly.hpp) instead of the SFU: 1 / kPolyEvery of P (0: none).
-  // The polynomial's error (<= 7.5e-5) moves an e4m3 P now and then: other
-  // bits than without it, bounded by the tier's GPU tests.
-  static constexpr int kPolyEvery = kPolyEvery_;
-  // overlap: P_{t-1} V_{t-1} with P's A fragments from registers (the serial
-  // schedule's form) instead of a shared tile. P_t is packed from the
-  // softmax's fp32 once P_{t-1} V_{t-1} has finished reading the fragments,
-  // so one fragment set suffices: no stmatrix, proxy fence or warpgroup
-  // barrier a tile, and 8 KiB less shared memory read. The same bits.
-  static constexpr bool kPInRegs = kPInRegs_;
-  static_assert(!kPInRegs || kSchedule == AttnI8sSchedule::overlap,
-                "P from registers is the overlap schedule's variant (serial always does it)");
+  static constexpr int kStages = 4;
   // The softmax's row sums taken by the tensor cores: P V runs as m64n136,
   // its B operand's 8 rows past V^T's channels e4m3 ones (written once a
   // stage), so O's columns 128..135 hold each row's sum of the e4m3 P the
   // MMA multiplied, in the MMA's accumulation. It replaces 64 FADDs, the
   // quad's shuffles and the chains' combination a tile a thread; the sum
   // joins l at the fold (l = l alpha + sum 2^-8, the same steps one tile
-  // later). Other bits than io-pr's: the denominator sums the e4m3 P
-  // the numerator multiplies (the definition sums the fp32 p), bounded by
-  // the tier's GPU tests like ex2.approx.
-  static constexpr bool kSumOnTc = kSumOnTc_;
-  static_assert(!kSumOnTc || (kPInRegs && kFusedExp),
-                "the row sums ride on P V's register-A form (kPInRegs) and the fused softmax");
-  static constexpr int kOnesRows = kSumOnTc ? 8 : 0;  // one n8 block of B
+  // later). The denominator sums the e4m3 P the numerator multiplies (the
+  // definition sums the fp32 p), bounded by the tier's GPU tests like
+  // ex2.approx. (AttnI8sConsumer's softmax reads it: the mma.sync kernel's
+  // traits, attn_i8s_sm89_traits.cuh, sum the fp32 p.)
+  static constexpr bool kSumOnTc = true;
+  static constexpr int kOnesRows = 8;  // one n8 block of B
   static constexpr int kPvN = AttnScale::kHeadDim + kOnesRows;
-  static_assert(kPolyEvery == 0 || (kFusedExp && kMagicInt),
-                "the polynomial rides on the fused exponent's argument");
 
   // Warp roles and the register split (as AttnWsTraits: the consumers hold
-  // O's fp32 accumulator (64), the tile's P V accumulator (64), S (72 int32)
+  // O's fp32 accumulator (64), the tile's P V accumulator (68), S (72 int32)
   // and P (16 x 4 fp8) per thread).
   static constexpr int kProducerWarpGroups = 1;
   static constexpr int kConsumerWarpGroups = 2;
-  // CTAs of a cluster that share every K/V tile (1: alone). A pair owns two
-  // adjacent query blocks of one head: rank 0's producer loads each K stage,
-  // rank 1's each V stage, each multicast into both CTAs, so L2 sends every
-  // tile once a pair. A stage is reloaded once both CTAs' consumers released
-  // it: every consumer thread arrives on its own CTA's empty barrier and one
-  // lane a warp on the peer's. The arithmetic is unchanged: the same bits.
-  static constexpr int kClusterCtas = kClusterCtas_;
-  static_assert(kClusterCtas == 1 || kClusterCtas == 2, "alone or a cluster pair");
   static constexpr int kWarpGroups = kProducerWarpGroups + kConsumerWarpGroups;
   static constexpr int kThreads = kWarpGroups * arch::kWarpGroupThreads;
   static constexpr int kConsumerThreads = kConsumerWarpGroups * arch::kWarpGroupThreads;
@@ -147,7 +85,7 @@ struct AttnI8sTraits {
   static constexpr int kKeyBlocks = kBlockN / 8;
   static constexpr int kOBlocks = kHeadDim / 8;
   static constexpr int kAccRegs = kOBlocks * 4;
-  static constexpr int kPvRegs = kPvN / 2;  // P V's accumulator (kSumOnTc: 4 row-sum registers)
+  static constexpr int kPvRegs = kPvN / 2;  // P V's accumulator: O's, then 4 row-sum registers
   static constexpr int kLog2PScale = 8;     // P = e4m3(p * 2^8), kvi8s::kPScale
   static_assert(float(1 << kLog2PScale) == kvi8s::kPScale, "P's scale is kvi8s's");
 
@@ -170,40 +108,29 @@ struct AttnI8sTraits {
   static constexpr uint32_t kKTxBytes = kKCodeBytes + uint32_t(kHeaderKRows) * kRowBytes;
   static constexpr uint32_t kVCodeBytes = uint32_t(kHeadDim) * kRowBytes;
   static constexpr uint32_t kVTxBytes = kVCodeBytes + uint32_t(kHeaderVRows) * kRowBytes;
-  // kSumOnTc: the ones rows, one atom right after the codes (P V's B rows
+  // The ones rows, one atom right after the V^T codes (P V's B rows
   // 128..135); the header's V rows follow them.
   static constexpr uint32_t kVOnesBytes = uint32_t(kOnesRows) * kRowBytes;
   static constexpr uint32_t kVStageBytes = (kVTxBytes + kVOnesBytes + wgmma::kAtomBytes - 1) /
-                                           wgmma::kAtomBytes *
-                                           wgmma::kAtomBytes;  // 17 KiB (18 with the ones)
+                                           wgmma::kAtomBytes * wgmma::kAtomBytes;  // 18 KiB
   static constexpr uint32_t kQScaleBytes = uint32_t(kBlockM) * 4;
-  // overlap: P (e4m3, 64 rows x 128 keys) per consumer, 128-byte swizzled
-  // like Q8, the A operand of P V.
-  static constexpr uint32_t kPGroupBytes = uint32_t(kGroupRows) * kRowBytes;  // 8 KiB
-  static constexpr uint32_t kPBytes =
-      kOverlap && !kPInRegs ? kConsumerWarpGroups * kPGroupBytes : 0;
 
   static constexpr uint32_t kQOffset = 0;
   static constexpr uint32_t kQ8Offset = kQOffset + kQBytes;
   static constexpr uint32_t kKOffset = kQ8Offset + kQ8Bytes;
   static constexpr uint32_t kVOffset = kKOffset + kStages * kKStageBytes;
-  static constexpr uint32_t kPOffset = kVOffset + kStages * kVStageBytes;
-  static constexpr uint32_t kQScaleOffset = kPOffset + kPBytes;
+  static constexpr uint32_t kQScaleOffset = kVOffset + kStages * kVStageBytes;
   static constexpr uint32_t kBarOffset = kQScaleOffset + kQScaleBytes;
-  // Barriers: Q full; per stage K full, V full, K empty, V empty.
-  static constexpr int kKvFullArrivals = 1;
-  static constexpr int kConsumerWarps = kConsumerThreads / 32;
-  static constexpr int kEmptyArrivals = kConsumerThreads + (kClusterCtas - 1) * kConsumerWarps;
+  // Barriers: Q full; per stage K full, V full, K empty, V empty. A stage is
+  // empty once every consumer thread released it.
+  static constexpr int kEmptyArrivals = kConsumerThreads;
   static constexpr int kBarriers = 1 + 4 * kStages;
   static constexpr uint32_t kBarBytes = kBarriers * 8;
   static constexpr size_t kSmemBytes = size_t(kBarOffset) + kBarBytes + wgmma::kAtomBytes;
 
-  // Named barriers 1 and 2: the tensor-core ping-pong; 3 and 4: consumer c's
-  // warpgroup after quantising its Q rows (and, overlapped, after writing
-  // its P tile).
-  static constexpr int kSchedBarrierBase = 1;
-  static constexpr int kSchedBarrierThreads = 2 * arch::kWarpGroupThreads;
-  static constexpr int kQReadyBarrierBase = kSchedBarrierBase + kConsumerWarpGroups;
+  // Named barriers 3 and 4: consumer c's warpgroup after quantising its Q
+  // rows (the exact kernel's numbers: its ping-pong takes 1 and 2).
+  static constexpr int kQReadyBarrierBase = 3;
 
   static_assert(kHeadDim == kvi8s::kDim && kRowBytes == kvi8s::kDim,
                 "an 8-bit code row is one 128-byte swizzle row");
@@ -213,10 +140,9 @@ struct AttnI8sTraits {
   static_assert(kKStageBytes % wgmma::kAtomBytes == 0 && kQ8Offset % wgmma::kAtomBytes == 0 &&
                     kKOffset % wgmma::kAtomBytes == 0 && kVOffset % wgmma::kAtomBytes == 0 &&
                     kKCodeBytes % wgmma::kAtomBytes == 0 && kVCodeBytes % wgmma::kAtomBytes == 0 &&
-                    kPOffset % wgmma::kAtomBytes == 0 && kVOnesBytes % wgmma::kAtomBytes == 0,
+                    kVOnesBytes % wgmma::kAtomBytes == 0,
                 "TMA's 128-byte swizzle needs every tile on a 1024-byte boundary");
   static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 per-block shared memory opt-in");
-  static_assert(kStages >= 2, "one tile loads while the other is consumed");
 };
 
 }  // namespace h3s::cuda::attn

@@ -39,8 +39,9 @@ AttnWsParams tier_base(const F& f, bool fresh, const char* tier) {
   return b;
 }
 
-// The converting tiers' (kvi8r, kvfp4s) K and V code maps: T::kCodeRowBytes
-// of every head and key, unswizzled, a box a key tile.
+// kvfp4s' K and V code maps (its producers' TMA into the code ring; kvi8r's
+// load their codes from L2): T::kCodeRowBytes of every head and key,
+// unswizzled, a box a key tile.
 template <class T, class F>
 void code_maps(AttnWsParams& b, const F& f, const char* tier) {
   const void* k_code = f.k_code;

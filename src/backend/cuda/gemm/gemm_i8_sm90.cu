@@ -1,20 +1,23 @@
 // gemm_i8 on Hopper: y = bf16((float(acc) * xs[m]) * ws[n]) (+ bias[n]) with
-// int8 warpgroup MMAs (wgmma m64n128k32 or m64n256k32 s8 -> s32) over the
-// mma.sync GEMM's loader and 128-byte XOR-swizzled K-tiles, which are wgmma's
-// 128-byte swizzle once the stages sit on 1024-byte boundaries (as
-// gemm_bf16_sm90.cu). A CTA tile is 128 rows x kBlockN (128 or 256) columns;
-// each of its two warpgroups owns 64 rows and per K-tile issues four k32
-// wgmmas from shared memory.
+// int8 warpgroup MMAs (wgmma m64n256k32 s8 -> s32) over the mma.sync GEMM's
+// loader and 128-byte XOR-swizzled K-tiles, which are wgmma's 128-byte
+// swizzle once the stages sit on 1024-byte boundaries (as gemm_bf16_sm90.cu).
+// A CTA tile is 128 rows x 256 columns; each of its two warpgroups owns 64
+// rows and per K-tile issues four k32 wgmmas from shared memory.
 //
 // Bits: the int32 sums are exact whatever the order of the products, and the
 // epilogue is gemm_i8's per element (DequantCols), so every output is the
 // mma.sync kernel's bit for bit (tested against the int32 reference), and
 // row-invariant for the same reason.
 //
-// The pipeline (I8Sm90Pipe): kStages shared stages, tiles copied kPrefetch
-// K-tiles ahead of the MMAs, and kInFlight groups of wgmmas left running
-// across the next K-tile's barrier. A stage is refilled only once the MMAs
-// that read it have retired, hence kPrefetch + kInFlight + 1 <= kStages.
+// The pipeline (I8Sm90Pipe), n256s4p2w1 (kernel_choice.hpp: the fastest in
+// the int8 block on the H200): four 48 KiB shared stages, tiles copied
+// kPrefetch = 2 K-tiles ahead of the MMAs, and kInFlight = 1 group of wgmmas
+// left running across the next K-tile's barrier; one CTA an SM. A stage is
+// refilled only once the MMAs that read it have retired, hence kPrefetch +
+// kInFlight + 1 <= kStages. The pipelines that lost and their figures:
+// bench/results/experiments/removed_gemm_i8_variants.diff, docs/PERFORMANCE.md
+// "The GEMMs".
 #include <cuda_runtime.h>
 
 #include "backend/cuda/arch/wgmma.cuh"
@@ -27,27 +30,25 @@
 namespace h3s::cuda::gemm {
 namespace sm90 {  // named: the host pass sees the traits unreferenced
 
-template <int kBlockN_, int kStages_, int kPrefetch_, int kInFlight_, int kCtasPerSm_>
 struct I8Sm90Pipe {
   using T = MmaTileSm80;
-  static constexpr int kBlockN = kBlockN_;  // 128, or 256: twice the MMA work per A tile
-  static constexpr int kStages = kStages_;
-  static constexpr int kPrefetch = kPrefetch_;
-  static constexpr int kInFlight = kInFlight_;
-  static constexpr int kCtasPerSm = kCtasPerSm_;
+  static constexpr int kBlockN = 256;  // twice the mma.sync tile's columns per A tile
+  static constexpr int kStages = 4;
+  static constexpr int kPrefetch = 2;
+  static constexpr int kInFlight = 1;
+  static constexpr int kCtasPerSm = 1;
   static constexpr int kWarpGroups = T::kThreads / 128;         // 2
   static constexpr int kGroupRows = T::kBlockM / kWarpGroups;   // 64: one wgmma M
   static constexpr int kMmaKBytes = 32;                         // k32 of int8
   static constexpr int kKSteps = T::kBlockKBytes / kMmaKBytes;  // 4 per K-tile
-  static constexpr int kAccRegs = kBlockN / 8 * 4;              // 64 or 128 int32 per thread
+  static constexpr int kAccRegs = kBlockN / 8 * 4;              // 128 int32 per thread
   static constexpr int kTileBytesB = kBlockN * T::kBlockKBytes;
   static constexpr int kStageBytes = T::kTileBytesA + kTileBytesB;
   // + one swizzle atom of slack: the stages must start on 1024-byte boundaries.
   static constexpr int kSmemBytes = kStages * kStageBytes + wgmma::kAtomBytes;
   static_assert(kPrefetch >= 1 && kInFlight >= 0 && kPrefetch + kInFlight + 1 <= kStages,
                 "a stage is refilled only after the MMAs reading it retired");
-  static_assert(kGroupRows == 64 && (kBlockN == 128 || kBlockN == 256),
-                "the MMA is m64n128k32 or m64n256k32");
+  static_assert(kGroupRows == 64 && kBlockN == 256, "the MMA is m64n256k32");
   static_assert(T::kBlockKBytes == wgmma::kSwizzleBytes,
                 "a K-tile row is one 128-byte swizzle row (the loader's XOR is wgmma's swizzle)");
   static_assert(T::kTileBytesA % wgmma::kAtomBytes == 0 && kStageBytes % wgmma::kAtomBytes == 0,
@@ -59,9 +60,8 @@ struct I8Sm90Pipe {
 namespace {
 
 using T = MmaTileSm80;
-using sm90::I8Sm90Pipe;
+using P = sm90::I8Sm90Pipe;
 
-template <class P>
 __global__ void __launch_bounds__(T::kThreads, P::kCtasPerSm)
     gemm_i8_sm90_kernel(MmaOperandsArgs p, const float* xs, const float* ws, const float* bias,
                         uint16_t* y, int64_t ldy) {
@@ -108,10 +108,7 @@ __global__ void __launch_bounds__(T::kThreads, P::kCtasPerSm)
     for (int kk = 0; kk < P::kKSteps; ++kk) {
       const uint64_t da = wgmma::make_desc(a + uint32_t(kk * P::kMmaKBytes), 0, wgmma::kAtomBytes);
       const uint64_t db = wgmma::make_desc(b + uint32_t(kk * P::kMmaKBytes), 0, wgmma::kAtomBytes);
-      if constexpr (P::kBlockN == 256)
-        wgmma::mma_m64n256k32_s8_ss(acc, da, db, true);
-      else
-        wgmma::mma_m64n128k32_s8_ss(acc, da, db, true);
+      wgmma::mma_m64n256k32_s8_ss(acc, da, db, true);
     }
     wgmma::commit();
     wgmma::wait<P::kInFlight>();
@@ -149,25 +146,14 @@ __global__ void __launch_bounds__(T::kThreads, P::kCtasPerSm)
 #endif
 }
 
-// The one pipeline built, n256s4p2w1, the fastest in the int8 block on the H200
-// (kernel_choice.hpp, docs/PERFORMANCE.md "The GEMMs"): 128 x 256 tiles, four 48 KiB
-// stages, tiles copied two K-tiles ahead and one MMA group across the barrier. The
-// pipelines that lost are in bench/results/experiments/removed_gemm_i8_variants.diff.
-using PipeN256S4P2W1 = I8Sm90Pipe<256, 4, 2, 1, 1>;
-
-template <class P>
-void launch(MmaOperandsArgs p, const float* xs, const float* ws, const float* bias, uint16_t* y,
-            int64_t ldy, cudaStream_t s) {
-  p.tiles_n = (p.n + P::kBlockN - 1) / P::kBlockN;  // make_mma_args counted 128-wide tiles
-  launch_tiles("gemm_i8", gemm_i8_sm90_kernel<P>, P::kSmemBytes, p.tiles_m * p.tiles_n, s, p, xs,
-               ws, bias, y, ldy);
-}
-
 }  // namespace
 
-void gemm_i8_sm90(const MmaOperandsArgs& p, const float* xs, const float* ws, const float* bias,
+void gemm_i8_sm90(const MmaOperandsArgs& args, const float* xs, const float* ws, const float* bias,
                   uint16_t* y, int64_t ldy, cudaStream_t s) {
-  launch<PipeN256S4P2W1>(p, xs, ws, bias, y, ldy, s);
+  MmaOperandsArgs p = args;
+  p.tiles_n = (p.n + P::kBlockN - 1) / P::kBlockN;  // make_mma_args counted 128-wide tiles
+  launch_tiles("gemm_i8", gemm_i8_sm90_kernel, P::kSmemBytes, p.tiles_m * p.tiles_n, s, p, xs, ws,
+               bias, y, ldy);
 }
 
 }  // namespace h3s::cuda::gemm
