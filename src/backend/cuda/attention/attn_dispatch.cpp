@@ -90,8 +90,8 @@ void attention_kvi8r(const attn::KvI8rFwdParams& p, bool fresh, cudaStream_t s) 
   if (!aligned_to(p.q, 16) || p.ldq % 8 != 0 || !aligned_to(p.k_code, 16) ||
       !aligned_to(p.v_code, 16) || p.code_stride % 16 != 0)
     fail(ErrorKind::invalid_argument,
-         "{}: q's TMA load needs q 16-byte aligned and ldq a multiple of 8, the codes' vector "
-         "loads the codes 16-byte aligned and a code row stride of 16 (ldq {}, code stride {})",
+         "{}: needs q 16-byte aligned with ldq a multiple of 8 (q's TMA load) and the codes "
+         "16-byte aligned with a row stride a multiple of 16 (ldq {}, code stride {})",
          op, p.ldq, p.code_stride);
   if (p.key_end == p.key_begin) {
     if (fresh) attention_reset(p.m, p.l, p.acc, p.rows, p.heads, s);
