@@ -260,7 +260,7 @@ class Backend {
   virtual size_t device_memory_in_use() const { return 0; }
   // Waits for the device and hands the cached free bytes of its memory pool
   // back to the driver, so a reading after the next run counts only what that
-  // run kept (the pool keeps its high-water mark: in use after a run = its peak).
+  // run kept (the pool keeps its high-water mark: in use after a run >= its peak).
   virtual void trim_device_cache() {}
   // The throughput figures the planner orders staged placements by. Every
   // backend plans with the H200's today: the CPU backend has none of its own

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/common.cuh"
@@ -306,31 +307,35 @@ MemoryResource& CudaBackend::host_staging_memory() {
   return *pinned_;
 }
 
-size_t CudaBackend::free_device_memory() const {
+namespace {
+// The driver's free and total device bytes ({0, 0} when it cannot say).
+std::pair<size_t, size_t> device_memory_info() {
   size_t free_b = 0, total_b = 0;
   if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
     (void)cudaGetLastError();
-    return 0;
+    return {0, 0};
   }
-  return free_b;
+  return {free_b, total_b};
+}
+}  // namespace
+
+size_t CudaBackend::free_device_memory() const {
+  return device_memory_info().first;
 }
 
 size_t CudaBackend::device_memory_in_use() const {
-  size_t free_b = 0, total_b = 0;
-  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
+  const auto [free_b, total_b] = device_memory_info();
   return total_b - free_b;
 }
 
 void CudaBackend::trim_device_cache() {
   int device = 0;
   cudaMemPool_t pool = nullptr;
-  if (cudaDeviceSynchronize() != cudaSuccess || cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess ||
-      cudaMemPoolTrimTo(pool, 0) != cudaSuccess)
-    fail_cuda("cuda memory: trimming the memory pool", cudaGetLastError());
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) e = cudaGetDevice(&device);
+  if (e == cudaSuccess) e = cudaDeviceGetDefaultMemPool(&pool, device);
+  if (e == cudaSuccess) e = cudaMemPoolTrimTo(pool, 0);
+  if (e != cudaSuccess) fail_cuda("cuda memory: trimming the memory pool", e);
 }
 
 std::unique_ptr<StageQueue> CudaBackend::make_stage_queue() {
