@@ -219,6 +219,54 @@ if [ "$mode" = mma ]; then
     fi
   done
 fi
+if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] && [ "$mode" != ptx80 ] &&
+  [ "$mode" != decode ] && [ "$mode" != mma ] && [ "$mode" != wheel ]; then
+  step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
+  [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
+  # The other attention kernel (the mma.sync kernel of other GPUs) through the attention
+  # and block checks.
+  for k in $attn_kernels; do
+    step "gpu_tests_attn_$k" 120 $bin/h3s_tests_gpu --attn-kernel=$k \
+      --gtest_filter='GpuAttention.*:GpuOps.Attention*:*GpuBlock*:GpuForward.*'
+  done
+  # The mma.sync GEMMs (other GPUs; W4A8 in two stages) through the GEMM and block checks.
+  step gpu_tests_gemm_sm80 120 $bin/h3s_tests_gpu --gemm-kernel=sm80 \
+    --gtest_filter='GpuGemm.*:GpuGemmW4A8.*:*GpuBlock*:GpuForward.*'
+  step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 $bin/h3s demo \
+    --backend cuda --tokens 600 --json
+  step racecheck 180 compute-sanitizer --tool racecheck --error-exitcode 9 $bin/h3s_tests_gpu \
+    --gtest_filter='GpuOps.AttentionBlockedEqualsSinglePassAndNearCpu'
+  step synccheck 180 compute-sanitizer --tool synccheck --error-exitcode 9 $bin/h3s_tests_gpu \
+    --gtest_filter='GpuOps.AttentionBlockedEqualsSinglePassAndNearCpu'
+  # The Python module's tests on the CUDA wheel; tests/python/conftest.py turns a skip
+  # into a failure under H3S_REQUIRE_GPU, so the CUDA cases cannot pass by skipping.
+  if compgen -G ".whl/h3stream-*.whl" >/dev/null; then
+    site=/tmp/h3s-site
+    rm -rf "$site"
+    step wheel_install 120 python3 -m pip install -q --no-index --no-deps --no-compile \
+      --no-cache-dir --target "$site" .whl/h3stream-*.whl
+    step pytest_cuda 300 env PYTHONPATH="$site" PYTHONDONTWRITEBYTECODE=1 \
+      bash -c 'cd tests/python && python3 -m pytest -q -rs -p no:cacheprovider --confcutdir=. .'
+  else
+    echo "no .whl/h3stream-*.whl: build it with scripts/device-build.sh --wheel"
+    failed+=("pytest_cuda (no CUDA wheel carried)")
+  fi
+  # The node pack in a real ComfyUI on the GPU (scripts/comfyui-e2e.sh: every streamed run
+  # bit-equal to h3stream's stock block, the int8 quantiser bit-equal to comfy-kitchen's);
+  # carry .ext (scripts/comfyui-e2e-prepare.sh) and .whl. Its reports come back as one file.
+  if [ -d .ext/ComfyUI ]; then
+    e2e_out=/tmp/h3s-comfyui-e2e
+    rm -rf "$e2e_out"
+    step comfyui_e2e 400 env OUT="$e2e_out" H3S_E2E_SITE=/tmp/h3s-e2e-site \
+      bash scripts/comfyui-e2e.sh .ext/ComfyUI int8,bf16
+    tar -czf "$OUT/comfyui-e2e.tgz" -C "$e2e_out" . 2>/dev/null
+  else
+    echo "no .ext/ComfyUI: make it with scripts/comfyui-e2e-prepare.sh (here, with PyPI)"
+    failed+=("comfyui_e2e (no ComfyUI carried)")
+  fi
+fi
+# The sm_80 code paths after the suite, the Python tests and the e2e: in a call that runs
+# out of time, the JIT steps (the slowest) are the ones lost.
 if [ "$mode" = ptx80 ]; then
   step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
   [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
@@ -266,52 +314,6 @@ if [ "$mode" = ptx80 ] || [ "$mode" = decode ]; then
         --mlp-chunk 16384 --kv-store $kv --skip-attention
     done
   done
-fi
-if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] && [ "$mode" != ptx80 ] &&
-  [ "$mode" != decode ] && [ "$mode" != mma ] && [ "$mode" != wheel ]; then
-  step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
-  [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
-  # The other attention kernel (the mma.sync kernel of other GPUs) through the attention
-  # and block checks.
-  for k in $attn_kernels; do
-    step "gpu_tests_attn_$k" 120 $bin/h3s_tests_gpu --attn-kernel=$k \
-      --gtest_filter='GpuAttention.*:GpuOps.Attention*:*GpuBlock*:GpuForward.*'
-  done
-  # The mma.sync GEMMs (other GPUs; W4A8 in two stages) through the GEMM and block checks.
-  step gpu_tests_gemm_sm80 120 $bin/h3s_tests_gpu --gemm-kernel=sm80 \
-    --gtest_filter='GpuGemm.*:GpuGemmW4A8.*:*GpuBlock*:GpuForward.*'
-  step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 $bin/h3s demo \
-    --backend cuda --tokens 600 --json
-  step racecheck 180 compute-sanitizer --tool racecheck --error-exitcode 9 $bin/h3s_tests_gpu \
-    --gtest_filter='GpuOps.AttentionBlockedEqualsSinglePassAndNearCpu'
-  step synccheck 180 compute-sanitizer --tool synccheck --error-exitcode 9 $bin/h3s_tests_gpu \
-    --gtest_filter='GpuOps.AttentionBlockedEqualsSinglePassAndNearCpu'
-  # The Python module's tests on the CUDA wheel; tests/python/conftest.py turns a skip
-  # into a failure under H3S_REQUIRE_GPU, so the CUDA cases cannot pass by skipping.
-  if compgen -G ".whl/h3stream-*.whl" >/dev/null; then
-    site=/tmp/h3s-site
-    rm -rf "$site"
-    step wheel_install 120 python3 -m pip install -q --no-index --no-deps --no-compile \
-      --no-cache-dir --target "$site" .whl/h3stream-*.whl
-    step pytest_cuda 300 env PYTHONPATH="$site" PYTHONDONTWRITEBYTECODE=1 \
-      bash -c 'cd tests/python && python3 -m pytest -q -rs -p no:cacheprovider --confcutdir=. .'
-  else
-    echo "no .whl/h3stream-*.whl: build it with scripts/device-build.sh --wheel"
-    failed+=("pytest_cuda (no CUDA wheel carried)")
-  fi
-  # The node pack in a real ComfyUI on the GPU (scripts/comfyui-e2e.sh: every streamed run
-  # bit-equal to h3stream's stock block, the int8 quantiser bit-equal to comfy-kitchen's);
-  # carry .ext (scripts/comfyui-e2e-prepare.sh) and .whl. Its reports come back as one file.
-  if [ -d .ext/ComfyUI ]; then
-    e2e_out=/tmp/h3s-comfyui-e2e
-    rm -rf "$e2e_out"
-    step comfyui_e2e 400 env OUT="$e2e_out" H3S_E2E_SITE=/tmp/h3s-e2e-site \
-      bash scripts/comfyui-e2e.sh .ext/ComfyUI int8,bf16
-    tar -czf "$OUT/comfyui-e2e.tgz" -C "$e2e_out" . 2>/dev/null
-  else
-    echo "no .ext/ComfyUI: make it with scripts/comfyui-e2e-prepare.sh (here, with PyPI)"
-    failed+=("comfyui_e2e (no ComfyUI carried)")
-  fi
 fi
 if [ "$mode" = wheel ]; then
   whl=$(ls dist/h3stream-*-cp312-abi3-manylinux_*_x86_64.whl 2>/dev/null | head -n 1)
