@@ -14,7 +14,7 @@
 #   4. the int8 block at 217,088 tokens for both builds, and the PyTorch anchor (flash:
 #      what ComfyUI runs; cuDNN) with its attention alone, in the same call.
 # JSON and logs under $OUT; exits non-zero when a step failed (named at the end).
-#   usage: bash scripts/attention-ab.sh OLD_TGZ
+#   usage: bash scripts/attention-ab.sh OLD_TGZ   (e.g. .devbin-old.tgz: git-ignored, carried)
 #   env:   TOKENS, EXPECT_BITS (same|changed, default same), AB_FORMATS (int8,bf16),
 #          AB_TIERS (bf16,kvi8r: the exact store and kvi8r's decode path, which attends
 #          with the mma.sync kernel's fp16 instance), TORCH_ANCHOR=0 skips PyTorch.
