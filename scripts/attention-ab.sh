@@ -13,7 +13,10 @@
 #      PTX the mma.sync kernel in a process of its own;
 #   4. the int8 block at 217,088 tokens for both builds, and the PyTorch anchor (flash:
 #      what ComfyUI runs; cuDNN) with its attention alone, in the same call.
-# JSON and logs under $OUT; exits non-zero when a step failed (named at the end).
+# PARTS (default tests,bits,speed) picks what runs: all three pass a device call's 10
+# minutes at the three token counts, so split them over calls on one warm machine
+# (e.g. PARTS=tests,bits, then PARTS=speed). JSON and logs under $OUT; exits non-zero when
+# a step failed (named at the end).
 #   usage: bash scripts/attention-ab.sh OLD_TGZ   (e.g. .devbin-old.tgz: git-ignored, carried)
 #   env:   TOKENS, EXPECT_BITS (same|changed, default same), AB_FORMATS (int8,bf16),
 #          AB_TIERS (bf16,kvi8r: the exact store and kvi8r's decode path, which attends
@@ -27,6 +30,8 @@ export H3S_REQUIRE_GPU=1
 new=.devbin old=.devbin-old
 rm -rf $new $old && mkdir -p $new $old
 tar -xzf .devbin.tgz -C $new && tar -xzf "$old_tgz" -C $old || { echo "attention-ab: cannot unpack"; exit 2; }
+parts=${PARTS:-tests,bits,speed}
+want() { [[ ",$parts," == *",$1,"* ]]; }
 failed=() last_rc=0
 step() {  # step NAME SECONDS CMD...: run with a limit, tee to $OUT/NAME.txt
   local name=$1 limit=$2
@@ -39,16 +44,18 @@ step() {  # step NAME SECONDS CMD...: run with a limit, tee to $OUT/NAME.txt
   echo "$name: rc=$rc in $((SECONDS - t0)) s" | tee -a "$OUT/steps.txt"
   [ "$rc" -eq 0 ] || failed+=("$name (rc $rc)")
 }
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-filter='GpuAttention.*:GpuOps.Attention*:*GpuBlock*:GpuForward.*:*GpuKvStore.*/kvi8r:GpuKvi8r*'
-step tests_default 300 $new/h3s_tests_gpu --gtest_filter="$filter" --gtest_output=json:"$OUT/tests_default.json"
-step tests_sm80 300 $new/h3s_tests_gpu --attn-kernel=sm80 --gtest_filter="$filter" \
-  --gtest_output=json:"$OUT/tests_sm80.json"
-step tests_ptx80 400 env CUDA_FORCE_PTX_JIT=1 $new/h3s_tests_gpu \
-  --gtest_filter='GpuArch.TheLoadedImage*:GpuAttention.*:GpuOps.Attention*:*GpuBlockExact.StreamedEqualsStock*:GpuForward.*:GpuKvi8rDecode.*' \
-  --gtest_output=json:"$OUT/tests_ptx80.json"
-for j in tests_default tests_sm80 tests_ptx80; do
-  [ -f "$OUT/$j.json" ] && python3 - "$OUT/$j.json" <<'EOF' || failed+=("$j (tests skipped)")
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" &&
+  cat "$OUT/gpu.txt" || failed+=("nvidia-smi")
+if want tests; then
+  filter='GpuAttention.*:GpuOps.Attention*:*GpuBlock*:GpuForward.*:*GpuKvStore.*/kvi8r:GpuKvi8r*'
+  step tests_default 300 $new/h3s_tests_gpu --gtest_filter="$filter" --gtest_output=json:"$OUT/tests_default.json"
+  step tests_sm80 300 $new/h3s_tests_gpu --attn-kernel=sm80 --gtest_filter="$filter" \
+    --gtest_output=json:"$OUT/tests_sm80.json"
+  step tests_ptx80 400 env CUDA_FORCE_PTX_JIT=1 $new/h3s_tests_gpu \
+    --gtest_filter='GpuArch.TheLoadedImage*:GpuAttention.*:GpuOps.Attention*:*GpuBlockExact.StreamedEqualsStock*:GpuForward.*:GpuKvi8rDecode.*' \
+    --gtest_output=json:"$OUT/tests_ptx80.json"
+  for j in tests_default tests_sm80 tests_ptx80; do
+    [ -f "$OUT/$j.json" ] && python3 - "$OUT/$j.json" <<'EOF' || failed+=("$j (tests skipped)")
 import json, sys
 r = json.load(open(sys.argv[1]))
 skipped = [t["name"] for s in r["testsuites"] for t in s["testsuite"]
@@ -56,7 +63,8 @@ skipped = [t["name"] for s in r["testsuites"] for t in s["testsuite"]
 print(f"{sys.argv[1]}: {r['tests']} tests, {len(skipped)} skipped {skipped or ''}")
 sys.exit(1 if skipped else 0)
 EOF
-done
+  done
+fi
 bits() {  # bits NAME [env...]: compare-bits old vs new, failing only when bits must match
   local name=$1
   shift
@@ -67,9 +75,11 @@ bits() {  # bits NAME [env...]: compare-bits old vs new, failing only when bits 
     echo "$name: bits differ, as EXPECT_BITS=changed says" | tee -a "$OUT/steps.txt"
   fi
 }
-bits bits_sm90a H3S_AB=1
-bits bits_ptx80 CUDA_FORCE_PTX_JIT=1
-for b in new old; do
+if want bits; then
+  bits bits_sm90a H3S_AB=1
+  bits bits_ptx80 CUDA_FORCE_PTX_JIT=1
+fi
+want speed && for b in new old; do
   dir=$([ $b = new ] && echo $new || echo $old)
   step "attention_${b}" 400 $dir/h3s bench --backend cuda --preset h3 --format int8 \
     --token-list "$tokens" --json --only-attention --attn-kernels default,sm80
@@ -78,7 +88,7 @@ for b in new old; do
   step "block_int8_${b}" 300 $dir/h3s bench --backend cuda --preset h3 --format int8 \
     --token-list 217088 --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384 --skip-attention
 done
-if [ "${TORCH_ANCHOR-1}" != 0 ]; then
+if want speed && [ "${TORCH_ANCHOR-1}" != 0 ]; then
   for a in FLASH_ATTENTION CUDNN_ATTENTION; do
     step "torch_${a%%_*}" 300 env ATTN=$a OUT="$OUT/torch_${a%%_*}" python3 .ext/torch_h3_block.py 217088
   done
