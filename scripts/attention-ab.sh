@@ -33,17 +33,8 @@ tar -xzf .devbin.tgz -C $new && tar -xzf "$old_tgz" -C $old || { echo "attention
 parts=${PARTS:-tests,bits,speed}
 want() { [[ ",$parts," == *",$1,"* ]]; }
 failed=() last_rc=0
-step() {  # step NAME SECONDS CMD...: run with a limit, tee to $OUT/NAME.txt
-  local name=$1 limit=$2
-  shift 2
-  echo "== $name (limit ${limit}s) =="
-  local t0=$SECONDS
-  timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.txt" | tail -n 12
-  local rc=${PIPESTATUS[0]}
-  last_rc=$rc
-  echo "$name: rc=$rc in $((SECONDS - t0)) s" | tee -a "$OUT/steps.txt"
-  [ "$rc" -eq 0 ] || failed+=("$name (rc $rc)")
-}
+# step, no_skips
+source "$(dirname "$0")/device-steps.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" &&
   cat "$OUT/gpu.txt" || failed+=("nvidia-smi")
 if want tests; then
@@ -55,14 +46,7 @@ if want tests; then
     --gtest_filter='GpuArch.TheLoadedImage*:GpuAttention.*:GpuOps.Attention*:*GpuBlockExact.StreamedEqualsStock*:GpuForward.*:GpuKvi8rDecode.*' \
     --gtest_output=json:"$OUT/tests_ptx80.json"
   for j in tests_default tests_sm80 tests_ptx80; do
-    [ -f "$OUT/$j.json" ] && python3 - "$OUT/$j.json" <<'EOF' || failed+=("$j (tests skipped)")
-import json, sys
-r = json.load(open(sys.argv[1]))
-skipped = [t["name"] for s in r["testsuites"] for t in s["testsuite"]
-           if t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN"]
-print(f"{sys.argv[1]}: {r['tests']} tests, {len(skipped)} skipped {skipped or ''}")
-sys.exit(1 if skipped else 0)
-EOF
+    [ -f "$OUT/$j.json" ] && no_skips "$j" "$OUT/$j.json"
   done
 fi
 bits() {  # bits NAME [env...]: compare-bits old vs new, failing only when bits must match

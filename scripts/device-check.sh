@@ -65,33 +65,8 @@ bin=.devbin
 # pass the device call's 64 MiB. Unpacked every call: a warm machine keeps the last call's.
 if [ -f .devbin.tgz ]; then rm -rf $bin && mkdir -p $bin && tar -xzf .devbin.tgz -C $bin; fi
 failed=()
-step() {  # step NAME SECONDS CMD...: run with a limit, tee to $OUT/NAME.txt
-  local name=$1 limit=$2
-  shift 2
-  echo "== $name (limit ${limit}s) =="
-  local t0=$SECONDS
-  timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.txt" | tail -n 25
-  local rc=${PIPESTATUS[0]} why=""
-  # h3s bench and h3s demo exit 3 when the streamed bits differ from the stock bits
-  # (tools/h3s/bench_cmd.hpp); other commands' 3 (pytest's internal error) is only a code.
-  [ "$rc" -eq 3 ] && [[ " $* " == *"/h3s bench "* || " $* " == *"/h3s demo "* ]] && why=": bits differ"
-  echo "$name: rc=$rc${why} in $((SECONDS - t0)) s" | tee -a "$OUT/steps.txt"
-  [ "$rc" -eq 0 ] || failed+=("$name (rc $rc${why})")
-}
-# A gtest JSON report with a skipped test fails (the fixture already fails instead of
-# skipping under H3S_REQUIRE_GPU; this catches any other GTEST_SKIP).
-no_skips() {  # no_skips NAME JSON
-  if ! python3 - "$2" <<'EOF'; then
-import json, sys
-r = json.load(open(sys.argv[1]))
-skipped = [f"{s['name']}.{t['name']}" for s in r["testsuites"] for t in s["testsuite"]
-           if t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN"]
-print(f"{len(skipped)} skipped: {skipped}" if skipped else "no test skipped")
-sys.exit(1 if skipped else 0)
-EOF
-    failed+=("$1 (tests skipped)")
-  fi
-}
+# step, no_skips
+source "$(dirname "$0")/device-steps.sh"
 if ! nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"; then
   failed+=("nvidia-smi")
 fi
