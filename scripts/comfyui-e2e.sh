@@ -14,7 +14,7 @@
 #     GPU run), or buildable here with `pip install .`.
 # Writes $OUT/comfyui-e2e.{md,json} and the memory probe's JSONL/HTML; exit 0 = PASS.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 comfy=${1:?usage: comfyui-e2e.sh COMFYUI_DIR [formats] [--cpu] [--quick] [extra args]}
 formats=${2:-int8,bf16}
 shift $(( $# >= 2 ? 2 : 1 ))

@@ -50,7 +50,7 @@
 # STEPS=a,b runs only those steps, FORMATS="nvfp4 ..." writes only those checkpoints (a step
 # whose checkpoint is not written does not run): one format's checks in a short call.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 comfy=${1:?usage: comfyui-weights-device.sh COMFYUI_DIR [--cpu]}
 cpu=${2:-}
 OUT=${OUT:-$PWD/out/comfyui-weights}
@@ -61,14 +61,14 @@ log=$OUT/weights-device.log
 failed=()
 if [ "$cpu" = --cpu ]; then  # tiny model, a few hundred rows: the whole run in minutes here
   size=(--cpu --preset tiny --handover-tokens 128)
-  short=(--dims 2,16,16,8,16)
-  long=(--dims 2,16,16,8,16)
-  both=(--dims 2,16,16,8,16)
+  short=(--dims "2,16,16,8,16")
+  long=(--dims "2,16,16,8,16")
+  both=(--dims "2,16,16,8,16")
 else
   size=(--preset h3)
   short=(--tokens 32768)
   long=(--tokens 217088)
-  both=(--tokens 32768,217088)
+  both=(--tokens "32768,217088")
 fi
 # No step starts after $DEADLINE seconds: a run slower than planned drops its last steps
 # (named as failed) rather than running past 8 minutes.

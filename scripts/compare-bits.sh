@@ -31,7 +31,8 @@ hash_of() {  # hash_of H3S OUTFILE FLAGS...: the output hash of one forward, or 
     echo failed
 }
 one_format() {  # one_format F: every tier and mode of format F, a line each, to $work/F.txt
-  local f=$1 ck=$data/ck_$f.safetensors in=$data/in_$f.safetensors
+  local f=$1
+  local ck=$data/ck_$f.safetensors in=$data/in_$f.safetensors
   if [ ! -f "$in" ]; then
     "$new" make-checkpoint --preset "${PRESET:-h3}" --blocks 1 --format "$f" "$ck" >/dev/null 2>&1 &&
       "$new" make-inputs --checkpoint "$ck" --output "$in" --latent-t "$lt" --latent-h "$lh" \

@@ -162,7 +162,7 @@ if [ "$mode" = mma ]; then
   # without Hopper's image the same steps run natively (no JIT, no Hopper kernel).
   cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1)
   if [ "$cc" = 9.0 ]; then rtx="env CUDA_FORCE_PTX_JIT=1"; hopper_kernels="default sm80 default"
-  else rtx=env; hopper_kernels=sm80; fi
+  else rtx="env"; hopper_kernels=sm80; fi
   step gpu_tests_mma 200 $bin/h3s_tests_gpu --attn-kernel=sm80 \
     --gtest_filter='*GpuKvStore.*/kvi8s:GpuKvi8sKernels.Mma*:*ApproximateTiers*' \
     --gtest_output=json:"$OUT/gpu_tests_mma.json"
@@ -310,7 +310,10 @@ if [ "$mode" = wheel ]; then
       command -v "$c" && { echo "a compiler on PATH: $c"; exit 1; }; done
       echo "PATH=$PATH; no compiler; LD_LIBRARY_PATH ${LD_LIBRARY_PATH-unset}"; python --version'
     # ComfyUI's import-time wheels (carried in .whl/ for the e2e) beside ours, never .whl's h3stream
-    deps=$(ls .whl/*.whl dist/tools/*.whl 2>/dev/null | grep -v '/h3stream-' | tr '\n' ' ')
+    deps=""
+    for w in .whl/*.whl dist/tools/*.whl; do
+      [[ -f $w && $w != */h3stream-* ]] && deps+="$w "
+    done
     step wheel_install 180 "${clean_env[@]}" python -m pip install -q --no-index --no-deps \
       --disable-pip-version-check "$whl" $deps
     step wheel_build_info 60 "${clean_env[@]}" python -c 'import h3stream, json

@@ -38,7 +38,7 @@
 # run), fences.jsonl, headline.log (every part's output, headed by its name), steps.txt,
 # report.json, report.md. Latents stay in .headline/latents between calls.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 comfy=${1:-.ext/ComfyUI}
 OUT=${OUT:-$PWD/out/headline}
 STEPS=${STEPS:-setup,checkpoint,smoke,ours,stock}
