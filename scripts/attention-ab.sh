@@ -18,7 +18,7 @@
 # (e.g. PARTS=tests,bits, then PARTS=speed). JSON and logs under $OUT; exits non-zero when
 # a step failed (named at the end).
 #   usage: bash scripts/attention-ab.sh OLD_TGZ   (e.g. .devbin-old.tgz: git-ignored, carried)
-#   env:   TOKENS, EXPECT_BITS (same|changed, default same), AB_FORMATS (int8,bf16),
+#   env:   NEW_TGZ (default .devbin.tgz: a branch's build, carried from .ab/), TOKENS, EXPECT_BITS (same|changed, default same), AB_FORMATS (int8,bf16),
 #          AB_TIERS (bf16,kvi8r: the exact store and kvi8r's decode path, which attends
 #          with the mma.sync kernel's fp16 instance), TORCH_ANCHOR=0 skips PyTorch.
 set -uo pipefail
@@ -29,7 +29,7 @@ mkdir -p "$OUT"
 export H3S_REQUIRE_GPU=1
 new=.devbin old=.devbin-old
 rm -rf $new $old && mkdir -p $new $old
-tar -xzf .devbin.tgz -C $new && tar -xzf "$old_tgz" -C $old || { echo "attention-ab: cannot unpack"; exit 2; }
+tar -xzf "${NEW_TGZ:-.devbin.tgz}" -C $new && tar -xzf "$old_tgz" -C $old || { echo "attention-ab: cannot unpack"; exit 2; }
 parts=${PARTS:-tests,bits,speed}
 want() { [[ ",$parts," == *",$1,"* ]]; }
 failed=() last_rc=0
