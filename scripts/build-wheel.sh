@@ -39,7 +39,7 @@ if [ "$mode" = cuda ] && ! command -v nvcc >/dev/null; then
 fi
 
 # Every Python 3.12 and newer found, by version; 3.12 (the stable ABI's oldest) builds.
-candidates=(${H3S_WHEEL_PYTHON:-} python3.12 python3.13 python3.14)
+candidates=(${H3S_WHEEL_PYTHON:+"$H3S_WHEEL_PYTHON"} python3.12 python3.13 python3.14)
 if command -v pyenv >/dev/null; then
   candidates+=("$(pyenv root)"/versions/3.1[2-9]*/bin/python3)
 fi
