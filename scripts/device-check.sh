@@ -15,6 +15,7 @@
 # mma: kvi8s' mma.sync kernel (RTX 40/50-series): tests on Hopper and on its PTX, sanitizers,
 # kvbench beside the Hopper kernel, then on the PTX path kvbench and the int8 block for
 # MMA_TIERS (default kvi8s kvmix; MMA_BLOCK= skips the blocks).
+# QUICK=1 with tests: the suite, the Python tests and the ComfyUI e2e alone (~5 minutes).
 # ptx80 (also part of tests): the whole GPU suite, then the sm_80 code paths on this GPU: the
 # driver made to JIT-compile the compute_80 PTX (CUDA_FORCE_PTX_JIT=1), so no Hopper kernel
 # runs, as on Ampere/Ada cards (their sm_80 image is the same code) and Blackwell (that PTX):
@@ -198,6 +199,9 @@ if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] && [
   [ "$mode" != decode ] && [ "$mode" != mma ] && [ "$mode" != wheel ]; then
   step gpu_tests 300 $bin/h3s_tests_gpu --gtest_output=json:"$OUT/gpu_tests.json"
   [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
+  # QUICK=1: the suite, the Python tests and the e2e only (a call that must leave device
+  # time for another): no second kernel route, no sanitizers, no sm_80 JIT steps.
+  [ "${QUICK-0}" = 1 ] && attn_kernels=""
   # The other attention kernel (the mma.sync kernel of other GPUs) through the attention
   # and block checks.
   for k in $attn_kernels; do
@@ -205,14 +209,16 @@ if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] && [
       --gtest_filter='GpuAttention.*:GpuOps.Attention*:*GpuBlock*:GpuForward.*'
   done
   # The mma.sync GEMMs (other GPUs; W4A8 in two stages) through the GEMM and block checks.
-  step gpu_tests_gemm_sm80 120 $bin/h3s_tests_gpu --gemm-kernel=sm80 \
-    --gtest_filter='GpuGemm.*:GpuGemmW4A8.*:*GpuBlock*:GpuForward.*'
-  step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 $bin/h3s demo \
-    --backend cuda --tokens 600 --json
-  step racecheck 180 compute-sanitizer --tool racecheck --error-exitcode 9 $bin/h3s_tests_gpu \
-    --gtest_filter='GpuOps.AttentionBlockedEqualsSinglePassAndNearCpu'
-  step synccheck 180 compute-sanitizer --tool synccheck --error-exitcode 9 $bin/h3s_tests_gpu \
-    --gtest_filter='GpuOps.AttentionBlockedEqualsSinglePassAndNearCpu'
+  if [ "${QUICK-0}" != 1 ]; then
+    step gpu_tests_gemm_sm80 120 $bin/h3s_tests_gpu --gemm-kernel=sm80 \
+      --gtest_filter='GpuGemm.*:GpuGemmW4A8.*:*GpuBlock*:GpuForward.*'
+    step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 $bin/h3s demo \
+      --backend cuda --tokens 600 --json
+    step racecheck 180 compute-sanitizer --tool racecheck --error-exitcode 9 $bin/h3s_tests_gpu \
+      --gtest_filter='GpuOps.AttentionBlockedEqualsSinglePassAndNearCpu'
+    step synccheck 180 compute-sanitizer --tool synccheck --error-exitcode 9 $bin/h3s_tests_gpu \
+      --gtest_filter='GpuOps.AttentionBlockedEqualsSinglePassAndNearCpu'
+  fi
   # The Python module's tests on the CUDA wheel; tests/python/conftest.py turns a skip
   # into a failure under H3S_REQUIRE_GPU, so the CUDA cases cannot pass by skipping.
   if compgen -G ".whl/h3stream-*.whl" >/dev/null; then
@@ -247,7 +253,7 @@ if [ "$mode" = ptx80 ]; then
   [ -f "$OUT/gpu_tests.json" ] && no_skips gpu_tests "$OUT/gpu_tests.json"
 fi
 if [ "$mode" != bench ] && [ "$mode" != placement ] && [ "$mode" != tiers ] &&
-  [ "$mode" != decode ] && [ "$mode" != mma ] && [ "$mode" != wheel ]; then
+  [ "$mode" != decode ] && [ "$mode" != mma ] && [ "$mode" != wheel ] && [ "${QUICK-0}" != 1 ]; then
   # The sm_80 code on this GPU (see ptx80 above). Hopper-only tests are left out: the
   # Hopper kernels of kvi8r/kvi8s/kvmix (kvi8s runs its mma.sync kernel from the
   # compute_89 PTX, kvfp4s and kvi8r by their decode paths, the default there, and
