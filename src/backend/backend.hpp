@@ -259,8 +259,8 @@ class Backend {
   // a budget is claimed this, not the arena's ledger, is the figure to read.
   virtual size_t device_memory_in_use() const { return 0; }
   // Waits for the device and hands the cached free bytes of its memory pool
-  // back to the driver, so a reading after the next run counts only what that
-  // run kept (the pool keeps its high-water mark: in use after a run >= its peak).
+  // back to the driver, so readings taken during the next run count only what
+  // that run uses (h3s bench samples them: a reading after a run is not its peak).
   virtual void trim_device_cache() {}
   // The throughput figures the planner orders staged placements by. Every
   // backend plans with the H200's today: the CPU backend has none of its own

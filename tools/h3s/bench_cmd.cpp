@@ -14,6 +14,7 @@
 #include "cli_checks.hpp"
 #include "core/rng.hpp"
 #include "core/thread_pool.hpp"
+#include "driver_peak.hpp"
 #include "exec/block.hpp"
 #include "exec/exact_rows.hpp"
 #include "exec/kvmix_heads.hpp"
@@ -272,14 +273,16 @@ int run_bench(BenchArgs& a) {
     if (!a.skip_stock && !a.only_attention)
       stock = measure(false, out_stock, r.exec.kv_store, a.reps);
     std::pair<double, size_t> streamed{0.0, 0};
-    // The driver's count of the device in use after the streamed run, stock's
-    // cached bytes handed back first: the CUDA context, the weights, the
-    // bench's buffers and the streamed run's peak (the pool keeps it).
+    // The driver's count of the device in use at its highest during the
+    // streamed run, stock's cached bytes handed back first: the CUDA context,
+    // the weights, the bench's buffers and the run's own (driver_peak.hpp).
     size_t driver_in_use = 0;
     if (!a.only_attention) {
       be.trim_device_cache();
+      DriverPeak driver_peak([&be] { return be.device_memory_in_use(); });
       streamed = measure(true, out_streamed, r.exec.kv_store, a.reps);
-      driver_in_use = be.device_memory_in_use();
+      be.synchronize();
+      driver_in_use = driver_peak.stop();
     }
     // Compared only when both blocks ran: otherwise bit_equal is null ("not
     // compared"), never a false that reads like a mismatch.
@@ -408,7 +411,8 @@ int run_bench(BenchArgs& a) {
         // Everything the streamed run held on the device at
         // its peak: the block's weights, the bench's inputs, the run's own.
         {"device_total_gib", double(weight_plan.model_bytes + streamed_total) / (1u << 30)},
-        // The same by the driver (null where the backend cannot say, e.g. the CPU's)
+        // The same by the driver, its highest reading sampled every 2 ms over the
+        // streamed run (null where the backend cannot say, e.g. the CPU's)
         {"device_in_use_driver_gib", driver_in_use
                                          ? nlohmann::json(double(driver_in_use) / (1u << 30))
                                          : nlohmann::json(nullptr)},
