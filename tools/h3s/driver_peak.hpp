@@ -5,7 +5,6 @@
 // plan peaked near 14 GiB).
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
