@@ -18,7 +18,8 @@
 # (e.g. PARTS=tests,bits, then PARTS=speed). JSON and logs under $OUT; exits non-zero when
 # a step failed (named at the end).
 #   usage: bash scripts/attention-ab.sh OLD_TGZ   (e.g. .devbin-old.tgz: git-ignored, carried)
-#   env:   NEW_TGZ (default .devbin.tgz: a branch's build, carried from .ab/), TOKENS, EXPECT_BITS (same|changed, default same), AB_FORMATS (int8,bf16),
+#   env:   NEW_TGZ (default .devbin.tgz: a branch's build, carried from .ab/), TOKENS,
+#          EXPECT_BITS (same|changed, default same), AB_FORMATS (int8,bf16),
 #          AB_TIERS (bf16,kvi8r: the exact store and kvi8r's decode path, which attends
 #          with the mma.sync kernel's fp16 instance), TORCH_ANCHOR=0 skips PyTorch.
 set -uo pipefail
