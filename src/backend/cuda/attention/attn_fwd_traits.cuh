@@ -31,13 +31,17 @@ struct AttnFwdTraits {
 
   static constexpr int kHeadDim = AttnScale::kHeadDim;
   static constexpr float kSoftmaxScale = AttnScale::kSoftmaxScale;
-  static constexpr int kWarps = 8;
+  // A warp owns kSlabs m16 slabs of query rows (FlashAttention-2's 128 x 64
+  // tile for head dim 128: 4 warps of 32 rows). Each K/V fragment a warp reads
+  // from shared memory feeds kSlabs MMAs, so shared-memory reads per FLOP fall
+  // from 2 ldmatrix per 2 MMA to 2.5 per 4 (Q's fragments are re-read per tile:
+  // two slabs' Q (64 regs) would not fit beside two 64-reg accumulators).
+  // With one slab, Q stays in registers for the whole key loop.
+  static constexpr int kWarps = 4;
+  static constexpr int kSlabs = 2;
+  static constexpr bool kQInRegisters = kSlabs == 1;
   static constexpr int kThreads = kWarps * 32;
-  // One warp owns one m16 slab of query rows, so Q stays in registers for the
-  // whole key loop (32 regs) next to the 64-reg accumulator. 8 warps x 16 rows
-  // share each K/V tile loaded into shared memory (halves global/L2 traffic
-  // per FLOP against a 64-row block).
-  static constexpr int kWarpRows = Mma::kM;
+  static constexpr int kWarpRows = kSlabs * Mma::kM;
   static constexpr int kBlockM = kWarps * kWarpRows;  // query rows per CTA
   static constexpr int kBlockN = 64;                  // keys per tile
   static constexpr int kStages = 2;                   // K/V double buffer (cp.async)
@@ -59,7 +63,11 @@ struct AttnFwdTraits {
   static constexpr size_t kRowBytes = size_t(kHeadDim) * kElemBytes;
   static constexpr size_t kQTileBytes = size_t(kBlockM) * kRowBytes;
   static constexpr size_t kKvTileBytes = size_t(kBlockN) * kRowBytes;
-  static constexpr size_t kSmemBytes = kQTileBytes + size_t(2 * kStages) * kKvTileBytes;
+  // The rows' softmax state (m, then l, fp32) between tiles: in shared memory,
+  // not registers, which the two slabs' accumulators and scores fill.
+  static constexpr size_t kStateBytes = size_t(2 * kBlockM) * sizeof(float);
+  static constexpr size_t kSmemBytes =
+      kQTileBytes + size_t(2 * kStages) * kKvTileBytes + kStateBytes;
 
   // cp.async chunks per thread per tile.
   static constexpr int kQChunksPerThread = kBlockM * kChunksPerRow / kThreads;
