@@ -3,8 +3,9 @@
 // instance takes fp16 K/V (KvType::f16: kvi8r's decoded K~/V~) with the
 // Hopper kvi8r kernel's operands: q' converted to fp16 in registers
 // (satfinite), P rounded to fp16; everything else is the same code. Grid
-// (ceil(rows / 128), heads); a CTA of 4 warps owns 128 query rows, each warp
-// two m16 slabs (attn_fwd_traits.cuh says why). K/V stream through shared
+// (ceil(rows / 128), heads); a CTA owns 128 query rows, 4 warps of two m16
+// slabs or 8 of one (attn_fwd_traits.cuh says why; kernel_choice.hpp's
+// attn_sm80_slabs picks per GPU, the same bits). K/V stream through shared
 // memory in 64-key tiles (XOR-swizzled, cp.async double buffer), in increasing
 // key order from key_begin, the last tile masked at key_end. Per tile: S = Q K^T
 // (fp32), online softmax in exp2 form, P rounded to bf16, O += P V. The state
@@ -20,20 +21,23 @@
 
 #include <cstdint>
 
+#include "backend/cuda/arch/device_arch.hpp"
 #include "backend/cuda/arch/mma_sm80.cuh"
 #include "backend/cuda/attention/attn_fwd_traits.cuh"
 #include "backend/cuda/attention/attn_state.cuh"
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/kernel_choice.hpp"
 #include "backend/cuda/kernels.hpp"
 
 namespace h3s::cuda {
 namespace attn {
 namespace {
 
-using T = AttnFwdTraits;
-using Mma = T::Mma;
+using Mma = Mma16816;
+// The shared-memory geometry both tiles share (rows of 128 bf16, the swizzle).
+using Geom = AttnFwdOneSlab;
 
-constexpr float kSoftmaxScale = T::kSoftmaxScale;
+constexpr float kSoftmaxScale = AttnScale::kSoftmaxScale;
 static_assert(kSoftmaxScale == 0.08838834764831845f, "1 / sqrt(128) as the CPU rounds it");
 
 // ---- PTX wrappers (gemm/mma_sm80.cuh) ---------------------------------------
@@ -84,7 +88,7 @@ struct Operands {
 // Byte offset of 16-byte chunk `chunk` of tile row `row` (the swizzle of the
 // traits: chunk ^ row % 8).
 __device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
-  return uint32_t(row * int(T::kRowBytes) + ((chunk ^ (row % T::kSwizzleRows)) * 16));
+  return uint32_t(row * int(Geom::kRowBytes) + ((chunk ^ (row % Geom::kSwizzleRows)) * 16));
 }
 
 // ldmatrix addressing. A lane reads chunk c_step + c_lane of tile row
@@ -100,22 +104,16 @@ __device__ __forceinline__ uint32_t lane_offset(int row_lane, int c_lane) {
 }
 __device__ __forceinline__ uint32_t step_addr(uint32_t tile, uint32_t lane_off, int c_step,
                                               int row_step) {
-  return tile + (lane_off ^ uint32_t(c_step * 16)) + uint32_t(row_step * int(T::kRowBytes));
+  return tile + (lane_off ^ uint32_t(c_step * 16)) + uint32_t(row_step * int(Geom::kRowBytes));
 }
-static_assert(T::kRowBytes == 256 && T::kChunksPerRow == 16,
+static_assert(Geom::kRowBytes == 256 && Geom::kChunksPerRow == 16 &&
+                  AttnFwdTwoSlabs::kRowBytes == Geom::kRowBytes,
               "the XOR addressing assumes 16 chunks of 16 bytes per row (bits 4..7)");
 
-// A tile's rows split over the CTA: thread t copies chunk t % 16 of rows
-// t / 16 + i * kRowsPerPass. kRowsPerPass is a multiple of the swizzle period,
-// so the thread's chunk keeps one swizzled column and its shared-memory
-// offsets are one base plus i * kRowsPerPass rows: the compiler need not keep
-// a separate offset per chunk alive across the key loop.
-constexpr int kRowsPerPass = T::kThreads / T::kChunksPerRow;
-static_assert(T::kThreads % T::kChunksPerRow == 0 && kRowsPerPass % T::kSwizzleRows == 0,
-              "each pass of the CTA covers whole swizzle periods");
-
-// The Q block: rows past `rows` are zero-filled, never read, so the tail CTA
-// computes finite (unused) values and row r's math never sees them.
+// The Q block (rows split over the CTA as the traits' kRowsPerPass says):
+// rows past `rows` are zero-filled, never read, so the tail CTA computes
+// finite (unused) values and row r's math never sees them.
+template <class T>
 __device__ __forceinline__ void load_q_tile(uint32_t sq, const FwdParams& p, int64_t row0,
                                             int64_t head) {
   const int r0 = int(threadIdx.x) / T::kChunksPerRow, c = int(threadIdx.x) % T::kChunksPerRow;
@@ -123,9 +121,9 @@ __device__ __forceinline__ void load_q_tile(uint32_t sq, const FwdParams& p, int
   const uint32_t dst = sq + swizzled(r0, c);
 #pragma unroll
   for (int i = 0; i < T::kQChunksPerThread; ++i) {
-    const int r = r0 + i * kRowsPerPass;
+    const int r = r0 + i * T::kRowsPerPass;
     const bool valid = row0 + r < p.rows;
-    cp_async_16(dst + uint32_t(i * kRowsPerPass) * uint32_t(T::kRowBytes),
+    cp_async_16(dst + uint32_t(i * T::kRowsPerPass) * uint32_t(T::kRowBytes),
                 base + (valid ? int64_t(r) * p.ldq : 0), valid);
   }
 }
@@ -135,6 +133,7 @@ __device__ __forceinline__ void load_q_tile(uint32_t sq, const FwdParams& p, int
 // source address clamped to the last key, which is in range.
 // Key indices and the key stride in 32 bits (the launcher checks they fit):
 // one wide multiply per chunk and one register per index.
+template <class T>
 __device__ __forceinline__ void load_kv_tile(uint32_t sk, uint32_t sv, const uint16_t* kh,
                                              const uint16_t* vh, const FwdParams& p, int key0) {
   const int r0 = int(threadIdx.x) / T::kChunksPerRow, c = int(threadIdx.x) % T::kChunksPerRow;
@@ -142,11 +141,11 @@ __device__ __forceinline__ void load_kv_tile(uint32_t sk, uint32_t sv, const uin
   const int key_end = int(p.key_end);
 #pragma unroll
   for (int i = 0; i < T::kKvChunksPerThread; ++i) {
-    const int key = key0 + r0 + i * kRowsPerPass;
+    const int key = key0 + r0 + i * T::kRowsPerPass;
     const bool valid = key < key_end;
     const uint64_t off = uint64_t(uint32_t(valid ? key : key_end - 1)) * uint32_t(p.kv_seq_stride) +
                          uint32_t(c * T::kChunkElems);
-    const uint32_t at = dst + uint32_t(i * kRowsPerPass) * uint32_t(T::kRowBytes);
+    const uint32_t at = dst + uint32_t(i * T::kRowsPerPass) * uint32_t(T::kRowBytes);
     cp_async_16(sk + at, kh + off, valid);
     cp_async_16(sv + at, vh + off, valid);
   }
@@ -154,7 +153,7 @@ __device__ __forceinline__ void load_kv_tile(uint32_t sk, uint32_t sv, const uin
 
 // ---- the forward kernel --------------------------------------------------------
 
-template <KvType kKv>
+template <class T, KvType kKv>
 __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_m128n64_sm80(const FwdParams p) {
   using Op = Operands<kKv>;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -170,9 +169,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_m128n64_sm80(const Fw
   const int n_tiles = int((p.key_end - p.key_begin + T::kBlockN - 1) / T::kBlockN);
 
   // Group 0: Q; group 1: K/V tile 0. The state loads below overlap both.
-  load_q_tile(sq, p, row0, head);
+  load_q_tile<T>(sq, p, row0, head);
   cp_async_commit();
-  load_kv_tile(sk0, sv0, kh, vh, p, int(p.key_begin));
+  load_kv_tile<T>(sk0, sv0, kh, vh, p, int(p.key_begin));
   cp_async_commit();
 
   // This lane's rows (mma C layout): g and g + 8 of each of the warp's slabs;
@@ -261,7 +260,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_m128n64_sm80(const Fw
     // counts groups the same way on the last tile.
     if (t + 1 < n_tiles) {
       const uint32_t next = uint32_t(((t + 1) % T::kStages) * T::kKvTileBytes);
-      load_kv_tile(sk0 + next, sv0 + next, kh, vh, p, key0 + T::kBlockN);
+      load_kv_tile<T>(sk0 + next, sv0 + next, kh, vh, p, key0 + T::kBlockN);
     }
     cp_async_commit();
     cp_async_wait<1>();
@@ -409,13 +408,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_m128n64_sm80(const Fw
 
 constexpr int kEltThreads = 256;
 constexpr int kFinishVec = 4;  // dims per thread: one float4 of acc
-static_assert(T::kHeadDim % kFinishVec == 0);
+static_assert(Geom::kHeadDim % kFinishVec == 0);
 
 // out[r, h * 128 + d] = bf16(acc[r, h, d] / l[r, h]): IEEE division, RNE.
 __global__ void __launch_bounds__(kEltThreads)
     attn_finish_bf16(const float* l, const float* acc, uint16_t* out, int64_t ldo, int64_t rows,
                      int64_t heads, bool out_aligned8) {
-  constexpr int kVecPerHead = T::kHeadDim / kFinishVec;
+  constexpr int kVecPerHead = Geom::kHeadDim / kFinishVec;
   const int64_t total = rows * heads * kVecPerHead;
   for (int64_t i = int64_t(blockIdx.x) * kEltThreads + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * kEltThreads) {
@@ -423,10 +422,10 @@ __global__ void __launch_bounds__(kEltThreads)
     const int d = int(i % kVecPerHead) * kFinishVec;
     const int64_t r = sh / heads, h = sh % heads;
     const float denom = l[sh];
-    const float4 a = *reinterpret_cast<const float4*>(acc + sh * T::kHeadDim + d);
+    const float4 a = *reinterpret_cast<const float4*>(acc + sh * Geom::kHeadDim + d);
     const uint32_t lo = pack_bf16(__fdiv_rn(a.x, denom), __fdiv_rn(a.y, denom));
     const uint32_t hi = pack_bf16(__fdiv_rn(a.z, denom), __fdiv_rn(a.w, denom));
-    uint16_t* o = out + r * ldo + h * T::kHeadDim + d;
+    uint16_t* o = out + r * ldo + h * Geom::kHeadDim + d;
     if (out_aligned8) {
       *reinterpret_cast<uint2*>(o) = make_uint2(lo, hi);
     } else {
@@ -440,7 +439,7 @@ __global__ void __launch_bounds__(kEltThreads)
 
 __global__ void __launch_bounds__(kEltThreads)
     attn_reset_f32(float* m, float* l, float* acc, int64_t rows, int64_t heads) {
-  const int64_t n_rows = rows * heads, n_acc = n_rows * T::kHeadDim;
+  const int64_t n_rows = rows * heads, n_acc = n_rows * Geom::kHeadDim;
   const int64_t stride = int64_t(gridDim.x) * kEltThreads;
   for (int64_t i = int64_t(blockIdx.x) * kEltThreads + threadIdx.x; i < n_acc; i += stride) {
     acc[i] = 0.0f;
@@ -465,24 +464,36 @@ unsigned elt_blocks(int64_t n) {
 
 namespace {
 
-template <KvType kKv>
+template <class T, KvType kKv>
 void launch_sm80(const FwdParams& p, cudaStream_t s, const char* name) {
   // > 48 KiB of dynamic shared memory needs the opt-in (per device, so set
   // on every launch; it is a cheap attribute write).
-  cudaFuncSetAttribute(attn_fwd_m128n64_sm80<kKv>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  cudaFuncSetAttribute(attn_fwd_m128n64_sm80<T, kKv>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        int(T::kSmemBytes));
   const dim3 grid(unsigned((p.rows + T::kBlockM - 1) / T::kBlockM), unsigned(p.heads));
-  attn_fwd_m128n64_sm80<kKv><<<grid, T::kThreads, T::kSmemBytes, s>>>(p);
+  attn_fwd_m128n64_sm80<T, kKv><<<grid, T::kThreads, T::kSmemBytes, s>>>(p);
   check_launch(name);
+}
+
+template <KvType kKv>
+void launch_sm80(const FwdParams& p, cudaStream_t s, int slabs, const char* name) {
+  if (slabs == 0)
+    slabs = attn_sm80_slabs(arch::smem_per_sm_bytes(), int(AttnFwdTwoSlabs::kSmemBytes));
+  if (slabs == 2)
+    launch_sm80<AttnFwdTwoSlabs, kKv>(p, s, name);
+  else
+    launch_sm80<AttnFwdOneSlab, kKv>(p, s, name);
 }
 
 }  // namespace
 
-void attention_fwd_sm80(const FwdParams& p, cudaStream_t s) {
+void attention_fwd_sm80(const FwdParams& p, cudaStream_t s, int slabs) {
+  if (slabs != 0 && slabs != 1 && slabs != 2)
+    fail_internal("attention_fwd_sm80: slabs must be 0 (the device's), 1 or 2");
   if (p.kv_type == KvType::f16)
-    launch_sm80<KvType::f16>(p, s, "attn_fwd_f16_m128n64_sm80");
+    launch_sm80<KvType::f16>(p, s, slabs, "attn_fwd_f16_m128n64_sm80");
   else
-    launch_sm80<KvType::bf16>(p, s, "attn_fwd_bf16_m128n64_sm80");
+    launch_sm80<KvType::bf16>(p, s, slabs, "attn_fwd_bf16_m128n64_sm80");
 }
 
 }  // namespace attn
@@ -493,7 +504,7 @@ void attention_finish(const float* l, const float* acc, uint16_t* out, int64_t l
   if (!aligned_to(acc, 16)) fail_internal("attention_finish: acc must be 16-byte aligned");
   if (!aligned_to(out, 2)) fail_internal("attention_finish: out must be 2-byte aligned");
   const bool out_aligned8 = aligned_to(out, 8) && ldo % 4 == 0;
-  const int64_t n = rows * heads * (attn::T::kHeadDim / attn::kFinishVec);
+  const int64_t n = rows * heads * (attn::Geom::kHeadDim / attn::kFinishVec);
   attn::attn_finish_bf16<<<attn::elt_blocks(n), attn::kEltThreads, 0, s>>>(l, acc, out, ldo, rows,
                                                                            heads, out_aligned8);
   check_launch("attn_finish_bf16");
@@ -501,7 +512,7 @@ void attention_finish(const float* l, const float* acc, uint16_t* out, int64_t l
 
 void attention_reset(float* m, float* l, float* acc, int64_t rows, int64_t heads, cudaStream_t s) {
   if (rows <= 0 || heads <= 0) return;
-  const int64_t n = rows * heads * attn::T::kHeadDim;
+  const int64_t n = rows * heads * attn::Geom::kHeadDim;
   attn::attn_reset_f32<<<attn::elt_blocks(n), attn::kEltThreads, 0, s>>>(m, l, acc, rows, heads);
   check_launch("attn_reset_f32");
 }
