@@ -148,7 +148,10 @@ bool bits_equal(const void* a, const void* b, size_t bytes) {
 // finishes into the output (attn::FwdEnds) instead of the separate reset and
 // finish (the final state is then not compared). Also checks that nothing
 // past `rows` (and no output padding column) was written.
-GpuResult run_gpu(const Problem& p, int64_t row_chunk, int64_t kv_block, bool fused_ends = false) {
+// sm80_slabs > 0: the mma.sync kernel with that tile, called directly (the
+// separate reset and finish), whatever this GPU would pick.
+GpuResult run_gpu(const Problem& p, int64_t row_chunk, int64_t kv_block, bool fused_ends = false,
+                  int sm80_slabs = 0) {
   const int64_t rows = p.rows, heads = p.heads, ldo = p.ldo;
   const int64_t alloc_rows = rows + kGuardRows;
   DeviceArray<uint16_t> q(p.q), kv(p.kvbuf);
@@ -183,7 +186,10 @@ GpuResult run_gpu(const Problem& p, int64_t row_chunk, int64_t kv_block, bool fu
                                      accs};
       cuda::attn::FwdEnds ends;
       if (fused_ends) ends = {b == 0, e == p.seq ? out.get() + r0 * ldo : nullptr, ldo};
-      cuda::attention_fwd(fp, ends, attn_kernel(), nullptr);
+      if (sm80_slabs > 0 && e > b)
+        cuda::attn::attention_fwd_sm80(fp, nullptr, sm80_slabs);
+      else if (sm80_slabs == 0)
+        cuda::attention_fwd(fp, ends, attn_kernel(), nullptr);
     }
     if (!fused_ends) cuda::attention_finish(ls, accs, out.get() + r0 * ldo, ldo, n, heads, nullptr);
   }
@@ -383,6 +389,30 @@ TEST_F(GpuAttention, FusedEndsEqualSeparateResetAndFinish) {
         EXPECT_TRUE(bits_equal(fused.out.data(), separate.out.data(), fused.out.size() * 2))
             << p.label() << ": fused ends vs separate, row chunk " << chunk << ", kv_block "
             << block;
+      }
+    }
+  }
+}
+
+// (3b') The mma.sync kernel's two tiles give the same bits: one m16 slab a
+// warp (8 warps, what RTX cards run) and two (4 warps, where an SM holds two
+// CTAs: kernel_choice.hpp's attn_sm80_slabs). A row's instructions do not
+// depend on its slab; both tiles run here whichever this GPU picks, alone and
+// with row chunks and chained K/V blocks, and both are near the CPU backend.
+TEST_F(GpuAttention, Sm80SlabCountsGiveTheSameBits) {
+  uint64_t seed = 5360;
+  for (int64_t s : kSeqs) {
+    for (int64_t rows : {int64_t(1), int64_t(131), int64_t(259)}) {
+      const Problem p(rows, 3, s, s % 2 ? fused_layout(3, s) : store_layout(3, s), ++seed);
+      const GpuResult one = run_gpu(p, 0, 0, false, 1), two = run_gpu(p, 0, 0, false, 2);
+      expect_same_bits(one, two, p.label() + ": one slab vs two");
+      expect_same_bits(run_gpu(p, 7, 128, false, 1), two,
+                       p.label() + ": one slab, 7-row chunks x kv_block 128 vs two slabs");
+      expect_same_bits(run_gpu(p, 64, 256, false, 2), one,
+                       p.label() + ": two slabs, 64-row chunks x kv_block 256 vs one slab");
+      if (rows == 131 && (s == 65 || s == 4099)) {
+        check_accuracy(p, one);
+        check_accuracy(p, two);
       }
     }
   }

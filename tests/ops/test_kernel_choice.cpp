@@ -98,6 +98,19 @@ TEST(KernelChoice, W4a8PipelineFollowsSharedMemory) {
 
 // The planner's figures (backend/attn_tile.hpp): kvfp4s 16,384 keys on
 // Hopper's own route, 4096 elsewhere; kvi8r 4096; no scratch for the rest.
+// The mma.sync attention's tile by an SM's shared memory (a CTA: 97 KiB,
+// attention/attn_fwd_traits.cuh, plus the driver's 1 KiB a block): two slabs
+// where two CTAs fit (H100/H200: 228 KiB), one where one does (A100: 164 KiB;
+// RTX 30/40/50: 100 KiB), which keeps 8 warps an SM there.
+TEST(KernelChoice, AttentionSm80SlabsFollowSharedMemoryPerSm) {
+  constexpr int cta = 97 * 1024;
+  EXPECT_EQ(attn_sm80_slabs(228 * 1024, cta), 2);
+  EXPECT_EQ(attn_sm80_slabs(164 * 1024, cta), 1);
+  EXPECT_EQ(attn_sm80_slabs(100 * 1024, cta), 1);
+  EXPECT_EQ(attn_sm80_slabs(2 * (cta + 1024), cta), 2);
+  EXPECT_EQ(attn_sm80_slabs(2 * (cta + 1024) - 1, cta), 1);
+}
+
 TEST(KernelChoice, DecodeBlocks) {
   EXPECT_EQ(decode_keys(Kernel::kvfp4s_decode, Arch::sm90, AttnKernel::automatic),
             kKvDecodeKeysHopper);

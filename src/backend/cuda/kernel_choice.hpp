@@ -207,6 +207,18 @@ constexpr Kernel choose_w4a8(GemmKernel want, int smem_limit, int smem3, int sme
   return smem_limit >= smem2 ? Kernel::gemm_w4a8_s2 : Kernel::none;
 }
 
+// The mma.sync attention's tile on a device with `smem_per_sm` bytes of shared
+// memory an SM (attention/attn_fwd_traits.cuh; a CTA takes `cta_smem` plus the
+// 1 KiB the driver reserves per block): two m16 slabs a warp, 4 warps (each
+// K/V fragment read from shared memory feeds two MMAs), where an SM holds two
+// CTAs (H100/H200, 228 KiB: 8 warps an SM); one slab, 8 warps, where it holds
+// one (A100, 164 KiB; RTX 30/40/50, 100 KiB: two slabs would leave 4 warps an
+// SM, one a scheduler, with nothing to issue while its softmax runs). The same
+// bits either way.
+constexpr int attn_sm80_slabs(int smem_per_sm, int cta_smem) {
+  return smem_per_sm >= 2 * (cta_smem + 1024) ? 2 : 1;
+}
+
 // Keys of every head kernel `k` (a decode path) decodes into arena scratch at
 // once, for the planner too (Backend::kv_tier_decode_keys); 0 for the other
 // kernels. kvfp4s on Hopper 16,384: 0.95x the exact kernel's time against

@@ -75,6 +75,13 @@ int max_dynamic_smem_bytes() {
   });
 }
 
+int smem_per_sm_bytes() {
+  static DeviceCache cache;
+  return per_device(cache, [](int dev) {
+    return dev < 0 ? 0 : attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+  });
+}
+
 void expect_supported_device() {
   const int dev = current_device();
   const int cc = device_compute_capability();

@@ -25,6 +25,10 @@ bool hopper_kernels();
 // device (227 KiB on Hopper, 163 KiB on A100, 99 KiB on Ampere/Ada cards).
 int max_dynamic_smem_bytes();
 
+// The shared memory of one SM on the current device, all its blocks together
+// (228 KiB on Hopper, 164 KiB on A100, 100 KiB on Ampere/Ada/Blackwell cards).
+int smem_per_sm_bytes();
+
 // Throws, naming the device and the requirement, unless the current device
 // is sm_80 or newer.
 void expect_supported_device();

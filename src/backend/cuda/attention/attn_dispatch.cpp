@@ -4,6 +4,8 @@
 // call shape, so every call (stock, streamed, any chunk) runs the same
 // arithmetic. fp16 K/V (kvi8r's decode path) always take the mma.sync
 // kernel's fp16 instance: the only one.
+#include <cstdint>
+
 #include "backend/cuda/arch/device_arch.hpp"
 #include "backend/cuda/attention/attn_params.cuh"
 #include "backend/cuda/common.cuh"
@@ -53,6 +55,13 @@ void attention_fwd(const attn::FwdParams& p, const attn::FwdEnds& ends, AttnKern
       attention_finish(p.l, p.acc, ends.out, ends.ldo, p.rows, p.heads, s);
     return;
   }
+  // The mma.sync kernel indexes keys and the key stride in 32 bits (2^31 keys
+  // of H3's K alone would be 30 TB).
+  if (p.key_end > INT32_MAX || p.kv_seq_stride > UINT32_MAX)
+    fail(ErrorKind::internal,
+         "{}: key end {} or key stride {} elements past the mma.sync kernel's 32-bit key "
+         "indexing (2^31 - 1 keys, a stride below 2^32)",
+         op, p.key_end, p.kv_seq_stride);
   if (ends.fresh) attention_reset(p.m, p.l, p.acc, p.rows, p.heads, s);
   if (p.key_end > p.key_begin) attn::attention_fwd_sm80(p, s);
   if (ends.out != nullptr) attention_finish(p.l, p.acc, ends.out, ends.ldo, p.rows, p.heads, s);

@@ -26,18 +26,27 @@ struct Mma16816 {
   static constexpr int kCRegs = 4;  // 4 fp32 of C per lane: rows g and g + 8
 };
 
-struct AttnFwdTraits {
+// A CTA owns 128 query rows either way; a warp owns kSlabs m16 slabs of them.
+// The slab count changes no bits (a row's instructions are the same in any
+// slab), only how often a K/V fragment read from shared memory is used:
+// - two slabs, 4 warps (FlashAttention-2's 128 x 64 tile for head dim 128):
+//   each K/V fragment feeds two MMAs, 2.5 ldmatrix per 4 MMA instead of 2 per
+//   2; Q is re-read per tile (two slabs' Q, 64 registers, would not fit beside
+//   two 64-register accumulators);
+// - one slab, 8 warps: Q stays in registers for the whole key loop, and an SM
+//   with room for one CTA (RTX 30/40/50: 100 KiB) still runs 8 warps.
+// kernel_choice.hpp's attn_sm80_slabs() picks per GPU.
+template <int kWarps_, int kSlabs_>
+struct AttnFwdTile {
   using Mma = Mma16816;
 
   static constexpr int kHeadDim = AttnScale::kHeadDim;
   static constexpr float kSoftmaxScale = AttnScale::kSoftmaxScale;
-  static constexpr int kWarps = 8;
+  static constexpr int kWarps = kWarps_;
+  static constexpr int kSlabs = kSlabs_;
+  static constexpr bool kQInRegisters = kSlabs == 1;
   static constexpr int kThreads = kWarps * 32;
-  // One warp owns one m16 slab of query rows, so Q stays in registers for the
-  // whole key loop (32 regs) next to the 64-reg accumulator. 8 warps x 16 rows
-  // share each K/V tile loaded into shared memory (halves global/L2 traffic
-  // per FLOP against a 64-row block).
-  static constexpr int kWarpRows = Mma::kM;
+  static constexpr int kWarpRows = kSlabs * Mma::kM;
   static constexpr int kBlockM = kWarps * kWarpRows;  // query rows per CTA
   static constexpr int kBlockN = 64;                  // keys per tile
   static constexpr int kStages = 2;                   // K/V double buffer (cp.async)
@@ -59,11 +68,23 @@ struct AttnFwdTraits {
   static constexpr size_t kRowBytes = size_t(kHeadDim) * kElemBytes;
   static constexpr size_t kQTileBytes = size_t(kBlockM) * kRowBytes;
   static constexpr size_t kKvTileBytes = size_t(kBlockN) * kRowBytes;
-  static constexpr size_t kSmemBytes = kQTileBytes + size_t(2 * kStages) * kKvTileBytes;
+  // The rows' softmax state (m, then l, fp32) between tiles: in shared memory,
+  // not registers, which the two slabs' accumulators and scores fill.
+  static constexpr size_t kStateBytes = size_t(2 * kBlockM) * sizeof(float);
+  static constexpr size_t kSmemBytes =
+      kQTileBytes + size_t(2 * kStages) * kKvTileBytes + kStateBytes;
 
   // cp.async chunks per thread per tile.
   static constexpr int kQChunksPerThread = kBlockM * kChunksPerRow / kThreads;
   static constexpr int kKvChunksPerThread = kBlockN * kChunksPerRow / kThreads;
+  // A tile's rows split over the CTA: thread t copies chunk t % 16 of rows
+  // t / 16 + i * kRowsPerPass. kRowsPerPass is a multiple of the swizzle
+  // period, so the thread's chunk keeps one swizzled column and its
+  // shared-memory offsets are one base plus i * kRowsPerPass rows: the compiler
+  // need not keep a separate offset per chunk alive across the key loop.
+  static constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+  static_assert(kThreads % kChunksPerRow == 0 && kRowsPerPass % kSwizzleRows == 0,
+                "each pass of the CTA covers whole swizzle periods");
 
   static_assert(kEngineKvTile % kBlockN == 0,
                 "a key tile must divide the engine's K/V tile, or blocked K/V calls would "
@@ -84,6 +105,12 @@ struct AttnFwdTraits {
   static_assert(kSmemBytes <= size_t(arch::kSmemOptInSm86),
                 "exceeds the shared memory a block may take on sm_86/89/120");
   static_assert(kStages == 2, "the main loop is written for one tile in flight");
+  static_assert(kBlockM == 128, "both tiles own 128 rows (the grid and the slab choice)");
 };
+
+using AttnFwdOneSlab = AttnFwdTile<8, 1>;
+using AttnFwdTwoSlabs = AttnFwdTile<4, 2>;
+static_assert(AttnFwdOneSlab::kSmemBytes == AttnFwdTwoSlabs::kSmemBytes,
+              "kernel_choice.hpp's slab choice reads one CTA's shared memory for both");
 
 }  // namespace h3s::cuda::attn

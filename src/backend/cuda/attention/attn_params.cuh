@@ -143,7 +143,10 @@ struct KvFp4sFwdParams {
 // Launchers, one kernel each (kernel_choice.hpp names them; the variants
 // that lost are in bench/results/experiments/removed_*_variants.diff).
 // Callers (attn_dispatch.cpp) validate and check the device first.
-void attention_fwd_sm80(const FwdParams& p, cudaStream_t s);  // mma.sync, any sm_80+
+// mma.sync, any sm_80+. slabs: the tile (1 or 2 m16 slabs a warp; the same
+// bits), 0 for the device's (kernel_choice.hpp's attn_sm80_slabs); the GPU
+// tests run both on any GPU.
+void attention_fwd_sm80(const FwdParams& p, cudaStream_t s, int slabs = 0);
 void attention_fwd_ws_sm90(const FwdParams& p, const FwdEnds& ends,
                            cudaStream_t s);  // warp-specialised, TMA (sm_90a)
 void attention_fwd_kvi8r_sm90(const KvI8rFwdParams& p, bool fresh,
