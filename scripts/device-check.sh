@@ -305,7 +305,12 @@ if [ "$mode" = wheel ]; then
     venv=/tmp/h3s-wheel-venv
     clean=/tmp/h3s-clean-path  # the commands the steps use, and no compiler
     rm -rf "$venv" "$clean" && mkdir -p "$clean"
-    "${WHEEL_PYTHON:-python3}" -m venv --system-site-packages "$venv"  # the device image's 3.12
+    # The device image's python3 (3.12) is itself a venv (/opt/torch/.venv), so
+    # --system-site-packages would reach the bare interpreter's site, without torch or pytest:
+    # a .pth puts the image's site-packages after the new venv's own, as a ComfyUI install's are.
+    "${WHEEL_PYTHON:-python3}" -m venv "$venv"
+    "${WHEEL_PYTHON:-python3}" -c 'import site; print("\n".join(site.getsitepackages()))' \
+      >"$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/device-image.pth"
     for t in bash sh env cat ls mkdir rm cp mv tar gzip grep sed awk head tail sort tee \
       dirname basename readlink date sleep timeout nvidia-smi ldd uname find xargs wc cut tr; do
       p=$(command -v "$t") && ln -s "$p" "$clean/$t"
