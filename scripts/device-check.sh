@@ -373,17 +373,19 @@ if [ "$mode" = placement ] || [ "$mode" = all ]; then
   # Refused before any work: exit 1 (not 3, bits differ, nor a crash).
   step placement_1GiB_refused 120 bash -c "$bin/h3s bench --backend cuda --preset h3 \
     --format int8 --token-list $ptokens --reps 1 --vram-budget 1GiB; [ \$? -eq 1 ]"
-  # 1M tokens through one block on a 16 GB card's room: PLACEMENT_1M_BUDGET (14GiB) of
+  # 1M tokens through one block on a 16 GB card's room: PLACEMENT_1M_BUDGET (13.5GiB) of
   # activations beside the block's 0.91 GB of weights, and the whole process read from the
-  # driver (device_in_use_driver_gib: the CUDA context, libraries' workspaces and the pool
-  # included; the ledger's device_total_gib leaves them out) at most 15.4 GiB, what a 16 GB
-  # card leaves free (the headline's fence). Stock beside it for bit-equality needs ~81 GiB:
-  # PLACEMENT_1M_STOCK=0 skips it (on an 80 GB card it cannot run).
+  # driver (device_in_use_driver_gib, its peak sampled over the run: the CUDA context,
+  # libraries' workspaces and the pool included; the ledger's device_total_gib leaves them
+  # out) at most 15.4 GiB, what a 16 GB card leaves free (the headline's fence). On an H100
+  # the driver reads 0.60 GiB above the ledger: 14GiB read 15.51, 13.5GiB 14.85 (2026-12-07).
+  # Stock beside it for bit-equality needs ~81 GiB: PLACEMENT_1M_STOCK=0 skips it (on an
+  # 80 GB card it cannot run).
   skip_stock=""
   [ "${PLACEMENT_1M_STOCK:-1}" = 0 ] && skip_stock=--skip-stock
   step placement_1M 600 $bin/h3s bench --backend cuda --preset h3 --format int8 \
     --token-list 1000000 --json --reps 1 $skip_stock --skip-attention \
-    --vram-budget "${PLACEMENT_1M_BUDGET:-14GiB}" --host-budget 64GiB
+    --vram-budget "${PLACEMENT_1M_BUDGET:-13.5GiB}" --host-budget 64GiB
   step placement_1M_driver 10 python3 -c '
 import json, sys
 r = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][-1]
