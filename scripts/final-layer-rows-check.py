@@ -12,7 +12,7 @@ modes. Prints one JSON line per case: how many video and audio rows differ.
   usage: python3 scripts/final-layer-rows-check.py      (from the repository root)
   env:   PACK=DIR  another copy of the node pack (e.g. an older commit's) to compare
          DEV=cpu H=256  a small CPU run of the same cases (a smoke test of the script)
-Measured on an H100 on 2026-12-05: bench/results/s37_2026-12-05_call7_*.
+Measured on an H100 on 2026-12-05: bench/results/2026-12-05_h100_final_layer_rows.txt.
 """
 import importlib
 import importlib.util

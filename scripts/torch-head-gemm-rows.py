@@ -9,7 +9,7 @@ prints one JSON line per case: how many rows differ, the first and last of them,
 largest difference relative to the output's largest magnitude.
 
   usage: python3 scripts/torch-head-gemm-rows.py        (needs a CUDA GPU)
-Measured on an H100 on 2026-12-05: bench/results/s37_2026-12-05_call6_*.
+Measured on an H100 on 2026-12-05: bench/results/2026-12-05_h100_torch_fp32_head_gemm_rows.jsonl.
 scripts/final-layer-rows-check.py checks the node's own final layer.
 """
 import json

@@ -6,7 +6,8 @@
 - DESIGN.md, FEATURES.md and H3_MODEL.md are cited under docs/, and nothing points at a
   steering folder outside the repository;
 - code, scripts and docs carry no internal run numbers ("session 41", "call 3"): dates and
-  GPUs instead (bench/results/LOG.md maps the old names; result file names keep them).
+  GPUs instead; nor do result file names (date, GPU, and a UTC time where two would collide;
+  bench/results/LOG.md and README.md, the lab record, keep the old names in their prose).
 
 Plain Python, no compiled module: scripts/test.sh runs `python3 tests/docs/test_docs.py`;
 pytest collects it too.
@@ -154,6 +155,14 @@ def test_no_internal_run_numbers_outside_the_results_log():
             if run.search(line):
                 bad.append(f"{f}:{n}: {line.strip()[:100]}")
     assert not bad, "internal run numbers (say the date and GPU):\n" + "\n".join(bad)
+
+
+def test_no_result_file_name_carries_a_run_number():
+    run = re.compile(r"(?:^|_)(?:s(?:1\d|[2-4]\d)|calls?\d[\d_-]*)(?=[_.]|$)|ptx80call")
+    bad = [f for f in tracked_files()
+           if f.startswith("bench/results/") and run.search(os.path.basename(f))]
+    assert not bad, "result files named by session or call (name them by date and GPU):\n" + \
+        "\n".join(bad[:20])
 
 
 def test_every_result_file_the_kernel_table_cites_exists():

@@ -123,36 +123,36 @@ inline constexpr KernelRow kKernelTable[] = {
      ".jsonl)"},
     {Op::attention, Arch::sm89, Kernel::attn_sm80, Kernel::none,
      "the only exact kernel for these GPUs: 5.142 s a block (H200 on the PTX, "
-     "bench_int8_bf16_ptx80_217088_s31_call2_2026-12-05.txt)"},
+     "bench_int8_bf16_ptx80_217088_2026-12-05.txt)"},
     {Op::attention, Arch::sm80, Kernel::attn_sm80, Kernel::none,
      "the only exact kernel for these GPUs: 5.142 s a block (H200 on the PTX, "
-     "bench_int8_bf16_ptx80_217088_s31_call2_2026-12-05.txt)"},
+     "bench_int8_bf16_ptx80_217088_2026-12-05.txt)"},
     {Op::kvi8r, Arch::sm90, Kernel::kvi8r_sm90, Kernel::kvi8r_decode,
      "1.089-1.097x exact against the decode path's 1.86-1.91x (H200, "
-     "kvbench_kvi8r_dual-direct2_rep*_s27_call2_2026-12-04.json, "
-     "kvbench_kvi8r_s31_call2_2026-12-05.jsonl)"},
+     "kvbench_kvi8r_dual-direct2_rep{1,2,3}_2026-12-04_1257utc-2.json, "
+     "kvbench_kvi8r_2026-12-05.jsonl)"},
     {Op::kvi8r, Arch::sm89, Kernel::kvi8r_decode, Kernel::none,
-     "1.01x the exact mma.sync kernel (H200 on the PTX, kvbench_kvi8r_s31_call2_2026-12-05.jsonl)"},
+     "1.01x the exact mma.sync kernel (H200 on the PTX, kvbench_kvi8r_2026-12-05.jsonl)"},
     {Op::kvi8r, Arch::sm80, Kernel::kvi8r_decode, Kernel::none,
-     "1.01x the exact mma.sync kernel (H200 on the PTX, kvbench_kvi8r_s31_call2_2026-12-05.jsonl)"},
+     "1.01x the exact mma.sync kernel (H200 on the PTX, kvbench_kvi8r_2026-12-05.jsonl)"},
     {Op::kvi8s, Arch::sm90, Kernel::kvi8s_sm90, Kernel::kvi8s_sm89,
      "778.9 TOPS, 1.02-1.04x SageAttention-2's sm90 kernel (H200, "
-     "s41_2026-12-06_call1_h200_kvbench.jsonl.txt); the mma.sync kernel 258 (H100, "
-     "s38_2026-12-05_call2_h100_mma_summary.txt)"},
+     "2026-12-06_h200_kvbench_0319utc.jsonl.txt); the mma.sync kernel 258 (H100, "
+     "2026-12-05_h100_mma_summary.txt)"},
     {Op::kvi8s, Arch::sm89, Kernel::kvi8s_sm89, Kernel::none,
      "258 TOPS, 1.16x the exact mma.sync kernel's time, K/V halved (H100 on the PTX, "
-     "s38_2026-12-05_call2_h100_mma_summary.txt)"},
+     "2026-12-05_h100_mma_summary.txt)"},
     {Op::kvi8s, Arch::sm80, Kernel::none, Kernel::none,
      "no fp8 mma.sync before compute capability 8.9: the exact store"},
     {Op::kvfp4s, Arch::sm90, Kernel::kvfp4s_decode, Kernel::kvfp4s_sm90,
      "decoding 16,384 keys for the exact kernel 0.95x exact, its own kernel 1.34x (H200, "
-     "kvbench_kvfp4s_s32_call2_2026-12-05.txt, kvbench_kvfp4s_dual-batch2_217088_s31_call2_"
+     "kvbench_kvfp4s_2026-12-05_0513utc.txt, kvbench_kvfp4s_dual-batch2_217088_"
      "2026-12-05.txt)"},
     {Op::kvfp4s, Arch::sm89, Kernel::kvfp4s_decode, Kernel::none,
-     "1.00x the exact mma.sync kernel (H200 on the PTX, kvbench_kvfp4s_ptx80_217088_s31_call2_"
+     "1.00x the exact mma.sync kernel (H200 on the PTX, kvbench_kvfp4s_ptx80_217088_"
      "2026-12-05.txt)"},
     {Op::kvfp4s, Arch::sm80, Kernel::kvfp4s_decode, Kernel::none,
-     "1.00x the exact mma.sync kernel (H200 on the PTX, kvbench_kvfp4s_ptx80_217088_s31_call2_"
+     "1.00x the exact mma.sync kernel (H200 on the PTX, kvbench_kvfp4s_ptx80_217088_"
      "2026-12-05.txt)"},
     {Op::gemm_bf16, Arch::sm90, Kernel::gemm_bf16_sm90, Kernel::gemm_bf16_sm80,
      "the bf16 block at 32,768 tokens 0.108 s against 0.128 s (H200, "
@@ -161,7 +161,7 @@ inline constexpr KernelRow kKernelTable[] = {
     {Op::gemm_bf16, Arch::sm80, Kernel::gemm_bf16_sm80, Kernel::none, "the only one off Hopper"},
     {Op::gemm_i8, Arch::sm90, Kernel::gemm_i8_sm90, Kernel::gemm_i8_sm80,
      "the int8 block 2.143 s streamed against mma.sync's 2.209 (H200, "
-     "block_int8_kvi8s_gemm_i8_kernels_s21_call2_2026-12-03.jsonl)"},
+     "block_int8_kvi8s_gemm_i8_kernels_2026-12-03.jsonl)"},
     {Op::gemm_i8, Arch::sm89, Kernel::gemm_i8_sm80, Kernel::none, "the only one off Hopper"},
     {Op::gemm_i8, Arch::sm80, Kernel::gemm_i8_sm80, Kernel::none, "the only one off Hopper"},
     // W4A8's depth follows a block's shared memory, not the architecture
@@ -169,7 +169,7 @@ inline constexpr KernelRow kKernelTable[] = {
     // where 99 KiB do (RTX 30/40, L4); the same bits.
     {Op::gemm_w4a8, Arch::sm90, Kernel::gemm_w4a8_s3, Kernel::gemm_w4a8_s2,
      "three stages, the pipeline measured: the w4a8 block 2.689 s at 217,088 tokens (H200, "
-     "bench_h200_s11_call1_2026-12-02_bf16_w4a8.jsonl); two where a block has 99 KiB (their "
+     "bench_h200_2026-12-02_bf16_w4a8.jsonl); two where a block has 99 KiB (their "
      "speeds never compared)"},
     {Op::gemm_w4a8, Arch::sm89, Kernel::gemm_w4a8_s3, Kernel::gemm_w4a8_s2,
      "as on sm90, by shared memory"},
@@ -222,7 +222,7 @@ constexpr int attn_sm80_slabs(int smem_per_sm, int cta_smem) {
 // Keys of every head kernel `k` (a decode path) decodes into arena scratch at
 // once, for the planner too (Backend::kv_tier_decode_keys); 0 for the other
 // kernels. kvfp4s on Hopper 16,384: 0.95x the exact kernel's time against
-// 1.02-1.03x at 4096 (H200, kvbench_kvfp4s_decode_217088_s31_call2_2026-12-05.txt);
+// 1.02-1.03x at 4096 (H200, kvbench_kvfp4s_decode_217088_2026-12-05.txt);
 // 4096 elsewhere, what a 16 GB card can spare, and on the sm80 route (what
 // other GPUs run); kvi8r decodes on Hopper only on that route.
 constexpr int64_t decode_keys(Kernel k, Arch arch, AttnKernel want) {

@@ -11,7 +11,7 @@
 // Since then the store's scales are head-major (a warp's 32 scale
 // loads read 2 sectors, not 32) and its codes biased (no xor): 1.09-1.10x.
 // Scales by TMA instead (no load, slot store or named barrier) lost 10%, by
-// clock (bench/results/experiments/kvi8r_tma_scales_s27_2026-12-04.patch).
+// clock (bench/results/experiments/kvi8r_tma_scales_2026-12-04.patch).
 //
 // Per operand X, its warpgroup's 128 threads, per key tile t, with tile t's
 // X codes and scale already in registers:

@@ -23,7 +23,7 @@ for v in io-pr-ts io-pr-ts-mc2 io-pr-ts-mc2 io-pr-ts io-pr-ts io-pr-ts-mc2; do
 done
 kill $smi
 gzip "$OUT/smi_50ms.csv"
-python3 bench/results/experiments/s39_2026-12-05_smi_periods.py "$res" "$OUT/smi_50ms.csv.gz" 2>&1 | tee "$OUT/summary.txt"
+python3 bench/results/experiments/2026-12-05_smi_periods.py "$res" "$OUT/smi_50ms.csv.gz" 2>&1 | tee "$OUT/summary.txt"
 for v in io-pr-ts-mc2 io-pr-ts; do
   H3S_KVI8S_KERNEL=$v timeout 120 .devbin/h3s bench --backend cuda --preset h3 --format int8 \
     --token-list 217088 --json --q-chunk 16384 --kv-chunk 16384 --mlp-chunk 16384 \
