@@ -36,14 +36,16 @@ KvPlacement parse_kv_placement(std::string_view s);
 // gives its own bits, and streamed == stock within each. The CPU backend has one
 // kernel per op and ignores it.
 enum class AttnKernel : uint8_t {
-  automatic,  // per tier, the kernel chosen for this GPU
-  sm80,       // the mma.sync route every other GPU takes, also on Hopper: the exact
-              // mma.sync kernel, kvi8s' mma.sync kernel (8.9+), kvi8r's and kvfp4s'
-              // decode paths onto the exact one
-  sm90,       // each tier's own Hopper kernel (kvfp4s': instead of its decode path);
-              // Hopper only
+  automatic,      // per tier, the kernel chosen for this GPU
+  sm80,           // the mma.sync route every other GPU takes, also on Hopper: the exact
+                  // mma.sync kernel, kvi8s' mma.sync kernel (8.9+), kvi8r's and kvfp4s'
+                  // decode paths onto the exact one
+  sm90,           // each tier's own Hopper kernel (kvfp4s': instead of its decode path);
+                  // Hopper only
+  sm80_one_slab,  // sm80 with the exact mma.sync kernel's one-slab tile, what A100 and RTX
+                  // cards run, on any GPU (Hopper picks two slabs a warp; the same bits)
 };
-// "default", "sm80", "sm90": the names the CLI takes.
+// "default", "sm80", "sm90", "sm80-1slab": the names the CLI takes.
 std::string_view attn_kernel_name(AttnKernel k);
 AttnKernel parse_attn_kernel(std::string_view s);
 

@@ -41,6 +41,8 @@ std::string_view attn_kernel_name(AttnKernel k) {
       return "sm80";
     case AttnKernel::sm90:
       return "sm90";
+    case AttnKernel::sm80_one_slab:
+      return "sm80-1slab";
     default:
       return "default";
   }
@@ -50,7 +52,9 @@ AttnKernel parse_attn_kernel(std::string_view s) {
   if (s == "default") return AttnKernel::automatic;
   if (s == "sm80") return AttnKernel::sm80;
   if (s == "sm90") return AttnKernel::sm90;
-  fail(ErrorKind::invalid_argument, "attn_kernel '{}' is not valid: use default, sm80 or sm90", s);
+  if (s == "sm80-1slab") return AttnKernel::sm80_one_slab;
+  fail(ErrorKind::invalid_argument,
+       "attn_kernel '{}' is not valid: use default, sm80, sm90 or sm80-1slab", s);
 }
 
 std::string_view gemm_kernel_name(GemmKernel k) {
@@ -92,7 +96,7 @@ void ExecOptions::validate() const {
     fail(ErrorKind::invalid_argument,
          "kv_mix_count = {} but kv_mix_heads lists {} heads: give the heads or the count, not both",
          kv_mix_count, kv_mix_heads.size());
-  if (attn_kernel > AttnKernel::sm90 || gemm_kernel > GemmKernel::sm80)
+  if (attn_kernel > AttnKernel::sm80_one_slab || gemm_kernel > GemmKernel::sm80)
     fail(ErrorKind::invalid_argument, "attn_kernel {} / gemm_kernel {} is not a kernel choice",
          int(attn_kernel), int(gemm_kernel));
   if (!kv_tier_exact(kv_store) && kv_placement == KvPlacement::host)

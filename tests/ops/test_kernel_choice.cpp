@@ -111,6 +111,23 @@ TEST(KernelChoice, AttentionSm80SlabsFollowSharedMemoryPerSm) {
   EXPECT_EQ(attn_sm80_slabs(2 * (cta + 1024) - 1, cta), 1);
 }
 
+// sm80-1slab is the sm80 route with the one-slab tile forced (what A100 and RTX
+// cards run, timed on Hopper): the same kernel and decode blocks as sm80 for
+// every op and architecture; only it forces a tile.
+TEST(KernelChoice, TheOneSlabRequestIsTheSm80RouteWithItsTile) {
+  for (const Op op : kOps)
+    for (const Arch arch : kArchs) {
+      const Kernel k = choose(op, arch, AttnKernel::sm80_one_slab);
+      EXPECT_EQ(k, choose(op, arch, AttnKernel::sm80)) << int(op) << " " << int(arch);
+      EXPECT_EQ(decode_keys(k, arch, AttnKernel::sm80_one_slab),
+                decode_keys(k, arch, AttnKernel::sm80));
+    }
+  EXPECT_TRUE(request_runs(AttnKernel::sm80_one_slab, Arch::sm80));
+  EXPECT_EQ(attn_sm80_slabs_forced(AttnKernel::sm80_one_slab), 1);
+  for (const AttnKernel k : {AttnKernel::automatic, AttnKernel::sm80, AttnKernel::sm90})
+    EXPECT_EQ(attn_sm80_slabs_forced(k), 0);
+}
+
 TEST(KernelChoice, DecodeBlocks) {
   EXPECT_EQ(decode_keys(Kernel::kvfp4s_decode, Arch::sm90, AttnKernel::automatic),
             kKvDecodeKeysHopper);
@@ -122,7 +139,8 @@ TEST(KernelChoice, DecodeBlocks) {
 }
 
 TEST(KernelChoice, OptionNamesRoundTrip) {
-  for (const AttnKernel k : {AttnKernel::automatic, AttnKernel::sm80, AttnKernel::sm90})
+  for (const AttnKernel k :
+       {AttnKernel::automatic, AttnKernel::sm80, AttnKernel::sm90, AttnKernel::sm80_one_slab})
     EXPECT_EQ(parse_attn_kernel(attn_kernel_name(k)), k);
   for (const GemmKernel k : {GemmKernel::automatic, GemmKernel::sm80})
     EXPECT_EQ(parse_gemm_kernel(gemm_kernel_name(k)), k);

@@ -49,7 +49,7 @@ void add_bench_flags(CLI::App& cmd, BenchArgs& a) {
   cmd.add_option("--attn-kernels", a.attn_kernels,
                  "also time attention alone on these --attn-kernel choices (default, sm80, "
                  "sm90; CUDA only), each reported under the kernel's name")
-      ->check(CLI::IsMember({"default", "sm80", "sm90"}))
+      ->check(CLI::IsMember({"default", "sm80", "sm90", "sm80-1slab"}))
       ->delimiter(',');
   // TEST ONLY: hidden (no group), for tests/cli's forced mismatch (bench_cmd.hpp).
   cmd.add_flag("--test-flip-streamed-bit", a.test_flip_streamed_bit,

@@ -164,7 +164,7 @@ void add_kernel_flags(CLI::App& cmd, ExecOptions& o) {
          "CUDA, comparison runs: default (per tier, the kernel chosen for this GPU), sm80 (the "
          "mma.sync route other GPUs take, also on Hopper) or sm90 (each tier's Hopper kernel; "
          "kvfp4s' instead of its decode path); each its own bits")
-      ->check(CLI::IsMember({"default", "sm80", "sm90"}))
+      ->check(CLI::IsMember({"default", "sm80", "sm90", "sm80-1slab"}))
       ->type_name("TEXT")
       ->default_str("default");
   cmd.add_option_function<std::string>(

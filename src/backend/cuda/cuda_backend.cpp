@@ -495,7 +495,10 @@ double CudaBackend::device_seconds(const std::function<void()>& enqueue) {
 }
 
 std::string_view CudaBackend::attention_kernel() const {
-  return kernel_name(attention_choice(Op::attention, attn_));
+  const Kernel k = attention_choice(Op::attention, attn_);
+  // the one-slab tile, forced (benchmarks record it apart from the device's own tile)
+  if (k == Kernel::attn_sm80 && attn_sm80_slabs_forced(attn_) == 1) return "sm80-1slab";
+  return kernel_name(k);
 }
 
 }  // namespace h3s::cuda

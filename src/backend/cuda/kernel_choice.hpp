@@ -188,6 +188,7 @@ constexpr const KernelRow& kernel_row(Op op, Arch arch) {
 // Kernel::none when neither is (a Hopper kernel asked for off Hopper:
 // check_request refuses that first; kvi8s before 8.9: the exact store).
 constexpr Kernel choose(Op op, Arch arch, AttnKernel want) {
+  if (want == AttnKernel::sm80_one_slab) want = AttnKernel::sm80;  // a tile of the sm80 route
   const KernelRow& r = kernel_row(op, arch);
   if (want == AttnKernel::automatic) return r.kernel;
   if (kernel_route(r.kernel) == want) return r.kernel;
@@ -218,6 +219,11 @@ constexpr Kernel choose_w4a8(GemmKernel want, int smem_limit, int smem3, int sme
 constexpr int attn_sm80_slabs(int smem_per_sm, int cta_smem) {
   return smem_per_sm >= 2 * (cta_smem + 1024) ? 2 : 1;
 }
+// The tile a request forces (attn_kernel sm80-1slab: the one other GPUs run,
+// timed on Hopper), 0 for attn_sm80_slabs' choice.
+constexpr int attn_sm80_slabs_forced(AttnKernel want) {
+  return want == AttnKernel::sm80_one_slab ? 1 : 0;
+}
 
 // Keys of every head kernel `k` (a decode path) decodes into arena scratch at
 // once, for the planner too (Backend::kv_tier_decode_keys); 0 for the other
@@ -226,7 +232,8 @@ constexpr int attn_sm80_slabs(int smem_per_sm, int cta_smem) {
 // 4096 elsewhere, what a 16 GB card can spare, and on the sm80 route (what
 // other GPUs run); kvi8r decodes on Hopper only on that route.
 constexpr int64_t decode_keys(Kernel k, Arch arch, AttnKernel want) {
-  if (k == Kernel::kvfp4s_decode && arch == Arch::sm90 && want != AttnKernel::sm80)
+  if (k == Kernel::kvfp4s_decode && arch == Arch::sm90 && want != AttnKernel::sm80 &&
+      want != AttnKernel::sm80_one_slab)
     return kKvDecodeKeysHopper;
   return k == Kernel::kvfp4s_decode || k == Kernel::kvi8r_decode ? kKvDecodeKeys : 0;
 }

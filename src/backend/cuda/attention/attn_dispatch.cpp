@@ -63,7 +63,7 @@ void attention_fwd(const attn::FwdParams& p, const attn::FwdEnds& ends, AttnKern
          "indexing (2^31 - 1 keys, a stride below 2^32)",
          op, p.key_end, p.kv_seq_stride);
   if (ends.fresh) attention_reset(p.m, p.l, p.acc, p.rows, p.heads, s);
-  if (p.key_end > p.key_begin) attn::attention_fwd_sm80(p, s);
+  if (p.key_end > p.key_begin) attn::attention_fwd_sm80(p, s, attn_sm80_slabs_forced(want));
   if (ends.out != nullptr) attention_finish(p.l, p.acc, ends.out, ends.ldo, p.rows, p.heads, s);
 }
 
