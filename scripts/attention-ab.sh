@@ -9,7 +9,8 @@
 #   2. bits: scripts/compare-bits.sh old against new, on the sm_90a image and on the PTX
 #      (EXPECT_BITS=same fails on a difference; EXPECT_BITS=changed only reports them);
 #   3. attention alone at TOKENS (default 32768,217088,300001) for both builds: on the
-#      sm_90a image the default kernel and the mma.sync kernel (--attn-kernels), on the
+#      sm_90a image the default kernel and the mma.sync kernel (--attn-kernels; and its
+#      one-slab tile, sm80-1slab, in a build that has it), on the
 #      PTX the mma.sync kernel in a process of its own;
 #   4. the int8 block at 217,088 tokens for both builds, and the PyTorch anchor (flash:
 #      what ComfyUI runs; cuDNN) with its attention alone, in the same call.
@@ -66,8 +67,11 @@ if want bits; then
 fi
 want speed && for b in new old; do
   dir=$([ $b = new ] && echo $new || echo $old)
+  # sm80-1slab (a build that has it): the one-slab tile A100 and RTX cards run
+  kernels=default,sm80
+  $dir/h3s bench --help 2>/dev/null | grep -q sm80-1slab && kernels+=,sm80-1slab
   step "attention_${b}" 400 $dir/h3s bench --backend cuda --preset h3 --format int8 \
-    --token-list "$tokens" --json --only-attention --attn-kernels default,sm80
+    --token-list "$tokens" --json --only-attention --attn-kernels "$kernels"
   step "attention_ptx80_${b}" 400 env CUDA_FORCE_PTX_JIT=1 $dir/h3s bench --backend cuda \
     --preset h3 --format int8 --token-list "$tokens" --json --only-attention
   step "block_int8_${b}" 300 $dir/h3s bench --backend cuda --preset h3 --format int8 \
