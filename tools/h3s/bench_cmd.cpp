@@ -48,7 +48,7 @@ void add_bench_flags(CLI::App& cmd, BenchArgs& a) {
                "overlap of copies across phases, so streamed_s is not the block's time then");
   cmd.add_option("--attn-kernels", a.attn_kernels,
                  "also time attention alone on these --attn-kernel choices (default, sm80, "
-                 "sm90; CUDA only), each reported under the kernel's name")
+                 "sm90, sm80-1slab; CUDA only), each reported under the kernel's name")
       ->check(CLI::IsMember({"default", "sm80", "sm90", "sm80-1slab"}))
       ->delimiter(',');
   // TEST ONLY: hidden (no group), for tests/cli's forced mismatch (bench_cmd.hpp).

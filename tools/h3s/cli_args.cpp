@@ -162,8 +162,9 @@ void add_kernel_flags(CLI::App& cmd, ExecOptions& o) {
   cmd.add_option_function<std::string>(
          "--attn-kernel", [&o](const std::string& s) { o.attn_kernel = parse_attn_kernel(s); },
          "CUDA, comparison runs: default (per tier, the kernel chosen for this GPU), sm80 (the "
-         "mma.sync route other GPUs take, also on Hopper) or sm90 (each tier's Hopper kernel; "
-         "kvfp4s' instead of its decode path); each its own bits")
+         "mma.sync route other GPUs take, also on Hopper), sm90 (each tier's Hopper kernel; "
+         "kvfp4s' instead of its decode path) or sm80-1slab (sm80 with the one-slab tile A100 "
+         "and RTX cards run; sm80's bits); each route its own bits")
       ->check(CLI::IsMember({"default", "sm80", "sm90", "sm80-1slab"}))
       ->type_name("TEXT")
       ->default_str("default");

@@ -183,7 +183,7 @@ void add_kvbench_flags(CLI::App& cmd, KvBenchArgs& a) {
   cmd.add_option_function<std::string>(
          "--attn-kernel", [&a](const std::string& s) { a.attn_kernel = parse_attn_kernel(s); },
          "cuda: the kernels of the tier and of the exact attention beside it, as h3s bench's "
-         "--attn-kernel (default, sm80, sm90); the JSON names both")
+         "--attn-kernel (default, sm80, sm90, sm80-1slab); the JSON names both")
       ->check(CLI::IsMember({"default", "sm80", "sm90", "sm80-1slab"}))
       ->type_name("TEXT")
       ->default_str("default");
