@@ -389,7 +389,7 @@ TEST(Cli, HelpIsPrintableText) {
     }
   }
   EXPECT_NE(run_cli("bench --help").out.find("{auto, device, host}"), std::string::npos);
-  EXPECT_NE(run_cli("demo --help").out.find("{default,sm80,sm90}"), std::string::npos);
+  EXPECT_NE(run_cli("demo --help").out.find("{default,sm80,sm90,sm80-1slab}"), std::string::npos);
   // A default shown is the default: no negated flag's {false} beside a flag that is on.
   EXPECT_EQ(run_cli("demo --help").out.find("{false}"), std::string::npos);
 }
