@@ -7,6 +7,9 @@
 #   usage: bash scripts/sass-check.sh FILE.cu [REGEX]
 #     REGEX: the SASS opcodes to count (default: tensor-core MMAs, conversions and
 #     global/shared memory ops), e.g. 'HMMA|HGMMA|IMMA|F2FP|STG|LDG'.
+#   env:   SASS_ARCHS (default "sm_90a sm_80": Hopper's image and the mma.sync one; any
+#          of the shipped sm_86, sm_89, sm_120 too). kernel-resources.sh checks every
+#          shipped image's registers and shared memory against its limits.
 #   e.g.   bash scripts/sass-check.sh src/backend/cuda/attention/attn_fwd_sm80.cu
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,8 +30,16 @@ fi
 export PATH="$PWD/$tools:$PATH"
 obj=$(mktemp --suffix=.o)
 trap 'rm -f "$obj"' EXIT
-# The flags of src/backend/cuda/CMakeLists.txt (the images we ship).
-nvcc -c -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80 \
+archs=${SASS_ARCHS:-sm_90a sm_80}
+gencode=()
+for arch in $archs; do
+  case $arch in
+    sm_*) gencode+=("-gencode=arch=compute_${arch#sm_},code=$arch") ;;
+    *) echo "sass-check: SASS_ARCHS holds '$arch'; name machine-code images, e.g. sm_86" >&2 && exit 2 ;;
+  esac
+done
+# The compile flags of src/backend/cuda/CMakeLists.txt for those images.
+nvcc -c "${gencode[@]}" \
   -DFMT_HEADER_ONLY=1 -DH3S_HAVE_CUDA=1 -I src -I include -O3 -fmad=false -std=c++20 \
   --expt-relaxed-constexpr -Werror=all-warnings -Xptxas -v "$src" -o "$obj" 2>&1 |
   awk '/Compiling entry function/ {match($0, /'"'"'[^'"'"']*'"'"'/); k = substr($0, RSTART + 1, RLENGTH - 2);
@@ -37,7 +48,7 @@ nvcc -c -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_8
        /spill stores/ {match($0, /[0-9]+ bytes spill stores/); s = substr($0, RSTART, RLENGTH)}
        /Used [0-9]+ registers/ {printf "%-6s %4s regs  %-22s %s\n", a, r, s, k}' |
   c++filt
-for arch in sm_90a sm_80; do
+for arch in $archs; do
   echo "== $arch: instruction counts per kernel (${want})"
   cuobjdump -sass -arch "$arch" "$obj" | awk -v re="$want" '
     /Function :/ {name = $3}
