@@ -27,9 +27,11 @@
 //   Q             the rotated bf16 query rotate_heads leaves (q' =
 //                 bf16(rotate(q))), used as is (bf16 operand).
 //   attention     per key tile of 128 from key 0 (the exact path's schedule;
-//                 a tile lies in one stat block): s = (q' . k~) * 1/sqrt(128),
-//                 fp32, the dot in the CPU backend's fixed order (core/dot_f32.hpp
-//                 dot_f32); the online softmax of the exact path; o += p * v~.
+//                 a tile lies in one stat block): x = q' . k~ in fp32, the
+//                 dot in the CPU backend's fixed order (core/dot_f32.hpp
+//                 dot_f32); the online softmax of the exact path (the scale
+//                 log2(e) / sqrt(128) in its exponent, core/softmax_scale.hpp);
+//                 o += p * v~.
 //   finish        the exact path's: out = bf16(acc / l) (V is not rotated).
 // Bytes per K/V element: 0.5 (codes) + 1/16 (scales) + the per-block mean and
 // globals (K: 2 * 128 + 4 bytes per 256 x 128 elements, V: 4): ~0.5665.

@@ -60,8 +60,8 @@ float dequantise(uint8_t stored, uint16_t scale_f16) {
 void attend_rows(const uint16_t* q_bf16, int64_t q_stride, int64_t rows, const HeadRows& kv,
                  int64_t begin, int64_t end, float* m, float* l, int64_t ml_stride, float* acc,
                  int64_t acc_stride, Scratch& w) {
-  constexpr int64_t kTile = 128;  // the exact path's key tile (kAttnKvTile)
-  const float scale = 1.0f / std::sqrt(float(kDim));
+  constexpr int64_t kTile = 128;               // the exact path's key tile (kAttnKvTile)
+  constexpr float c = score_log2_scale(kDim);  // the exact path's scale
   float q[kDim];
   for (int64_t k0 = begin; k0 < end; k0 += kTile) {
     const int64_t n = std::min(kTile, end - k0);
@@ -75,7 +75,7 @@ void attend_rows(const uint16_t* q_bf16, int64_t q_stride, int64_t rows, const H
         w.vt[j * kDim + d] = dequantise(vc[d], vs);
       }
     }
-    attend_tile_rows(q_bf16, q_stride, rows, w.kt, w.vt, n, kDim, scale, m, l, ml_stride, acc,
+    attend_tile_rows(q_bf16, q_stride, rows, w.kt, w.vt, n, kDim, c, m, l, ml_stride, acc,
                      acc_stride, q, w.p, w.o);
   }
 }

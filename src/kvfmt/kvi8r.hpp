@@ -20,9 +20,11 @@
 //                 nearest even), which is what the Hopper kernel's converters
 //                 write for its fp16 tensor-core operands.
 //   attention     q' = bf16(rotate(q)) per head; per key tile of 128 from key 0
-//                 (the exact path's schedule): s = (q' . k~) * 1/sqrt(128),
-//                 fp32, the dot in the CPU backend's fixed order (core/dot_f32.hpp
-//                 dot_f32); the online softmax of the exact path; o += p * v~.
+//                 (the exact path's schedule): x = q' . k~ in fp32, the
+//                 dot in the CPU backend's fixed order (core/dot_f32.hpp
+//                 dot_f32); the online softmax of the exact path (the scale
+//                 log2(e) / sqrt(128) in its exponent, core/softmax_scale.hpp);
+//                 o += p * v~.
 //   finish        out = bf16(rotate(acc / l)): the output un-rotated once.
 //
 // Every step is per row (token, head) or per (query row, key tile from key

@@ -127,7 +127,7 @@ int32_t dot_codes(const int8_t* a, const int8_t* b) {
 
 void attend_row(const uint16_t* q_bf16, const HeadRows& kv, int64_t begin, int64_t end, float& m,
                 float& l, float* acc) {
-  const float c = 1.0f / std::sqrt(float(kDim));
+  constexpr float c = score_log2_scale(kDim);  // scores in log2 units
   float p[kTile], o[kDim];
   int8_t qc[kDim];
   const float q_scale = quantise_q_row(q_bf16, qc);
@@ -150,7 +150,7 @@ void attend_row(const uint16_t* q_bf16, const HeadRows& kv, int64_t begin, int64
       p[j] = std::fma(float(dq), qk[b], corr[b]);
       mt = std::max(mt, p[j]);
     }
-    const SoftmaxStep s = softmax_tile(p, n, mt, m);
+    const SoftmaxStep s = softmax_tile(p, n, mt, 1.0f, m);  // already in log2 units
     for (int64_t j = 0; j < n; ++j) p[j] = e4m3[f32_to_e4m3(p[j] * kPScale)];
     for (int d = 0; d < kDim; ++d) {  // channel by channel: V's row is contiguous in keys
       const uint8_t* vc = kv.v_code + d * kv.v_stride + k0;

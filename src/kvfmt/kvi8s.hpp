@@ -4,7 +4,7 @@
 // backend runs exactly this; the Hopper kernel, attn_fwd_i8s_sm90.cu, runs it
 // on int8 and fp8 tensor cores and differs only in the order of its fp32
 // sums, in ex2.approx and in the rounding of the exponent's argument (one
-// fma from the int32 dot, log2(e) folded in), within a measured bound).
+// fma from the int32 dot, the shift folded in), within a measured bound).
 // Quantisation groups sit at absolute token positions, so nothing depends on
 // where a chunk starts.
 //
@@ -27,10 +27,12 @@
 //   scores        per key tile, for the key's block b: dq = q_code . k_code and
 //                 dm = 256 (q_code . hi_b) + q_code . lo_b (exact int32);
 //                 qk_b = (scale_q * scale_k[b]) * c, mc_b = (scale_q *
-//                 m_scale[b]) * c, c = 1/sqrt(128) (fp32, left to right);
-//                 s = fma(float(dq), qk_b, float(dm) * mc_b).
+//                 m_scale[b]) * c, c = log2(e) / sqrt(128) (the exact path's
+//                 kScoreLog2Scale; fp32, left to right);
+//                 s = fma(float(dq), qk_b, float(dm) * mc_b), in log2 units.
 //   softmax       per key tile of 128 from key 0 (the exact path's schedule):
-//                 m, alpha, p = exp(s - m_new) and l as the exact path.
+//                 m (log2 units), alpha, p = 2^(s - m_new) and l as the
+//                 exact path.
 //   P V           o[d] = sum_t e4m3(p_t * 256) * v_code_t[d] in fp32 over the
 //                 tile's keys in order, then acc[d] = fma(o[d], vs[d],
 //                 acc[d] * alpha): the tile's fp8 products summed apart from

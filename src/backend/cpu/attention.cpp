@@ -40,7 +40,7 @@ void CpuBackend::attention(const Tensor& q, const KvView& kv, RowRange keys, Att
   // fp16 K/V (kvi8r's decoded K~/V~) enter as their fp32 values, as kvi8r's
   // attend_rows takes them: the decode path's bits are the tier's.
   const bool kv_f16 = kv.k.dtype == DType::f16;
-  const float scale = 1.0f / std::sqrt(float(hd));
+  const float c = score_log2_scale(hd);  // the scale, folded into the exponent
   const int64_t qblocks = (rows + kQueryBlock - 1) / kQueryBlock;
   pool_.parallel_for(heads * qblocks, 1, [&](int64_t t0, int64_t t1) {
     std::vector<float> kt(static_cast<size_t>(kAttnKvTile * hd)),
@@ -66,12 +66,12 @@ void CpuBackend::attention(const Tensor& q, const KvView& kv, RowRange keys, Att
         }
         for (int64_t r = r0; r < r1; ++r) {
           const float* qr = qf.data() + (r - r0) * hd;
-          float mt = -std::numeric_limits<float>::infinity();
+          float xt = -std::numeric_limits<float>::infinity();
           for (int64_t j = 0; j < n; ++j) {
-            p[size_t(j)] = dot_f32(qr, kt.data() + j * hd, hd) * scale;
-            mt = std::max(mt, p[size_t(j)]);
+            p[size_t(j)] = dot_f32(qr, kt.data() + j * hd, hd);
+            xt = std::max(xt, p[size_t(j)]);
           }
-          fold_key_tile(p.data(), n, mt, vt.data(), nullptr, hd,
+          fold_key_tile(p.data(), n, xt, c, vt.data(), nullptr, hd,
                         s.m.view.ptr<float>()[r * heads + h], s.l.view.ptr<float>()[r * heads + h],
                         s.acc.view.ptr<float>() + (r * heads + h) * hd, o.data());
         }
