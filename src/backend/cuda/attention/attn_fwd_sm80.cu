@@ -8,11 +8,12 @@
 // attn_sm80_slabs picks per GPU, the same bits). K/V stream through shared
 // memory in 64-key tiles (XOR-swizzled, cp.async double buffer), in increasing
 // key order from key_begin, the last tile masked at key_end. Per tile: S = Q K^T
-// (fp32), online softmax in exp2 form, P rounded to bf16, O += P V. The state
-// (m, l, acc) is loaded at CTA start and stored at the end, so calls chain
-// over 64-aligned K/V blocks with the single-pass bits. Expected limit: FA2
-// with mma.sync reaches ~350 TFLOP/s on H100-class parts (~35% of the bf16
-// peak); wgmma/TMA (FA3, attn_fwd_sm90) is the follow-up.
+// (fp32), online softmax in log2 units (the scale in the exp2 fma), P rounded
+// to bf16, O += P V. The state (m, l, acc) is loaded at CTA start and stored
+// at the end, so calls chain over 64-aligned K/V blocks with the single-pass
+// bits. Expected limit: FA2 with mma.sync reaches ~350 TFLOP/s on H100-class
+// parts (~35% of the bf16 peak); wgmma/TMA (FA3, attn_fwd_sm90) is the
+// follow-up.
 //
 // This file: the mma.sync kernel and its launcher (attn_dispatch.cpp chooses
 // it on GPUs other than sm_90), and the state's finish and reset kernels of
@@ -37,8 +38,7 @@ using Mma = Mma16816;
 // The shared-memory geometry both tiles share (rows of 128 bf16, the swizzle).
 using Geom = AttnFwdOneSlab;
 
-constexpr float kSoftmaxScale = AttnScale::kSoftmaxScale;
-static_assert(kSoftmaxScale == 0.08838834764831845f, "1 / sqrt(128) as the CPU rounds it");
+static_assert(kScoreLog2Scale == 0x1.0527dcp-3f, "log2(e) / sqrt(128) as the CPU rounds it");
 
 // ---- PTX wrappers (gemm/mma_sm80.cuh) ---------------------------------------
 
@@ -301,19 +301,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_m128n64_sm80(const Fw
       }
     }
 
-    // Scale like the reference (s = (q.k) * scale), then mask keys past
-    // key_end. Only keys are masked, and a valid key's score is the same value
-    // whether or not its tile is partial, so the branch (uniform: it depends on
-    // the tile alone) changes no bits.
+    // Mask keys past key_end (the raw scores go to the softmax, which folds
+    // the scale into its exponent). Only keys are masked, and a valid key's
+    // score is the same value whether or not its tile is partial, so the
+    // branch (uniform: it depends on the tile alone) changes no bits.
     const int valid_keys = min(int(p.key_end) - key0, T::kBlockN);
     uint32_t pa[T::kSlabs][T::kPvKSteps][Mma::kARegs];
 #pragma unroll
     for (int sl = 0; sl < T::kSlabs; ++sl) {
-#pragma unroll
-      for (int n = 0; n < T::kSBlocks; ++n) {
-#pragma unroll
-        for (int i = 0; i < Mma::kCRegs; ++i) s[sl][n][i] = __fmul_rn(s[sl][n][i], kSoftmaxScale);
-      }
       if (valid_keys < T::kBlockN) {
 #pragma unroll
         for (int n = 0; n < T::kSBlocks; ++n) {

@@ -41,7 +41,6 @@ struct AttnFwdTile {
   using Mma = Mma16816;
 
   static constexpr int kHeadDim = AttnScale::kHeadDim;
-  static constexpr float kSoftmaxScale = AttnScale::kSoftmaxScale;
   static constexpr int kWarps = kWarps_;
   static constexpr int kSlabs = kSlabs_;
   static constexpr bool kQInRegisters = kSlabs == 1;

@@ -14,18 +14,19 @@
 //   fold: acc = fma(O_j, vs_j, acc * alpha_j), the two levels' sum; each
 //     row's sum of the e4m3 P (O's columns 128..135) joins l
 //   softmax of t: the row max from the int32 dots (the definition's scores
-//     fma(float(dq), qk_b, float(dm_b) * mc_b) are monotone in dq); release
-//     K[t]; alpha_t; u = 256 p = 2^(fma(float(dq), qk_b log2e, mc_b' +
-//     shift)), one fma a score, float(dq) from an integer add; P_t = e4m3(u),
-//     packed in the fp8 A-fragment order V^T's keys are stored in
+//     fma(float(dq), qk_b, float(dm_b) * mc_b), in log2 units, are monotone
+//     in dq); release K[t]; alpha_t; u = 256 p = 2^(fma(float(dq), qk_b,
+//     corr_b + shift)), one fma a score, float(dq) from an integer add;
+//     P_t = e4m3(u), packed in the fp8 A-fragment order V^T's keys are
+//     stored in
 //
 // The mma.sync kernel (attn_fwd_i8s_sm89.cu) runs this consumer's Q
 // quantiser, softmax, P packing and fold on its own tiles, with T::kSumOnTc
 // false: l from the fp32 p, summed in kChains chains.
 //
-// The max, m and alpha are the CPU's bits: the int32 dots are exact and the
-// fp32 steps the same IEEE operations. What differs from the definition is
-// ex2.approx, the rounding of the exponent's argument (the fused fma, the
+// The max and m are the CPU's bits: the int32 dots are exact and the fp32
+// steps the same IEEE operations. What differs from the definition is
+// ex2.approx (alpha and p), the rounding of the exponent's argument (the fused fma, the
 // shift by 2^8 inside it), the order of the softmax's sum and of P V's fp32
 // sums: bounded by the GPU test.
 #pragma once
@@ -197,8 +198,9 @@ struct AttnI8sConsumer {
   }
 
   // Per row and K block of a tile, the two factors of kvi8s.hpp's score
-  // fma(float(dq), qk_b, corr_b): qk_b = q_scale k_scale_b c and corr_b =
-  // float(q_code . mean_b) q_scale m_scale_b c.
+  // fma(float(dq), qk_b, corr_b), in log2 units: qk_b = q_scale k_scale_b c
+  // and corr_b = float(q_code . mean_b) q_scale m_scale_b c, c =
+  // kScoreLog2Scale.
   struct TileScale {
     float qk[kRows][kBlocks];
     float corr[kRows][kBlocks];
@@ -216,7 +218,7 @@ struct AttnI8sConsumer {
     const int32_t mine[kRows] = {256 * s[kDigitReg] + s[kDigitReg + 1],
                                  256 * s[kDigitReg + 2] + s[kDigitReg + 3]};
     const int quad = lane & ~3;
-    constexpr float c = AttnScale::kSoftmaxScale;
+    constexpr float c = AttnScale::kScoreLog2Scale;
     TileScale ts;
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
@@ -273,8 +275,8 @@ struct AttnI8sConsumer {
   }
 
   // The tile's 2^8 p straight from S with the online softmax's step around
-  // them: the max from the int32 dots (int_max: the definition's units),
-  // then p = 2^(fma(float(dq), qk_b log2e, corr_b log2e + shift)), one fma a
+  // them: the max from the int32 dots (int_max: the definition's log2
+  // units), then p = 2^(fma(float(dq), qk_b, corr_b + shift)), one fma a
   // score where the definition's score and exponent take two (the rounding
   // of the exponent's argument differs by an ulp or so; the GPU test bounds
   // it). The masked last tile keeps the two-step form (masked_scores, then
@@ -285,27 +287,26 @@ struct AttnI8sConsumer {
     float thread_max[kRows], shift[kRows];
     if (valid_keys < T::kBlockN) {
       masked_scores(s, ts, valid_keys, p, thread_max);
-      st.consume_with_max<T::kKeyBlocks, T::kLog2PScale, kChains, !T::kSumOnTc>(p, thread_max,
-                                                                                alpha);
+      st.consume_with_max<T::kKeyBlocks, T::kLog2PScale, kChains, !T::kSumOnTc, ScoreUnits::log2>(
+          p, thread_max, alpha);
       return;
     }
     int_max(s, ts, thread_max);
-    st.begin_tile<T::kLog2PScale, !T::kSumOnTc>(thread_max, alpha, shift);
+    st.begin_tile<T::kLog2PScale, !T::kSumOnTc, ScoreUnits::log2>(thread_max, alpha, shift);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      float qk2[kBlocks], corr2[kBlocks];
+      float corr2[kBlocks];
       // float(dq) = asfloat(dq + bits(1.5 * 2^23)) - 1.5 * 2^23 exactly, on
       // the integer pipe instead of I2FP; the constant moves into the addend
-      // (one more rounding, of <= 0.75 qk2 in the exponent: it flips an e4m3
+      // (one more rounding, of <= 0.75 qk_b in the exponent: it flips an e4m3
       // P now and then, 1.2e-3 rel-rms from the definition against 4.7e-4
       // without; the error against the exact store unchanged,
       // docs/PERFORMANCE.md).
       constexpr float kMagic = 12582912.0f;
 #pragma unroll
       for (int b = 0; b < kBlocks; ++b) {
-        qk2[b] = __fmul_rn(ts.qk[r][b], kLog2e);
-        corr2[b] = __fmaf_rn(ts.corr[r][b], kLog2e, shift[r]);
-        corr2[b] = __fmaf_rn(-kMagic, qk2[b], corr2[b]);
+        corr2[b] = __fadd_rn(ts.corr[r][b], shift[r]);
+        corr2[b] = __fmaf_rn(-kMagic, ts.qk[r][b], corr2[b]);
       }
       float chain_sum[kChains] = {};
 #pragma unroll
@@ -314,7 +315,7 @@ struct AttnI8sConsumer {
         for (int j = 0; j < 2; ++j) {
           const int b = n / kBlocksPerKBlock;
           const float dq = __int_as_float(s[4 * n + 2 * r + j] + 0x4B400000);
-          p[n][2 * r + j] = ex2(__fmaf_rn(dq, qk2[b], corr2[b]));
+          p[n][2 * r + j] = ex2(__fmaf_rn(dq, ts.qk[r][b], corr2[b]));
           if constexpr (!T::kSumOnTc)
             chain_sum[n % kChains] = __fadd_rn(chain_sum[n % kChains], p[n][2 * r + j]);
         }

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backend/attn_tile.hpp"
+#include "core/softmax_scale.hpp"
 
 namespace h3s::cuda::attn {
 
@@ -15,19 +16,15 @@ namespace h3s::cuda::attn {
 // it) as the kernels' int. Each kernel's key tile must divide it.
 inline constexpr int kEngineKvTile = int(kAttnKvTile);
 
-// sqrt for constants (Newton in double; std::sqrt is not constexpr in C++20).
-constexpr double constexpr_sqrt(double x) {
-  double y = x > 1.0 ? x : 1.0;
-  for (int i = 0; i < 64; ++i) y = 0.5 * (y + x / y);
-  return y;
-}
-
 struct AttnScale {
   static constexpr int kHeadDim = 128;
-  // Scores are s = (q.k) * kSoftmaxScale in fp32, as in the CPU reference
-  // (1.0f / sqrt(float(head_dim)); bits 0x3db504f3 for 128). log2(e) is
-  // applied in the exponent (attn_state.cuh), so m stays in natural-log units.
-  static constexpr float kSoftmaxScale = 1.0f / float(constexpr_sqrt(double(kHeadDim)));
+  // Scores enter the softmax in log2 units: the raw q.k (fp32) times
+  // kScoreLog2Scale = log2(e) / sqrt(128) (core/softmax_scale.hpp), folded
+  // into the exponent's fma and taken once on a tile's max, as in the CPU
+  // reference; the state's m is in the same units, so chained calls continue
+  // the same arithmetic.
+  static constexpr float kScoreLog2Scale = score_log2_scale(kHeadDim);
+  static_assert(kScoreLog2Scale == h3s::kScoreLog2Scale, "the engine's head dim");
 };
 
 // The 16-bit type of K and V. f16 is kvi8r's decoded K~/V~ (the tier's

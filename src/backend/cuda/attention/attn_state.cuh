@@ -1,17 +1,24 @@
 // Online-softmax state of the two query rows a lane holds in an mma.sync
 // accumulator (rows g and g + 8 of the warp's m16 slab, g = lane / 4), and
-// the per-tile update. The state means what the CPU reference's does: m is
-// the running max of the scaled scores q.k / sqrt(d) (natural-log units), l
-// the running sum of exp(s - m); it is loaded from and stored to global fp32
-// unchanged, so chained calls continue the same arithmetic.
+// the per-tile update. The state means what the CPU reference's does
+// (core/softmax_scale.hpp): m is the running max of the scores in log2 units,
+// x * c with x = q.k and c = kScoreLog2Scale, l the running sum of
+// 2^(x c - m); it is loaded from and stored to global fp32 unchanged, so
+// chained calls continue the same arithmetic.
 #pragma once
 
 #include <cstdint>
 
+#include "core/softmax_scale.hpp"
+
 namespace h3s::cuda::attn {
 
-inline constexpr float kLog2e = 1.4426950408889634f;  // exp(x) = 2^(x * log2(e))
 inline constexpr float kInf = __builtin_huge_valf();
+
+// What a tile's scores are: raw (x = q.k, the exact kernels': the scale c
+// rides on the tile max's multiply and the exponent's fma) or already in log2
+// units (kvi8s' definition folds c into its score's factors).
+enum class ScoreUnits : uint8_t { raw, log2 };
 
 // 2^x on the SFU. ftz: a probability below 2^-126 (of a row sum >= 1) is 0.
 __device__ __forceinline__ float ex2(float x) {
@@ -36,12 +43,13 @@ struct OnlineSoftmax {
   float m[kRows];
   float l[kRows];
 
-  // Consume one key tile. s: scaled scores in the mma C layout, s[n][0..1]
-  // for row g and s[n][2..3] for row g + 8 (masked keys are -inf). On return
-  // s holds the probabilities exp(s - m_new) and alpha the factor by which
-  // the caller rescales its accumulator rows. Every step is fixed per row:
-  // the row max and sum are reduced over the whole tile, in the same order,
-  // and folded into (m, l) once per tile, exactly as the single pass does.
+  // Consume one key tile. s: the scores in the mma C layout (kUnits),
+  // s[n][0..1] for row g and s[n][2..3] for row g + 8 (masked keys are
+  // -inf). On return s holds the probabilities 2^(fma(x, c, -m_new)) and
+  // alpha the factor by which the caller rescales its accumulator rows.
+  // Every step is fixed per row: the row max and sum are reduced over the
+  // whole tile, in the same order, and folded into (m, l) once per tile,
+  // exactly as the single pass does.
   //
   // kLog2PScale > 0 (kvi8s: P stored as e4m3(p * 2^8)) returns s scaled by
   // 2^kLog2PScale (the shift folded into the exponent) while l still sums
@@ -50,7 +58,7 @@ struct OnlineSoftmax {
   // kChains > 1 (kvi8s) takes the tile's max and sum in that many
   // independent chains, combined at the end: fewer dependent steps, another
   // order of the sum (the exact path keeps 1).
-  template <int kBlocks, int kLog2PScale = 0, int kChains = 1>
+  template <int kBlocks, int kLog2PScale = 0, int kChains = 1, ScoreUnits kUnits = ScoreUnits::raw>
   __device__ __forceinline__ void consume(float (&s)[kBlocks][4], float (&alpha)[kRows]) {
     static_assert(kBlocks % kChains == 0, "the chains split the tile's blocks evenly");
     float thread_max[kRows];
@@ -66,26 +74,27 @@ struct OnlineSoftmax {
 #pragma unroll
       for (int c = 1; c < kChains; ++c) thread_max[r] = fmaxf(thread_max[r], chain_max[c]);
     }
-    consume_with_max<kBlocks, kLog2PScale, kChains>(s, thread_max, alpha);
+    consume_with_max<kBlocks, kLog2PScale, kChains, true, kUnits>(s, thread_max, alpha);
   }
 
   // consume() given, per row, the max of this thread's scores (a caller that
   // knows it sooner: kvi8s takes it from the int32 dots).
   // kSum = false: l is left alone (a caller that sums the tile elsewhere and
   // folds it with fold_sum).
-  template <int kBlocks, int kLog2PScale = 0, int kChains = 1, bool kSum = true>
+  template <int kBlocks, int kLog2PScale = 0, int kChains = 1, bool kSum = true,
+            ScoreUnits kUnits = ScoreUnits::raw>
   __device__ __forceinline__ void consume_with_max(float (&s)[kBlocks][4],
                                                    const float (&thread_max)[kRows],
                                                    float (&alpha)[kRows]) {
     float shift[kRows];
-    begin_tile<kLog2PScale, kSum>(thread_max, alpha, shift);
+    begin_tile<kLog2PScale, kSum, kUnits>(thread_max, alpha, shift);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float chain_sum[kChains] = {};
 #pragma unroll
       for (int n = 0; n < kBlocks; ++n) {
-        s[n][2 * r] = ex2(__fmaf_rn(s[n][2 * r], kLog2e, shift[r]));
-        s[n][2 * r + 1] = ex2(__fmaf_rn(s[n][2 * r + 1], kLog2e, shift[r]));
+        s[n][2 * r] = ex2(exponent<kUnits>(s[n][2 * r], shift[r]));
+        s[n][2 * r + 1] = ex2(exponent<kUnits>(s[n][2 * r + 1], shift[r]));
         if constexpr (kSum) {
           chain_sum[n % kChains] = __fadd_rn(chain_sum[n % kChains], s[n][2 * r]);
           chain_sum[n % kChains] = __fadd_rn(chain_sum[n % kChains], s[n][2 * r + 1]);
@@ -100,26 +109,38 @@ struct OnlineSoftmax {
     }
   }
 
+  // The exponent of a score against the tile's shift (-m_new, or
+  // kLog2PScale - m_new): fma(x, c, shift) for a raw score, one fma and no
+  // separate scaling; x + shift (= fma(x, 1, shift)) for one in log2 units.
+  template <ScoreUnits kUnits>
+  __device__ __forceinline__ static float exponent(float x, float shift) {
+    if constexpr (kUnits == ScoreUnits::raw)
+      return __fmaf_rn(x, kScoreLog2Scale, shift);
+    else
+      return __fadd_rn(x, shift);
+  }
+
   // The two ends of consume_with_max, for a caller that makes the
-  // probabilities 2^(x log2e + shift) itself (kvi8s folds log2e and the
-  // shift into its score's fma). begin_tile: per row the new max, the
-  // accumulator's factor alpha and the exponent's shift (kLog2PScale -
-  // base); l is scaled by alpha now and the tile's sum added by end_tile.
-  // kScaleL = false: l is left for fold_sum.
-  template <int kLog2PScale = 0, bool kScaleL = true>
+  // probabilities 2^(x + shift) itself (kvi8s folds the shift into its
+  // score's fma). begin_tile: per row the new max, the accumulator's factor
+  // alpha and the exponent's shift (kLog2PScale - m_new); l is scaled by
+  // alpha now and the tile's sum added by end_tile. kScaleL = false: l is
+  // left for fold_sum.
+  template <int kLog2PScale = 0, bool kScaleL = true, ScoreUnits kUnits = ScoreUnits::raw>
   __device__ __forceinline__ void begin_tile(const float (&thread_max)[kRows],
                                              float (&alpha)[kRows], float (&shift)[kRows]) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const float m_new = fmaxf(m[r], quad_max(thread_max[r]));
-      // Exponents are taken against base = m_new * log2(e), rounded once:
-      // exp(x - m_new) = 2^(x log2e - base) with one fma per score, and
-      // alpha = 2^(base_old - base) uses the same rounded bases, so an
-      // unchanged max gives alpha = 2^0 = 1 and no drift builds up over tiles.
-      // m_new is -inf only while every key so far is masked; base 0 then keeps
-      // (-inf) - base at -inf (probability 0) instead of NaN.
-      const float base = m_new == -kInf ? 0.0f : __fmul_rn(m_new, kLog2e);
-      alpha[r] = ex2(__fsub_rn(__fmul_rn(m[r], kLog2e), base));  // fresh row (m = -inf): 0
+      // The tile max in log2 units: c applied once to the raw max (rounding
+      // is monotone, so it is the max of the rounded x c; -inf stays -inf).
+      float tile_max = quad_max(thread_max[r]);
+      if constexpr (kUnits == ScoreUnits::raw) tile_max = __fmul_rn(tile_max, kScoreLog2Scale);
+      const float m_new = fmaxf(m[r], tile_max);
+      // m_new is -inf only while every key so far is masked; base 0 then
+      // keeps the exponent's argument at -inf (probability 0) instead of NaN.
+      // An unchanged max gives alpha = 2^0 = 1, so no drift builds up.
+      const float base = m_new == -kInf ? 0.0f : m_new;
+      alpha[r] = ex2(__fsub_rn(m[r], base));  // fresh row (m = -inf): 0
       shift[r] = kLog2PScale == 0 ? -base : __fsub_rn(float(kLog2PScale), base);
       if constexpr (kScaleL) l[r] = __fmul_rn(l[r], alpha[r]);
       m[r] = m_new;

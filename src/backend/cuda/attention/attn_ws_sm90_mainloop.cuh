@@ -11,8 +11,8 @@
 //   wait PV; release V[t-1]; P_t = bf16(probabilities)
 //
 // The arithmetic per row is the single-pass kernel's: O is rescaled by
-// alpha_t after P_{t-1} V_{t-1} and before P_t V_t, S is scaled by
-// 1/sqrt(d) in fp32 and folded into (m, l) once per tile (attn_state.cuh).
+// alpha_t after P_{t-1} V_{t-1} and before P_t V_t, S (raw q.k) is folded
+// into (m, l) once per tile with the scale in the exponent (attn_state.cuh).
 //
 // The kvi8r kernel (attn_fwd_i8r_sm90.cu) runs this consumer over its own
 // shared-memory layout (K and V dequantised to fp16 by its producer) with
@@ -97,17 +97,13 @@ struct AttnWsConsumer {
     for (int i = 0; i < T::kAccRegs; ++i) wgmma::fence_operand(acc[i]);
   }
 
-  // Scales the tile's scores like the reference (s * 1/sqrt(d) in fp32),
-  // masks keys past key_end (uniform per tile: only a call's last tile is
-  // partial) and folds the tile into the state; s then holds the
-  // probabilities.
+  // Masks the tile's raw scores past key_end (uniform per tile: only a
+  // call's last tile is partial) and folds the tile into the state (the
+  // scale rides on the exponent's fma, as in the reference); s then holds
+  // the probabilities.
   __device__ void softmax(Scores& s, int64_t key0, int64_t key_end, OnlineSoftmax& st,
                           float (&alpha)[OnlineSoftmax::kRows]) const {
     float(&sc)[T::kSBlocks][4] = *reinterpret_cast<float(*)[T::kSBlocks][4]>(&s);
-#pragma unroll
-    for (int n = 0; n < T::kSBlocks; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) sc[n][i] = __fmul_rn(sc[n][i], AttnScale::kSoftmaxScale);
     if (key0 + T::kBlockN > key_end) {
       const int valid_keys = int(key_end - key0);
 #pragma unroll
