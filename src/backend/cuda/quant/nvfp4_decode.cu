@@ -23,9 +23,12 @@ constexpr int kThreads = 256;
 constexpr int64_t kBlockCols = 16;  // K columns per e4m3 scale
 
 __device__ __forceinline__ float e2m1_to_f32(uint32_t code) {
-  // 0, 0.5, 1, 1.5, 2, 3, 4, 6: bit 3 is the sign.
-  constexpr float kLevels[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  const float mag = kLevels[code & 0x7u];
+  // 0, 0.5, 1, 1.5, 2, 3, 4, 6: bit 3 is the sign. Twice the levels (0..12)
+  // as nibbles of one constant, not an array: an indexed array sits on the
+  // stack (kernel-resources.sh allows no stack frame). Exact: small integers
+  // halved.
+  constexpr uint32_t kTwiceLevels = 0xC8643210u;
+  const float mag = float((kTwiceLevels >> (4u * (code & 0x7u))) & 0xFu) * 0.5f;
   return (code & 0x8u) != 0u ? -mag : mag;
 }
 
