@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SASS of a CUDA source, here, without a GPU: registers, spills and the count of
+# SASS of a CUDA source, here, without a GPU: registers, spills, stack frame and the count of
 # each chosen instruction per kernel and architecture, so a kernel change is checked
 # (and predicted) before device time is spent on it. The CUDA toolkit image has nvcc
 # and ptxas but no cuobjdump/nvdisasm: they come from their PyPI wheels
@@ -45,8 +45,9 @@ nvcc -c "${gencode[@]}" \
   awk '/Compiling entry function/ {match($0, /'"'"'[^'"'"']*'"'"'/); k = substr($0, RSTART + 1, RLENGTH - 2);
                                     match($0, /for '"'"'sm_[0-9a]*'"'"'/); a = substr($0, RSTART + 5, RLENGTH - 6)}
        /Used [0-9]+ registers/ {match($0, /Used [0-9]+ registers/); r = substr($0, RSTART + 5, RLENGTH - 15)}
-       /spill stores/ {match($0, /[0-9]+ bytes spill stores/); s = substr($0, RSTART, RLENGTH)}
-       /Used [0-9]+ registers/ {printf "%-6s %4s regs  %-22s %s\n", a, r, s, k}' |
+       /spill stores/ {match($0, /[0-9]+ bytes spill stores/); s = substr($0, RSTART, RLENGTH);
+                       match($0, /[0-9]+ bytes stack frame/); f = substr($0, RSTART, RLENGTH)}
+       /Used [0-9]+ registers/ {printf "%-6s %4s regs  %-22s %-20s %s\n", a, r, s, f, k}' |
   c++filt
 for arch in $archs; do
   echo "== $arch: instruction counts per kernel (${want})"
