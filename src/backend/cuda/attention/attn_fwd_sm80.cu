@@ -184,13 +184,16 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_m128n64_sm80(const Fw
   // and one step rather than an index per row kept over the key loop.
   const int64_t sh0 = warp_row0 * p.heads + head, sh_step = 8 * p.heads;
   static_assert(Mma::kM == 2 * 8, "a slab's rows are g and g + 8: index steps of 8 rows");
-  // m and l of the CTA's rows live in shared memory between tiles (the
-  // traits' kStateBytes); the quad's lane 0 writes them, and every lane of
-  // the quad reads the same bits.
+  // m and l of the CTA's rows between tiles (the traits' kStateInRegisters):
+  // one slab keeps them in registers; two keep them in shared memory, where
+  // the quad's lane 0 writes them and every lane of the quad reads the same
+  // bits.
   float* const state_m =
       reinterpret_cast<float*>(smem + T::kQTileBytes + 2 * T::kStages * T::kKvTileBytes);
   float* const state_l = state_m + T::kBlockM;
   auto local_row = [&](int sl, int r) { return warp * T::kWarpRows + sl * Mma::kM + r * 8 + g; };
+  static_assert(!T::kStateInRegisters || T::kSlabs == 1, "the registers' state is one slab's");
+  OnlineSoftmax kept_state[1];
   float acc[T::kSlabs][T::kOBlocks][Mma::kCRegs];
 #pragma unroll
   for (int sl = 0; sl < T::kSlabs; ++sl) {
@@ -199,7 +202,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_m128n64_sm80(const Fw
       const int64_t row = warp_row0 + sl * Mma::kM + r * 8;
       const bool in_range = row < p.rows;
       const int64_t sh = sh0 + (2 * sl + r) * sh_step;  // (row, head) index of m and l
-      if (lane % 4 == 0) {
+      if constexpr (T::kStateInRegisters) {
+        kept_state[0].m[r] = in_range ? p.m[sh] : -kInf;
+        kept_state[0].l[r] = in_range ? p.l[sh] : 0.0f;
+      } else if (lane % 4 == 0) {
         state_m[local_row(sl, r)] = in_range ? p.m[sh] : -kInf;
         state_l[local_row(sl, r)] = in_range ? p.l[sh] : 0.0f;
       }
@@ -320,27 +326,34 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_m128n64_sm80(const Fw
 
       // (the barrier after the state's writes, at the prologue's or the
       // previous tile's end, makes them visible to the quad)
-      OnlineSoftmax state;
-#pragma unroll
-      for (int r = 0; r < OnlineSoftmax::kRows; ++r) {
-        state.m[r] = state_m[local_row(sl, r)];
-        state.l[r] = state_l[local_row(sl, r)];
-      }
       float alpha[OnlineSoftmax::kRows];
-      state.consume(s[sl], alpha);
-      __syncwarp();  // the quad's reads above before lane 0's writes
-      if (lane % 4 == 0) {
+      if constexpr (T::kStateInRegisters) {
+        kept_state[0].consume(s[sl], alpha);
+      } else {
+        OnlineSoftmax state;
 #pragma unroll
         for (int r = 0; r < OnlineSoftmax::kRows; ++r) {
-          state_m[local_row(sl, r)] = state.m[r];
-          state_l[local_row(sl, r)] = state.l[r];
+          state.m[r] = state_m[local_row(sl, r)];
+          state.l[r] = state_l[local_row(sl, r)];
+        }
+        state.consume(s[sl], alpha);
+        __syncwarp();  // the quad's reads above before lane 0's writes
+        if (lane % 4 == 0) {
+#pragma unroll
+          for (int r = 0; r < OnlineSoftmax::kRows; ++r) {
+            state_m[local_row(sl, r)] = state.m[r];
+            state_l[local_row(sl, r)] = state.l[r];
+          }
         }
       }
+      // O *= alpha, skipped (the same bits) where the warp's rows all kept their max.
+      if (!T::kSkipKeptRescale || !warp_keeps_max(alpha)) {
 #pragma unroll
-      for (int n = 0; n < T::kOBlocks; ++n) {
+        for (int n = 0; n < T::kOBlocks; ++n) {
 #pragma unroll
-        for (int i = 0; i < Mma::kCRegs; ++i)
-          acc[sl][n][i] = __fmul_rn(acc[sl][n][i], alpha[i / 2]);
+          for (int i = 0; i < Mma::kCRegs; ++i)
+            acc[sl][n][i] = __fmul_rn(acc[sl][n][i], alpha[i / 2]);
+        }
       }
       // P rounded to bf16 (fp16) now, its fp32 values already summed in l:
       // the C fragments of score blocks 2k and 2k + 1 are exactly the A
@@ -388,8 +401,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_m128n64_sm80(const Fw
       if (row >= p.rows) continue;
       const int64_t sh = out_sh0 + (2 * sl + r) * (8 * p.heads);
       if (lane % 4 == 0) {
-        p.m[sh] = state_m[local_row(sl, r)];
-        p.l[sh] = state_l[local_row(sl, r)];
+        p.m[sh] = T::kStateInRegisters ? kept_state[0].m[r] : state_m[local_row(sl, r)];
+        p.l[sh] = T::kStateInRegisters ? kept_state[0].l[r] : state_l[local_row(sl, r)];
       }
 #pragma unroll
       for (int n = 0; n < T::kOBlocks; ++n)

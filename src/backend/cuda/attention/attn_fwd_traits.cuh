@@ -44,6 +44,15 @@ struct AttnFwdTile {
   static constexpr int kWarps = kWarps_;
   static constexpr int kSlabs = kSlabs_;
   static constexpr bool kQInRegisters = kSlabs == 1;
+  // The rows' softmax state (m, l) between key tiles: in registers for one
+  // slab (4 per lane, beside 64 of accumulator and 32 of Q), in shared memory
+  // for two, whose accumulators and scores fill the registers.
+  static constexpr bool kStateInRegisters = kSlabs == 1;
+  // Skip the accumulator's rescale where the warp's rows all kept their max
+  // (attn_state.cuh's warp_keeps_max: the same bits). One slab only: two
+  // slabs sit at 255 registers, and the branch's live ranges spill there
+  // (60 bytes on sm_80, ptxas, 2026-12-07).
+  static constexpr bool kSkipKeptRescale = kSlabs == 1;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpRows = kSlabs * Mma::kM;
   static constexpr int kBlockM = kWarps * kWarpRows;  // query rows per CTA
@@ -67,8 +76,9 @@ struct AttnFwdTile {
   static constexpr size_t kRowBytes = size_t(kHeadDim) * kElemBytes;
   static constexpr size_t kQTileBytes = size_t(kBlockM) * kRowBytes;
   static constexpr size_t kKvTileBytes = size_t(kBlockN) * kRowBytes;
-  // The rows' softmax state (m, then l, fp32) between tiles: in shared memory,
-  // not registers, which the two slabs' accumulators and scores fill.
+  // The shared-memory home of the rows' state (m, then l, fp32) when it is
+  // not in registers; both tiles reserve it, so kernel_choice.hpp reads one
+  // CTA size for both (the static_assert below).
   static constexpr size_t kStateBytes = size_t(2 * kBlockM) * sizeof(float);
   static constexpr size_t kSmemBytes =
       kQTileBytes + size_t(2 * kStages) * kKvTileBytes + kStateBytes;

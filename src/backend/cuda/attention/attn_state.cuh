@@ -38,6 +38,35 @@ __device__ __forceinline__ float quad_sum(float x) {
   return __fadd_rn(x, __shfl_xor_sync(0xffffffffu, x, 2));
 }
 
+// The max of v[0..kWidth) in halving steps: log2(kWidth) dependent fmaxf
+// where a chain takes kWidth - 1. fmaxf's result does not depend on the
+// order (NaN is dropped in any order; only the sign of a zero could differ,
+// and 2^(+-0) is the same 1), so the tree changes no bits. One template per
+// level keeps every level's array in registers: a rolled `w /= 2` loop put
+// it in a 64-byte stack frame, 2.3x slower (H100, 2026-12-07).
+template <int kWidth>
+__device__ __forceinline__ float tree_max(const float (&v)[kWidth]) {
+  static_assert(kWidth > 0 && (kWidth & (kWidth - 1)) == 0, "halving needs a power of two");
+  if constexpr (kWidth == 1) {
+    return v[0];
+  } else {
+    float half[kWidth / 2];
+#pragma unroll
+    for (int i = 0; i < kWidth / 2; ++i) half[i] = fmaxf(v[i], v[i + kWidth / 2]);
+    return tree_max<kWidth / 2>(half);
+  }
+}
+
+// alpha = 1 on both of every lane's rows: no row of the warp raised its max
+// over the tile, so the accumulator's rescale (x * 1 == x in IEEE
+// arithmetic, -0, denormals and infinities included; the build keeps
+// denormals) may be skipped with no change of bits. A warp-wide vote, so the
+// branch never diverges. Past the first few tiles of a long row most tiles
+// keep the max.
+__device__ __forceinline__ bool warp_keeps_max(const float (&alpha)[2]) {
+  return __all_sync(0xffffffffu, alpha[0] == 1.0f && alpha[1] == 1.0f);
+}
+
 struct OnlineSoftmax {
   static constexpr int kRows = 2;  // rows g and g + 8 of the m16 slab
   float m[kRows];
@@ -55,24 +84,20 @@ struct OnlineSoftmax {
   // 2^kLog2PScale (the shift folded into the exponent) while l still sums
   // the unscaled probabilities.
   //
-  // kChains > 1 (kvi8s) takes the tile's max and sum in that many
-  // independent chains, combined at the end: fewer dependent steps, another
-  // order of the sum (the exact path keeps 1).
+  // The tile's max is a halving tree (tree_max: the same value in any
+  // order). kChains > 1 takes the sum in that many independent chains,
+  // combined at the end: fewer dependent steps, another order of the sum
+  // and so other bits (the exact path keeps 1).
   template <int kBlocks, int kLog2PScale = 0, int kChains = 1, ScoreUnits kUnits = ScoreUnits::raw>
   __device__ __forceinline__ void consume(float (&s)[kBlocks][4], float (&alpha)[kRows]) {
     static_assert(kBlocks % kChains == 0, "the chains split the tile's blocks evenly");
     float thread_max[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      float chain_max[kChains];
+      float pair_max[kBlocks];
 #pragma unroll
-      for (int c = 0; c < kChains; ++c) chain_max[c] = s[c][2 * r];
-#pragma unroll
-      for (int n = 0; n < kBlocks; ++n)
-        chain_max[n % kChains] = fmaxf(chain_max[n % kChains], fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-      thread_max[r] = chain_max[0];
-#pragma unroll
-      for (int c = 1; c < kChains; ++c) thread_max[r] = fmaxf(thread_max[r], chain_max[c]);
+      for (int n = 0; n < kBlocks; ++n) pair_max[n] = fmaxf(s[n][2 * r], s[n][2 * r + 1]);
+      thread_max[r] = tree_max(pair_max);
     }
     consume_with_max<kBlocks, kLog2PScale, kChains, true, kUnits>(s, thread_max, alpha);
   }

@@ -165,7 +165,9 @@ struct AttnWsConsumer {
     for (int i = 0; i < kN; ++i) wgmma::fence_operand(r[i]);
   }
 
+  // O *= alpha, skipped (the same bits) where the warp's rows all kept their max.
   __device__ static void rescale(Acc& acc, const float (&alpha)[OnlineSoftmax::kRows]) {
+    if (warp_keeps_max(alpha)) return;
 #pragma unroll
     for (int i = 0; i < T::kAccRegs; ++i) acc[i] = __fmul_rn(acc[i], alpha[(i % 4) / 2]);
   }
