@@ -346,14 +346,15 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_m128n64_sm80(const Fw
           }
         }
       }
-      // O *= alpha, skipped (the same bits) where the warp's rows all kept their max.
-      if (!T::kSkipKeptRescale || !warp_keeps_max(alpha)) {
+      // O *= alpha on every tile. Skipping it where the warp's rows kept their
+      // max (the Hopper consumer's warp_keeps_max) lost here: the one-slab
+      // tile 4.411 s with the skip, 4.050 s without (H100, 217,088 tokens,
+      // 2026-12-07); with two slabs the branch spilled.
 #pragma unroll
-        for (int n = 0; n < T::kOBlocks; ++n) {
+      for (int n = 0; n < T::kOBlocks; ++n) {
 #pragma unroll
-          for (int i = 0; i < Mma::kCRegs; ++i)
-            acc[sl][n][i] = __fmul_rn(acc[sl][n][i], alpha[i / 2]);
-        }
+        for (int i = 0; i < Mma::kCRegs; ++i)
+          acc[sl][n][i] = __fmul_rn(acc[sl][n][i], alpha[i / 2]);
       }
       // P rounded to bf16 (fp16) now, its fp32 values already summed in l:
       // the C fragments of score blocks 2k and 2k + 1 are exactly the A

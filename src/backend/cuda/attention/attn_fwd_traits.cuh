@@ -48,11 +48,6 @@ struct AttnFwdTile {
   // slab (4 per lane, beside 64 of accumulator and 32 of Q), in shared memory
   // for two, whose accumulators and scores fill the registers.
   static constexpr bool kStateInRegisters = kSlabs == 1;
-  // Skip the accumulator's rescale where the warp's rows all kept their max
-  // (attn_state.cuh's warp_keeps_max: the same bits). One slab only: two
-  // slabs sit at 255 registers, and the branch's live ranges spill there
-  // (60 bytes on sm_80, ptxas, 2026-12-07).
-  static constexpr bool kSkipKeptRescale = kSlabs == 1;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpRows = kSlabs * Mma::kM;
   static constexpr int kBlockM = kWarps * kWarpRows;  // query rows per CTA
