@@ -324,12 +324,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_fwd_m128n64_sm80(const Fw
         }
       }
 
-      // (the barrier after the state's writes, at the prologue's or the
-      // previous tile's end, makes them visible to the quad)
       float alpha[OnlineSoftmax::kRows];
       if constexpr (T::kStateInRegisters) {
         kept_state[0].consume(s[sl], alpha);
       } else {
+        // (the barrier after the state's writes, at the prologue's or the
+        // previous tile's end, makes them visible to the quad)
         OnlineSoftmax state;
 #pragma unroll
         for (int r = 0; r < OnlineSoftmax::kRows; ++r) {

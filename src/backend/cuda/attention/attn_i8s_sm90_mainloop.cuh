@@ -371,7 +371,7 @@ struct AttnI8sConsumer {
       for (int r = 0; r < kRows; ++r)
         st.fold_sum<T::kLog2PScale>(r, alpha[r], o[T::kAccRegs + 2 * r]);
     }
-    if (__all_sync(0xffffffffu, alpha[0] == 1.0f && alpha[1] == 1.0f))
+    if (warp_keeps_max(alpha))
       fold_tile<false, kJ0, kJ1>(acc, o, v_header, alpha);
     else
       fold_tile<true, kJ0, kJ1>(acc, o, v_header, alpha);

@@ -62,8 +62,8 @@ __device__ __forceinline__ float tree_max(const float (&v)[kWidth]) {
 // arithmetic, -0, denormals and infinities included; the build keeps
 // denormals) may be skipped with no change of bits. A warp-wide vote, so the
 // branch never diverges. Past the first few tiles of a long row most tiles
-// keep the max. The Hopper consumer uses it; the mma.sync kernel does not (its
-// vote cost 9% there, docs/PERFORMANCE.md).
+// keep the max. The Hopper exact consumer and kvi8s' fold use it; the
+// mma.sync kernel does not (its vote cost 9% there, docs/PERFORMANCE.md).
 __device__ __forceinline__ bool warp_keeps_max(const float (&alpha)[2]) {
   return __all_sync(0xffffffffu, alpha[0] == 1.0f && alpha[1] == 1.0f);
 }
